@@ -1,0 +1,48 @@
+# Test registration helpers.
+#   recmix_add_test(NAME name SOURCES a.cpp ... LIBS lib ...)
+#   recmix_add_mpi_test(NAME name SOURCES ... LIBS ... RANKS 1 2 4)
+# MPI tests register as name.1rank, name.2ranks, name.4ranks; the launcher flags this machine
+# needs (root, oversubscription, no single-copy shared memory) live in one cache variable.
+include(GoogleTest)
+find_package(GTest REQUIRED)
+
+set(RECMIX_MPIEXEC_FLAGS "--allow-run-as-root;--oversubscribe;--mca;btl_vader_single_copy_mechanism;none"
+    CACHE STRING "Flags passed to mpiexec before the rank count for MPI tests")
+
+function(recmix_add_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main recmix_warnings)
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+                       ENVIRONMENT "RECMIX_SHARED_DIR=${RECMIX_SHARED_DIR};OMP_NUM_THREADS=1")
+endfunction()
+
+# The MPI test executable links tests/mpi_gtest_main.cpp, which initialises MPI and makes a
+# failure on any rank fail every rank.
+function(recmix_add_mpi_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;RANKS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/mpi_gtest_main.cpp)
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest MPI::MPI_CXX recmix_warnings)
+  if(NOT T_RANKS)
+    set(T_RANKS 1 2 4)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  foreach(n IN LISTS T_RANKS)
+    if(n EQUAL 1)
+      set(suffix 1rank)
+    else()
+      set(suffix ${n}ranks)
+    endif()
+    add_test(NAME ${T_NAME}.${suffix}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${RECMIX_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${n}
+                     $<TARGET_FILE:${T_NAME}>)
+    set_tests_properties(${T_NAME}.${suffix} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS ${n}
+      LABELS mpi
+      ENVIRONMENT "RECMIX_SHARED_DIR=${RECMIX_SHARED_DIR};OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  endforeach()
+endfunction()

@@ -1,0 +1,50 @@
+#pragma once
+// The backend interface: raw memory in two tiers, copies, streams and events, and row-major
+// SGEMM. Everything above device/ uses only this; allocations that should be counted go through
+// a MemoryPool (memory_pool.hpp). Functor kernels run through parallel_for (launch.hpp).
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "device/stream.hpp"
+#include "device/types.hpp"
+
+namespace recmix::device {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual BackendKind kind() const = 0;
+  virtual std::string description() const = 0;  // for logs: "cpu (OpenBLAS, 2 threads)"
+
+  // Uncounted memory; nullptr never returned (throws DeviceError). 64-byte aligned at least.
+  virtual void* allocate(std::size_t bytes, Tier tier) = 0;
+  virtual void deallocate(void* ptr, Tier tier) noexcept = 0;
+  // Copies between any two tiers, ordered on stream.
+  virtual void copy(void* dst, const void* src, std::size_t bytes, Stream& stream) = 0;
+  virtual void fill_zero(void* dst, std::size_t bytes, Stream& stream) = 0;
+
+  virtual std::unique_ptr<Stream> create_stream() = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+
+  // Row-major: C[m x n] = alpha * op(A) * op(B) + beta * C, op(A) is m x k, op(B) is k x n;
+  // lda/ldb/ldc are row strides of A, B, C as stored.
+  virtual void gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                    const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                    int ldc) = 0;
+
+  // Threads the calling thread's parallel_for and GEMM use (CPU); ignored on CUDA.
+  virtual void set_num_threads(int threads) = 0;
+  virtual int num_threads() const = 0;
+};
+
+// The one place backends are chosen. Throws NotCompiledError for CUDA in a build without it,
+// DeviceError when CUDA is built but no GPU is present.
+std::unique_ptr<Backend> make_backend(BackendKind kind, int threads = 1);
+
+// True when this build has the CUDA backend and a GPU is visible.
+bool cuda_device_available();
+bool cuda_compiled();
+
+}  // namespace recmix::device

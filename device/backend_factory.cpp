@@ -1,0 +1,20 @@
+// The one place a backend is chosen.
+#include "core/error.hpp"
+#include "device/backend.hpp"
+
+namespace recmix::device {
+
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+std::unique_ptr<Backend> make_cuda_backend(int threads);  // cuda/ or the stub
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, int threads) {
+  switch (kind) {
+    case BackendKind::cpu:
+      return make_cpu_backend(threads);
+    case BackendKind::cuda:
+      return make_cuda_backend(threads);
+  }
+  throw DeviceError("unknown backend kind");
+}
+
+}  // namespace recmix::device

@@ -1,0 +1,119 @@
+// CUDA backend: device memory and pinned host memory, cuBLAS SGEMM, streams and events.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "device/backend.hpp"
+#include "device/cuda/check.cuh"
+
+namespace recmix::device {
+namespace {
+
+class CudaStream final : public Stream {
+ public:
+  CudaStream() { RECMIX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~CudaStream() override { cudaStreamDestroy(stream_); }
+  void synchronize() override { RECMIX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void* native() override { return stream_; }
+
+ private:
+  cudaStream_t stream_{};
+};
+
+class CudaEvent final : public Event {
+ public:
+  CudaEvent() { RECMIX_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  void record(Stream& s) override {
+    RECMIX_CUDA_CHECK(cudaEventRecord(event_, static_cast<cudaStream_t>(s.native())));
+  }
+  void wait(Stream& s) override {
+    RECMIX_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.native()), event_, 0));
+  }
+  bool query() override {
+    cudaError_t st = cudaEventQuery(event_);
+    if (st == cudaErrorNotReady) return false;
+    RECMIX_CUDA_CHECK(st);
+    return true;
+  }
+  void synchronize() override { RECMIX_CUDA_CHECK(cudaEventSynchronize(event_)); }
+
+ private:
+  cudaEvent_t event_{};
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    int count = 0;
+    cudaError_t st = cudaGetDeviceCount(&count);
+    if (st != cudaSuccess || count == 0)
+      throw DeviceError(std::string("no CUDA device available (") +
+                        (st == cudaSuccess ? "0 devices" : cudaGetErrorString(st)) + ")");
+    RECMIX_CUBLAS_CHECK(cublasCreate(&handle_));
+  }
+  ~CudaBackend() override {
+    if (handle_) cublasDestroy(handle_);
+  }
+  BackendKind kind() const override { return BackendKind::cuda; }
+  std::string description() const override {
+    cudaDeviceProp prop{};
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&prop, dev);
+    return "cuda (device " + std::to_string(dev) + ": " + prop.name + ")";
+  }
+  void* allocate(std::size_t bytes, Tier tier) override {
+    void* p = nullptr;
+    if (tier == Tier::device)
+      RECMIX_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
+    else
+      RECMIX_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(bytes, 1)));
+    return p;
+  }
+  void deallocate(void* ptr, Tier tier) noexcept override {
+    if (tier == Tier::device)
+      cudaFree(ptr);
+    else
+      cudaFreeHost(ptr);
+  }
+  void copy(void* dst, const void* src, std::size_t bytes, Stream& s) override {
+    RECMIX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                                      static_cast<cudaStream_t>(s.native())));
+  }
+  void fill_zero(void* dst, std::size_t bytes, Stream& s) override {
+    RECMIX_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(s.native())));
+  }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CudaStream>(); }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(); }
+
+  void gemm(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+            int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
+    if (m == 0 || n == 0) return;
+    RECMIX_CUBLAS_CHECK(cublasSetStream(handle_, static_cast<cudaStream_t>(s.native())));
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+    RECMIX_CUBLAS_CHECK(cublasSgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
+                                    lda, &beta, c, ldc));
+  }
+  void set_num_threads(int threads) override { threads_ = threads; }
+  int num_threads() const override { return threads_; }
+
+ private:
+  cublasHandle_t handle_{};
+  int threads_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int) { return std::make_unique<CudaBackend>(); }
+
+bool cuda_compiled() { return true; }
+
+bool cuda_device_available() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+}  // namespace recmix::device
