@@ -1,0 +1,1 @@
+#include "data/criteo_parser.hpp"

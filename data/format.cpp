@@ -1,0 +1,108 @@
+#include "data/format.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+#include "data/h5.hpp"
+
+namespace recmix::data {
+
+namespace {
+
+void require_shape(hid_t dataset, const std::vector<hsize_t>& expected, bool want_float) {
+  std::vector<hsize_t> s = h5::shape(dataset);
+  auto text = [](const std::vector<hsize_t>& v) {
+    std::string t = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
+    return t + "]";
+  };
+  if (s != expected)
+    throw DataError(h5::describe(dataset) + ": shape " + text(s) + ", expected " + text(expected));
+  std::size_t size = 0;
+  H5T_class_t c = h5::type_class(dataset, &size);
+  if (want_float && !(c == H5T_FLOAT && size == 4))
+    throw DataError(h5::describe(dataset) + ": element type must be float32");
+  if (!want_float && !(c == H5T_INTEGER && (size == 4 || size == 8)))
+    throw DataError(h5::describe(dataset) + ": element type must be int32 or int64");
+}
+
+}  // namespace
+
+DatasetInfo open_file_info(const std::string& file) {
+  h5::Lock lock(h5::api_mutex());
+  h5::File f = h5::open_file(file);
+  if (!h5::has_attribute(f, "format") || h5::read_string_attribute(f, "format") != kFormatName)
+    throw DataError(file + ": not a recmix dataset (root attribute format != \"" + kFormatName + "\")");
+  std::int64_t version = h5::read_int_attribute(f, "format_version");
+  if (version < 1 || version > kFormatVersion)
+    throw DataError(file + ": format_version " + std::to_string(version) + " is not supported (this build reads 1.." +
+                    std::to_string(kFormatVersion) + ")");
+  DatasetInfo info;
+  info.files = {file};
+  std::int64_t num_dense = h5::read_int_attribute(f, "num_dense");
+  info.table_rows = h5::read_int_vector_attribute(f, "table_rows");
+  info.multi_hot = h5::read_int_attribute(f, "multi_hot") != 0;
+  if (num_dense < 0 || num_dense > 1 << 20) throw DataError(file + ": attribute num_dense out of range");
+  info.num_dense = static_cast<int>(num_dense);
+  for (std::size_t t = 0; t < info.table_rows.size(); ++t)
+    if (info.table_rows[t] <= 0)
+      throw DataError(file + ": attribute table_rows[" + std::to_string(t) + "] must be positive");
+
+  h5::Dataset labels = h5::open_dataset(f, "labels");
+  std::vector<hsize_t> ls = h5::shape(labels);
+  if (ls.size() != 1) throw DataError(h5::describe(labels) + ": must be 1-D");
+  const hsize_t n = ls[0];
+  require_shape(labels, {n}, true);
+  h5::Dataset dense = h5::open_dataset(f, "dense");
+  require_shape(dense, {n, static_cast<hsize_t>(info.num_dense)}, true);
+  const auto tables = static_cast<hsize_t>(info.table_rows.size());
+  if (!info.multi_hot) {
+    if (tables > 0) {
+      h5::Dataset sparse = h5::open_dataset(f, "sparse");
+      require_shape(sparse, {n, tables}, false);
+    }
+  } else {
+    for (hsize_t t = 0; t < tables; ++t) {
+      std::string base = "sparse/" + std::to_string(t);
+      h5::Dataset offsets = h5::open_dataset(f, base + "/offsets");
+      require_shape(offsets, {n + 1}, false);
+      h5::Dataset indices = h5::open_dataset(f, base + "/indices");
+      std::vector<hsize_t> is = h5::shape(indices);
+      if (is.size() != 1) throw DataError(h5::describe(indices) + ": must be 1-D");
+      require_shape(indices, is, false);
+      std::int64_t ends[2];
+      h5::read_rows(offsets, 0, 1, &ends[0]);
+      h5::read_rows(offsets, n, 1, &ends[1]);
+      if (ends[0] != 0 || ends[1] != static_cast<std::int64_t>(is[0]))
+        throw DataError(h5::describe(offsets) + ": must start at 0 and end at the length of indices (" +
+                        std::to_string(is[0]) + "), found " + std::to_string(ends[0]) + " .. " +
+                        std::to_string(ends[1]));
+    }
+  }
+  if (h5::has_attribute(f, "rows") && h5::read_int_attribute(f, "rows") != static_cast<std::int64_t>(n))
+    throw DataError(file + ": attribute rows disagrees with the length of /labels");
+  info.rows = static_cast<std::int64_t>(n);
+  info.file_rows = {info.rows};
+  return info;
+}
+
+DatasetInfo open_dataset_info(const std::vector<std::string>& files) {
+  if (files.empty()) throw ConfigError("dataset: no files given");
+  DatasetInfo all;
+  for (const std::string& file : files) {
+    DatasetInfo one = open_file_info(file);
+    if (all.files.empty()) {
+      all = one;
+      continue;
+    }
+    if (one.num_dense != all.num_dense || one.table_rows != all.table_rows || one.multi_hot != all.multi_hot)
+      throw DataError(file + ": num_dense, table_rows or layout differ from " + all.files[0] +
+                      " (all files of a dataset must agree)");
+    all.files.push_back(file);
+    all.file_rows.push_back(one.rows);
+    all.rows += one.rows;
+  }
+  return all;
+}
+
+}  // namespace recmix::data

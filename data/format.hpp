@@ -1,0 +1,33 @@
+#pragma once
+// The recmix HDF5 dataset format (docs/dataset-format.md): names, version, and the metadata of a
+// dataset made of one or more files. open_dataset_info checks every file's layout before any
+// training starts, so a wrong file fails at once with its name and the dataset at fault.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace recmix::data {
+
+inline constexpr const char* kFormatName = "recmix-dataset";
+inline constexpr std::int64_t kFormatVersion = 1;
+
+// Metadata of a dataset (a list of files read as one logical sequence of rows).
+struct DatasetInfo {
+  std::int64_t rows = 0;                  // over all files
+  int num_dense = 0;
+  std::vector<std::int64_t> table_rows;   // rows per embedding table (= number of categorical features)
+  bool multi_hot = false;                 // per-table CSR (/sparse/<t>/offsets, indices) instead of /sparse [N, T]
+  std::vector<std::string> files;
+  std::vector<std::int64_t> file_rows;
+  int num_tables() const { return static_cast<int>(table_rows.size()); }
+};
+
+// Reads and checks the metadata of every file: format name and version, the datasets and their
+// types and shapes, and that all files agree on dense count, table sizes and layout.
+// Throws DataError / IoError naming the file and dataset.
+DatasetInfo open_dataset_info(const std::vector<std::string>& files);
+
+// The metadata of one file (same checks).
+DatasetInfo open_file_info(const std::string& file);
+
+}  // namespace recmix::data
