@@ -1,0 +1,174 @@
+// SGD, Adagrad and Adam over a list of dense parameters. On the CPU all parameters are updated
+// in one parallel loop over fixed-size blocks (one thread wake-up per step, not one per tensor).
+#include "mlp/dense_optimizer.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "device/buffer.hpp"
+#include "mlp/launch.hpp"
+
+namespace recmix::mlp {
+namespace {
+
+using kernels::Index;
+
+// Runs make(p) (a block functor for parameter p) over every block of every parameter.
+template <class MakeKernel>
+void for_all_blocks(device::Backend& backend, device::Stream& s, const std::vector<Param>& params,
+                    const MakeKernel& make) {
+  if (backend.kind() == device::BackendKind::cpu) {
+    struct Block {
+      std::size_t param;
+      Index item;
+    };
+    std::vector<Block> blocks;
+    std::int64_t total = 0;
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      for (Index b = 0; b < detail::flat_blocks(static_cast<Index>(params[p].count)); ++b)
+        blocks.push_back({p, b});
+      total += static_cast<std::int64_t>(params[p].count);
+    }
+    device::cpu::parallel_for(detail::cpu_threads_for(backend, total),
+                              static_cast<std::int64_t>(blocks.size()),
+                              [&](std::int64_t i) { make(blocks[i].param)(blocks[i].item); }, 2);
+    return;
+  }
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    auto f = make(p);
+    detail::launch(backend, s, detail::flat_blocks(static_cast<Index>(params[p].count)), f,
+                   static_cast<std::int64_t>(params[p].count));
+  }
+}
+
+class OptimizerBase : public DenseOptimizer {
+ public:
+  OptimizerBase(device::Backend& backend, std::vector<Param> params)
+      : backend_(backend), params_(std::move(params)) {}
+  std::int64_t step_count() const override { return steps_; }
+  void set_step_count(std::int64_t steps) override {
+    if (steps < 0) throw ConfigError(fmt::format("optimizer step count {} is negative", steps));
+    steps_ = steps;
+  }
+
+ protected:
+  // One state buffer per parameter, named "<prefix>.<param name>", filled with `init`.
+  void add_state(device::MemoryPool& pool, const std::string& prefix, float init,
+                 std::vector<device::Buffer<float>>& buffers) {
+    auto stream = backend_.create_stream();
+    for (const Param& p : params_) {
+      buffers.emplace_back(pool, p.count, prefix + "." + p.name);
+      kernels::Fill f{buffers.back().data(), static_cast<Index>(p.count), init};
+      detail::launch(backend_, *stream, detail::flat_blocks(f.count), f, f.count);
+      state_.push_back({prefix + "." + p.name, buffers.back().data(), nullptr, p.count});
+    }
+    stream->synchronize();
+  }
+
+  device::Backend& backend_;
+  std::vector<Param> params_;
+  std::vector<Param> state_;
+  std::int64_t steps_ = 0;
+};
+
+class Sgd final : public OptimizerBase {
+ public:
+  Sgd(device::Backend& b, std::vector<Param> params, float lr)
+      : OptimizerBase(b, std::move(params)), lr_(lr) {}
+  void step(device::Stream& s) override {
+    for_all_blocks(backend_, s, params_, [&](std::size_t p) {
+      const Param& q = params_[p];
+      return kernels::SgdStep{q.value, q.grad, static_cast<Index>(q.count), lr_};
+    });
+    ++steps_;
+  }
+  std::vector<Param> state() override { return {}; }
+
+ private:
+  float lr_;
+};
+
+class Adagrad final : public OptimizerBase {
+ public:
+  Adagrad(device::Backend& b, device::MemoryPool& pool, std::vector<Param> params,
+          const DenseOptimizerConfig& c)
+      : OptimizerBase(b, std::move(params)), lr_(c.lr), eps_(c.eps < 0 ? 1e-10f : c.eps) {
+    add_state(pool, "adagrad.sum", c.initial_accumulator, sums_);
+  }
+  void step(device::Stream& s) override {
+    for_all_blocks(backend_, s, params_, [&](std::size_t p) {
+      const Param& q = params_[p];
+      return kernels::AdagradStep{q.value, q.grad, sums_[p].data(), static_cast<Index>(q.count),
+                                  lr_, eps_};
+    });
+    ++steps_;
+  }
+  std::vector<Param> state() override { return state_; }
+
+ private:
+  float lr_, eps_;
+  std::vector<device::Buffer<float>> sums_;
+};
+
+class Adam final : public OptimizerBase {
+ public:
+  Adam(device::Backend& b, device::MemoryPool& pool, std::vector<Param> params,
+       const DenseOptimizerConfig& c)
+      : OptimizerBase(b, std::move(params)), lr_(c.lr), eps_(c.eps < 0 ? 1e-8f : c.eps),
+        beta1_(c.beta1), beta2_(c.beta2) {
+    add_state(pool, "adam.m", 0.f, m_);
+    add_state(pool, "adam.v", 0.f, v_);
+  }
+  void step(device::Stream& s) override {
+    ++steps_;
+    // As torch: step_size = lr / (1 - beta1^t), denominators divided by sqrt(1 - beta2^t).
+    double bias1 = 1.0 - std::pow(static_cast<double>(beta1_), static_cast<double>(steps_));
+    double bias2 = 1.0 - std::pow(static_cast<double>(beta2_), static_cast<double>(steps_));
+    float step_size = static_cast<float>(lr_ / bias1);
+    float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+    for_all_blocks(backend_, s, params_, [&](std::size_t p) {
+      const Param& q = params_[p];
+      return kernels::AdamStep{q.value, q.grad, m_[p].data(), v_[p].data(), static_cast<Index>(q.count),
+                               beta1_, beta2_, eps_, step_size, bias2_sqrt};
+    });
+  }
+  std::vector<Param> state() override { return state_; }
+
+ private:
+  float lr_, eps_, beta1_, beta2_;
+  std::vector<device::Buffer<float>> m_, v_;
+};
+
+}  // namespace
+
+std::unique_ptr<DenseOptimizer> make_dense_optimizer(const DenseOptimizerConfig& c,
+                                                     device::Backend& backend,
+                                                     device::MemoryPool& pool,
+                                                     std::vector<Param> params) {
+  if (!(c.lr > 0.f) || !std::isfinite(c.lr))
+    throw ConfigError(fmt::format("dense optimizer: lr {} must be positive and finite", c.lr));
+  if (!std::isfinite(c.eps))
+    throw ConfigError(fmt::format("dense optimizer: eps {} must be finite", c.eps));
+  for (const Param& p : params)
+    if (p.value == nullptr || p.grad == nullptr)
+      throw ConfigError(fmt::format("dense optimizer: parameter '{}' has no {}", p.name,
+                                    p.value ? "gradient" : "value"));
+  if (c.kind == "sgd") return std::make_unique<Sgd>(backend, std::move(params), c.lr);
+  if (c.kind == "adagrad") {
+    if (!(c.initial_accumulator >= 0.f) || !std::isfinite(c.initial_accumulator))
+      throw ConfigError(fmt::format("dense optimizer: adagrad initial_accumulator {} must be >= 0",
+                                    c.initial_accumulator));
+    return std::make_unique<Adagrad>(backend, pool, std::move(params), c);
+  }
+  if (c.kind == "adam") {
+    if (!(c.beta1 >= 0.f && c.beta1 < 1.f) || !(c.beta2 >= 0.f && c.beta2 < 1.f))
+      throw ConfigError(fmt::format("dense optimizer: adam betas ({}, {}) must lie in [0, 1)",
+                                    c.beta1, c.beta2));
+    return std::make_unique<Adam>(backend, pool, std::move(params), c);
+  }
+  throw ConfigError(fmt::format("dense optimizer: unknown kind '{}' (expected sgd, adagrad or adam)",
+                                c.kind));
+}
+
+}  // namespace recmix::mlp

@@ -1,0 +1,44 @@
+#pragma once
+// Optimizers for dense (MLP) parameters with torch semantics: SGD, Adagrad
+// (sum += g^2; p -= lr g / (sqrt(sum) + eps)) and Adam (bias-corrected). Their state is exposed
+// as named buffers so checkpoints can save and restore it.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "mlp/types.hpp"
+
+namespace recmix::mlp {
+
+struct DenseOptimizerConfig {
+  std::string kind = "sgd";  // "sgd", "adagrad" or "adam"
+  float lr = 0.01f;
+  float eps = -1.f;          // < 0: the kind's torch default (adam 1e-8, adagrad 1e-10)
+  float beta1 = 0.9f;        // adam
+  float beta2 = 0.999f;      // adam
+  float initial_accumulator = 0.f;  // adagrad
+};
+
+class DenseOptimizer {
+ public:
+  virtual ~DenseOptimizer() = default;
+  // Updates the parameters given at construction from their gradients.
+  virtual void step(device::Stream& s) = 0;
+  // Named state buffers (grad == nullptr): "adagrad.sum.<param>", "adam.m.<param>",
+  // "adam.v.<param>"; empty for SGD.
+  virtual std::vector<Param> state() = 0;
+  virtual std::int64_t step_count() const = 0;
+  virtual void set_step_count(std::int64_t steps) = 0;
+};
+
+// ConfigError on an unknown kind, a non-positive or non-finite lr, a negative eps or
+// initial_accumulator, betas outside [0, 1), or a parameter without a gradient.
+std::unique_ptr<DenseOptimizer> make_dense_optimizer(const DenseOptimizerConfig& config,
+                                                     device::Backend& backend,
+                                                     device::MemoryPool& pool,
+                                                     std::vector<Param> params);
+
+}  // namespace recmix::mlp

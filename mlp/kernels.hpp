@@ -1,0 +1,307 @@
+#pragma once
+// The element-wise kernels of the dense model, written once as host/device functors: the CPU
+// backend runs them with device::cpu::parallel_for, the CUDA backend with a grid-stride launch
+// (mlp/cuda/launch.cu). Row kernels take a block of rows per work item, so that the CPU runs one
+// tight loop per block and partial sums are reduced in a fixed order whatever the thread count.
+#include <cmath>
+#include <cstdint>
+
+#include "device/types.hpp"
+#include "mlp/types.hpp"
+
+namespace recmix::mlp::kernels {
+
+using Index = std::int64_t;
+
+// Rows per work item of the row kernels; fixed, so that reductions do not depend on threads.
+inline constexpr int kRowBlock = 32;
+// Elements per work item of the flat (optimizer) kernels.
+inline constexpr Index kFlatBlock = 8192;
+
+RECMIX_HOST_DEVICE inline Index min_index(Index a, Index b) { return a < b ? a : b; }
+
+RECMIX_HOST_DEVICE inline float sigmoid(float x) { return 1.f / (1.f + ::expf(-x)); }
+
+// Weight init: value[i] = normal(seed, stream, i) * stddev (the reference DLRM's normal init).
+struct InitNormal {
+  float* value;
+  Index count;
+  std::uint64_t seed, stream;
+  float stddev;
+  RECMIX_HOST_DEVICE void operator()(Index item) const;
+};
+
+// y[r, :] = act(y[r, :] + bias) for the rows of block `item`; y holds x W^T on entry.
+struct BiasActivationForward {
+  float* y;
+  const float* bias;
+  int rows, cols;
+  Activation act;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    Index r0 = item * kRowBlock, r1 = min_index(r0 + kRowBlock, rows);
+    for (Index r = r0; r < r1; ++r) {
+      float* row = y + r * cols;
+      switch (act) {
+        case Activation::none:
+          for (int c = 0; c < cols; ++c) row[c] += bias[c];
+          break;
+        case Activation::relu:
+          for (int c = 0; c < cols; ++c) {
+            float v = row[c] + bias[c];
+            row[c] = v > 0.f ? v : 0.f;
+          }
+          break;
+        case Activation::sigmoid:
+          for (int c = 0; c < cols; ++c) row[c] = sigmoid(row[c] + bias[c]);
+          break;
+      }
+    }
+  }
+};
+
+// Activation backward for the rows of block `item`: dz = dy * act'(y) (y the post-activation
+// output; dz may alias dy), and partial[item][c] = sum of dz[r][c] over the block's rows.
+struct ActivationBackward {
+  const float* dy;
+  const float* y;
+  float* dz;
+  float* partial;
+  int rows, cols;
+  Activation act;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    Index r0 = item * kRowBlock, r1 = min_index(r0 + kRowBlock, rows);
+    float* acc = partial + item * cols;
+    for (int c = 0; c < cols; ++c) acc[c] = 0.f;
+    for (Index r = r0; r < r1; ++r) {
+      const float* g = dy + r * cols;
+      const float* out = y + r * cols;
+      float* d = dz + r * cols;
+      switch (act) {
+        case Activation::none:
+          for (int c = 0; c < cols; ++c) {
+            float v = g[c];
+            d[c] = v;
+            acc[c] += v;
+          }
+          break;
+        case Activation::relu:
+          for (int c = 0; c < cols; ++c) {
+            float v = out[c] > 0.f ? g[c] : 0.f;
+            d[c] = v;
+            acc[c] += v;
+          }
+          break;
+        case Activation::sigmoid:
+          for (int c = 0; c < cols; ++c) {
+            float v = g[c] * (1.f - out[c]) * out[c];  // torch's sigmoid_backward
+            d[c] = v;
+            acc[c] += v;
+          }
+          break;
+      }
+    }
+  }
+};
+
+// out[c] = sum over blocks b of partial[b][c], blocks in order.
+struct ColumnSum {
+  const float* partial;
+  float* out;
+  int blocks, cols;
+  RECMIX_HOST_DEVICE void operator()(Index c) const {
+    float s = 0.f;
+    for (int b = 0; b < blocks; ++b) s += partial[static_cast<Index>(b) * cols + c];
+    out[c] = s;
+  }
+};
+
+// Dot interaction forward for sample s: out = [bottom, T_i . T_j for i > j, row-major].
+struct DotInteractionForward {
+  const float* bottom;
+  const float* emb;
+  float* out;
+  int k, d, out_cols;
+  RECMIX_HOST_DEVICE void operator()(Index s) const {
+    const float* b = bottom + s * d;
+    const float* e = emb + s * k * d;
+    float* o = out + s * out_cols;
+    for (int c = 0; c < d; ++c) o[c] = b[c];
+    float* z = o + d;
+    for (int i = 1; i <= k; ++i) {
+      const float* ti = e + (i - 1) * d;
+      for (int j = 0; j < i; ++j) {
+        const float* tj = j == 0 ? b : e + (j - 1) * d;
+        float acc = 0.f;
+        for (int c = 0; c < d; ++c) acc += ti[c] * tj[c];
+        *z++ = acc;
+      }
+    }
+  }
+};
+
+// Dot interaction backward for sample s: with g_ij the gradient of dot (i, j),
+// dT_i = sum_j g_ij T_j + sum_j g_ji T_j; grad_bottom = grad_out[0:d] + dT_0.
+struct DotInteractionBackward {
+  const float* bottom;
+  const float* emb;
+  const float* grad_out;
+  float* grad_bottom;
+  float* grad_emb;
+  int k, d, out_cols;
+  RECMIX_HOST_DEVICE void operator()(Index s) const {
+    const float* b = bottom + s * d;
+    const float* e = emb + s * k * d;
+    const float* g = grad_out + s * out_cols;
+    float* gb = grad_bottom + s * d;
+    float* ge = grad_emb + s * k * d;
+    for (int c = 0; c < d; ++c) gb[c] = g[c];
+    for (int c = 0; c < k * d; ++c) ge[c] = 0.f;
+    const float* gz = g + d;
+    for (int i = 1; i <= k; ++i) {
+      const float* ti = e + (i - 1) * d;
+      float* gi = ge + (i - 1) * d;
+      for (int j = 0; j < i; ++j) {
+        const float* tj = j == 0 ? b : e + (j - 1) * d;
+        float* gj = j == 0 ? gb : ge + (j - 1) * d;
+        float w = *gz++;
+        for (int c = 0; c < d; ++c) {
+          gi[c] += w * tj[c];
+          gj[c] += w * ti[c];
+        }
+      }
+    }
+  }
+};
+
+// Cat interaction forward for sample s: out = [bottom, emb 0 .. emb k-1].
+struct CatInteractionForward {
+  const float* bottom;
+  const float* emb;
+  float* out;
+  int k, d;
+  RECMIX_HOST_DEVICE void operator()(Index s) const {
+    const float* b = bottom + s * d;
+    const float* e = emb + s * k * d;
+    float* o = out + s * (k + 1) * d;
+    for (int c = 0; c < d; ++c) o[c] = b[c];
+    for (int c = 0; c < k * d; ++c) o[d + c] = e[c];
+  }
+};
+
+struct CatInteractionBackward {
+  const float* grad_out;
+  float* grad_bottom;
+  float* grad_emb;
+  int k, d;
+  RECMIX_HOST_DEVICE void operator()(Index s) const {
+    const float* g = grad_out + s * (k + 1) * d;
+    float* gb = grad_bottom + s * d;
+    float* ge = grad_emb + s * k * d;
+    for (int c = 0; c < d; ++c) gb[c] = g[c];
+    for (int c = 0; c < k * d; ++c) ge[c] = g[d + c];
+  }
+};
+
+// One BCE term (torch.nn.BCELoss): -(y max(log p, -100) + (1 - y) max(log(1 - p), -100)).
+RECMIX_HOST_DEVICE inline double bce_term(float p, float y) {
+  double log_p = ::log(static_cast<double>(p));
+  double log_1mp = ::log(1.0 - static_cast<double>(p));
+  if (!(log_p >= -100.0)) log_p = -100.0;      // also catches log(0) = -inf
+  if (!(log_1mp >= -100.0)) log_1mp = -100.0;
+  return -(static_cast<double>(y) * log_p + (1.0 - static_cast<double>(y)) * log_1mp);
+}
+
+struct BceTerms {
+  const float* prob;
+  const float* labels;
+  double* terms;
+  RECMIX_HOST_DEVICE void operator()(Index i) const { terms[i] = bce_term(prob[i], labels[i]); }
+};
+
+// torch's binary_cross_entropy_backward: grad * (p - y) / max((1 - p) p, 1e-12).
+struct BceBackward {
+  const float* prob;
+  const float* labels;
+  float* grad;
+  float scale;
+  RECMIX_HOST_DEVICE void operator()(Index i) const {
+    float p = prob[i];
+    float denom = (1.f - p) * p;
+    if (denom < 1e-12f) denom = 1e-12f;
+    grad[i] = scale * (p - labels[i]) / denom;
+  }
+};
+
+// Optimizer updates over the elements of block `item` of one parameter.
+struct SgdStep {
+  float* value;
+  const float* grad;
+  Index count;
+  float lr;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    Index i1 = min_index((item + 1) * kFlatBlock, count);
+    for (Index i = item * kFlatBlock; i < i1; ++i) value[i] -= lr * grad[i];
+  }
+};
+
+struct AdagradStep {
+  float* value;
+  const float* grad;
+  float* sum;
+  Index count;
+  float lr, eps;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    Index i1 = min_index((item + 1) * kFlatBlock, count);
+    for (Index i = item * kFlatBlock; i < i1; ++i) {
+      float g = grad[i];
+      float s = sum[i] + g * g;
+      sum[i] = s;
+      value[i] -= lr * (g / (::sqrtf(s) + eps));
+    }
+  }
+};
+
+// step_size = lr / (1 - beta1^t), bias2_sqrt = sqrt(1 - beta2^t), computed on the host.
+struct AdamStep {
+  float* value;
+  const float* grad;
+  float* m;
+  float* v;
+  Index count;
+  float beta1, beta2, eps, step_size, bias2_sqrt;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    Index i1 = min_index((item + 1) * kFlatBlock, count);
+    for (Index i = item * kFlatBlock; i < i1; ++i) {
+      float g = grad[i];
+      float mi = beta1 * m[i] + (1.f - beta1) * g;
+      float vi = beta2 * v[i] + (1.f - beta2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      float denom = ::sqrtf(vi) / bias2_sqrt + eps;
+      value[i] -= step_size * (mi / denom);
+    }
+  }
+};
+
+struct Fill {
+  float* value;
+  Index count;
+  float x;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    Index i1 = min_index((item + 1) * kFlatBlock, count);
+    for (Index i = item * kFlatBlock; i < i1; ++i) value[i] = x;
+  }
+};
+
+}  // namespace recmix::mlp::kernels
+
+// InitNormal needs core/random.hpp (host/device as well).
+#include "core/random.hpp"
+
+namespace recmix::mlp::kernels {
+RECMIX_HOST_DEVICE inline void InitNormal::operator()(Index item) const {
+  Index i1 = min_index((item + 1) * kFlatBlock, count);
+  for (Index i = item * kFlatBlock; i < i1; ++i)
+    value[i] = random::normal(seed, stream, static_cast<std::uint64_t>(i), 0.f, stddev);
+}
+}  // namespace recmix::mlp::kernels

@@ -1,0 +1,51 @@
+#pragma once
+// Runs an mlp kernel functor on the backend it belongs to: on the CPU through
+// device::cpu::parallel_for, on CUDA through mlp/cuda/launch.cu (or a stub that throws
+// NotCompiledError in a build without CUDA). Internal to recmix_mlp.
+#include <cstdint>
+
+#include "device/backend.hpp"
+#include "device/launch.hpp"
+#include "mlp/kernels.hpp"
+
+// Every functor type launched on CUDA; launch.cu instantiates the grid-stride kernel for each.
+#define RECMIX_MLP_KERNELS(X)                                                                   \
+  X(InitNormal) X(BiasActivationForward) X(ActivationBackward) X(ColumnSum)                     \
+  X(DotInteractionForward) X(DotInteractionBackward) X(CatInteractionForward)                   \
+  X(CatInteractionBackward) X(BceTerms) X(BceBackward) X(SgdStep) X(AdagradStep) X(AdamStep)    \
+  X(Fill)
+
+namespace recmix::mlp::detail {
+
+#define RECMIX_MLP_DECLARE_CUDA_LAUNCH(K) \
+  void cuda_launch(void* native_stream, kernels::Index n, const kernels::K& f);
+RECMIX_MLP_KERNELS(RECMIX_MLP_DECLARE_CUDA_LAUNCH)
+#undef RECMIX_MLP_DECLARE_CUDA_LAUNCH
+
+// Below this many touched floats a kernel runs on the calling thread: waking the other
+// threads costs more than the work (ENVIRONMENT.md: barriers are expensive on this machine).
+inline constexpr std::int64_t kParallelElements = 1 << 16;
+
+inline int cpu_threads_for(const device::Backend& backend, std::int64_t elements) {
+  return elements >= kParallelElements ? backend.num_threads() : 1;
+}
+
+// Runs f(i) for i in [0, n); `elements` is the work's size in floats (decides threading).
+template <class F>
+void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, const F& f,
+            std::int64_t elements) {
+  if (n <= 0) return;
+  if (backend.kind() == device::BackendKind::cpu)
+    device::cpu::parallel_for(cpu_threads_for(backend, elements), n, f, 2);
+  else
+    cuda_launch(stream.native(), n, f);
+}
+
+inline kernels::Index row_blocks(int rows) {
+  return (static_cast<kernels::Index>(rows) + kernels::kRowBlock - 1) / kernels::kRowBlock;
+}
+inline kernels::Index flat_blocks(kernels::Index count) {
+  return (count + kernels::kFlatBlock - 1) / kernels::kFlatBlock;
+}
+
+}  // namespace recmix::mlp::detail

@@ -1,0 +1,52 @@
+// BCE loss: terms in double; on the CPU summed in index order, on CUDA summed on the host after
+// one copy of the per-sample terms.
+#include "mlp/loss.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "core/error.hpp"
+#include "mlp/launch.hpp"
+
+namespace recmix::mlp {
+namespace {
+void check_batch(int batch) {
+  if (batch <= 0) throw ConfigError(fmt::format("bce loss: batch {} must be positive", batch));
+}
+}  // namespace
+
+double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
+                int batch) {
+  check_batch(batch);
+  double sum = 0.0;
+  if (backend.kind() == device::BackendKind::cpu) {
+    s.synchronize();
+    for (int i = 0; i < batch; ++i) sum += kernels::bce_term(prob[i], labels[i]);
+  } else {
+    std::size_t bytes = sizeof(double) * static_cast<std::size_t>(batch);
+    auto* terms = static_cast<double*>(backend.allocate(bytes, device::Tier::device));
+    std::vector<double> host(static_cast<std::size_t>(batch));
+    try {
+      kernels::BceTerms f{prob, labels, terms};
+      detail::launch(backend, s, batch, f, batch);
+      backend.copy(host.data(), terms, bytes, s);
+      s.synchronize();
+    } catch (...) {
+      backend.deallocate(terms, device::Tier::device);
+      throw;
+    }
+    backend.deallocate(terms, device::Tier::device);
+    for (double t : host) sum += t;
+  }
+  return sum / batch;
+}
+
+void bce_loss_backward(device::Backend& backend, device::Stream& s, const float* prob,
+                       const float* labels, int batch, float scale, float* grad_prob) {
+  check_batch(batch);
+  kernels::BceBackward f{prob, labels, grad_prob, scale};
+  detail::launch(backend, s, batch, f, batch);
+}
+
+}  // namespace recmix::mlp

@@ -1,0 +1,152 @@
+// Mlp: GEMMs through Backend::gemm, bias and activation fused into one pass after the forward
+// GEMM, activation backward fused with the bias-gradient reduction.
+#include "mlp/mlp.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "mlp/launch.hpp"
+
+namespace recmix::mlp {
+namespace {
+
+// The random stream of a parameter: a hash of its name, so values do not depend on the order
+// in which parameters are built.
+std::uint64_t name_stream(const std::string& name) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void init_normal(device::Backend& backend, device::Stream& s, float* value, std::size_t count,
+                 std::uint64_t seed, const std::string& name, double stddev) {
+  kernels::InitNormal f{value, static_cast<kernels::Index>(count), seed, name_stream(name),
+                        static_cast<float>(stddev)};
+  detail::launch(backend, s, detail::flat_blocks(f.count), f, f.count);
+}
+
+}  // namespace
+
+Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
+         std::vector<int> sizes, Activation last, std::uint64_t seed, int max_batch)
+    : backend_(backend), pool_(pool), name_(std::move(name)), sizes_(std::move(sizes)),
+      max_batch_(max_batch) {
+  if (sizes_.size() < 2)
+    throw ConfigError(fmt::format("mlp '{}': needs at least two sizes (in and out), got {}", name_,
+                                  sizes_.size()));
+  for (std::size_t i = 0; i < sizes_.size(); ++i)
+    if (sizes_[i] <= 0)
+      throw ConfigError(fmt::format("mlp '{}': size {} is {}, must be positive", name_, i, sizes_[i]));
+  if (max_batch_ <= 0)
+    throw ConfigError(fmt::format("mlp '{}': max batch {} must be positive", name_, max_batch_));
+
+  std::size_t total = 0;
+  for (int i = 0; i + 1 < static_cast<int>(sizes_.size()); ++i)
+    total += static_cast<std::size_t>(sizes_[i]) * sizes_[i + 1] + sizes_[i + 1];
+  values_ = device::Buffer<float>(pool_, total, name_ + " weights");
+  grads_ = device::Buffer<float>(pool_, total, name_ + " weight gradients");
+
+  auto stream = backend_.create_stream();
+  std::size_t offset = 0;
+  int widest = 0;
+  layers_.resize(sizes_.size() - 1);
+  for (int i = 0; i < num_layers(); ++i) {
+    Layer& l = layers_[i];
+    l.in = sizes_[i];
+    l.out = sizes_[i + 1];
+    l.act = i + 1 == num_layers() ? last : Activation::relu;
+    std::size_t w = static_cast<std::size_t>(l.in) * l.out;
+    l.weight = values_.data() + offset;
+    l.weight_grad = grads_.data() + offset;
+    offset += w;
+    l.bias = values_.data() + offset;
+    l.bias_grad = grads_.data() + offset;
+    offset += l.out;
+    auto prefix = fmt::format("{}.{}", name_, i);
+    l.output = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * l.out,
+                                     prefix + " activations");
+    l.grad = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * l.out,
+                                   prefix + " activation gradients");
+    init_normal(backend_, *stream, l.weight, w, seed, prefix + ".weight",
+                std::sqrt(2.0 / (l.in + l.out)));
+    init_normal(backend_, *stream, l.bias, l.out, seed, prefix + ".bias", std::sqrt(1.0 / l.out));
+    widest = std::max(widest, l.out);
+  }
+  backend_.fill_zero(grads_.data(), grads_.bytes(), *stream);
+  bias_partials_ = device::Buffer<float>(
+      pool_, static_cast<std::size_t>(detail::row_blocks(max_batch_)) * widest,
+      name_ + " bias gradient partial sums");
+  stream->synchronize();
+}
+
+const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
+  if (batch <= 0 || batch > max_batch_)
+    throw ConfigError(fmt::format("mlp '{}': batch {} outside [1, {}]", name_, batch, max_batch_));
+  input_ = input;
+  batch_ = batch;
+  const float* x = input;
+  for (Layer& l : layers_) {
+    // y = x W^T (W is [out x in]), then y = act(y + b) in one pass.
+    backend_.gemm(s, false, true, batch, l.out, l.in, 1.f, x, l.in, l.weight, l.in, 0.f,
+                  l.output.data(), l.out);
+    kernels::BiasActivationForward f{l.output.data(), l.bias, batch, l.out, l.act};
+    detail::launch(backend_, s, detail::row_blocks(batch), f,
+                   static_cast<std::int64_t>(batch) * l.out);
+    x = l.output.data();
+  }
+  return x;
+}
+
+const float* Mlp::backward(device::Stream& s, const float* grad_output, bool need_input_grad) {
+  if (batch_ == 0 || input_ == nullptr)
+    throw ConfigError(fmt::format("mlp '{}': backward called before forward", name_));
+  const int batch = batch_;
+  const float* dy = grad_output;
+  for (int i = num_layers() - 1; i >= 0; --i) {
+    Layer& l = layers_[i];
+    // dz = dy * act'(y), written over this layer's gradient buffer (which already holds dy for
+    // all but the last layer); the bias gradient is the column sum of dz.
+    float* dz = l.grad.data();
+    auto blocks = detail::row_blocks(batch);
+    kernels::ActivationBackward f{dy, l.output.data(), dz, bias_partials_.data(), batch, l.out,
+                                  l.act};
+    detail::launch(backend_, s, blocks, f, static_cast<std::int64_t>(batch) * l.out);
+    kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
+    detail::launch(backend_, s, l.out, sum, blocks * l.out);
+
+    const float* x = i == 0 ? input_ : layers_[i - 1].output.data();
+    // dW = dz^T x  ([out x batch] [batch x in]).
+    backend_.gemm(s, true, false, l.out, l.in, batch, 1.f, dz, l.out, x, l.in, 0.f, l.weight_grad,
+                  l.in);
+    if (i == 0 && !need_input_grad) return nullptr;
+    // dx = dz W  ([batch x out] [out x in]) into the previous layer's gradient buffer.
+    float* dx;
+    if (i > 0) {
+      dx = layers_[i - 1].grad.data();
+    } else {
+      if (input_grad_.empty())
+        input_grad_ = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * l.in,
+                                            name_ + " input gradient");
+      dx = input_grad_.data();
+    }
+    backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx,
+                  l.in);
+    dy = dx;
+  }
+  return input_grad_.data();
+}
+
+std::vector<Param> Mlp::parameters() {
+  std::vector<Param> params;
+  for (int i = 0; i < num_layers(); ++i) {
+    Layer& l = layers_[i];
+    params.push_back({fmt::format("{}.{}.weight", name_, i), l.weight, l.weight_grad,
+                      static_cast<std::size_t>(l.in) * l.out});
+    params.push_back({fmt::format("{}.{}.bias", name_, i), l.bias, l.bias_grad,
+                      static_cast<std::size_t>(l.out)});
+  }
+  return params;
+}
+
+}  // namespace recmix::mlp

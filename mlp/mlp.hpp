@@ -1,0 +1,72 @@
+#pragma once
+// Mlp: a stack of linear layers y = act(x W^T + b), W stored [out x in] row-major as in the
+// reference DLRM. Hidden layers use ReLU, the last layer a chosen activation (ReLU for the bottom
+// MLP, sigmoid for the top one). Weights, gradients and activations come from one MemoryPool.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "device/backend.hpp"
+#include "device/buffer.hpp"
+#include "device/memory_pool.hpp"
+#include "mlp/types.hpp"
+
+namespace recmix::mlp {
+
+class Mlp {
+ public:
+  // sizes = {in, h1, ..., out}. Weights are drawn from normal(0, sqrt(2/(in+out))), biases from
+  // normal(0, sqrt(1/out)), each value a function of (seed, parameter name, index) only.
+  // Throws ConfigError on fewer than two sizes, a non-positive size or max_batch.
+  Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name, std::vector<int> sizes,
+      Activation last, std::uint64_t seed, int max_batch);
+
+  int in_features() const { return sizes_.front(); }
+  int out_features() const { return sizes_.back(); }
+  int num_layers() const { return static_cast<int>(sizes_.size()) - 1; }
+  int max_batch() const { return max_batch_; }
+  const std::string& name() const { return name_; }
+
+  // input [batch x in] must stay unchanged until backward (its weight gradient reads it).
+  // Returns [batch x out], valid until the next forward.
+  const float* forward(device::Stream& s, const float* input, int batch);
+  // grad_output [batch x out] w.r.t. the output of the last forward. Overwrites the parameter
+  // gradients. Returns the gradient w.r.t. the input [batch x in], or nullptr when
+  // need_input_grad is false (that GEMM is skipped).
+  const float* backward(device::Stream& s, const float* grad_output, bool need_input_grad);
+
+  // Per layer: "<name>.<i>.weight" [out x in], then "<name>.<i>.bias" [out]. All values lie in one
+  // contiguous buffer (all_values()), all gradients in another, in this order.
+  std::vector<Param> parameters();
+  float* all_values() { return values_.data(); }
+  float* all_grads() { return grads_.data(); }
+  std::size_t parameter_count() const { return values_.size(); }
+
+ private:
+  struct Layer {
+    int in = 0, out = 0;
+    Activation act = Activation::relu;
+    float* weight = nullptr;
+    float* bias = nullptr;
+    float* weight_grad = nullptr;
+    float* bias_grad = nullptr;
+    device::Buffer<float> output;  // [max_batch x out], post-activation
+    device::Buffer<float> grad;    // [max_batch x out]: the gradient w.r.t. this layer's output,
+                                   // turned in place into the one w.r.t. its pre-activation
+  };
+
+  device::Backend& backend_;
+  device::MemoryPool& pool_;
+  std::string name_;
+  std::vector<int> sizes_;
+  int max_batch_;
+  std::vector<Layer> layers_;
+  device::Buffer<float> values_;
+  device::Buffer<float> grads_;
+  device::Buffer<float> input_grad_;      // [max_batch x in], only allocated when asked for
+  device::Buffer<float> bias_partials_;   // per row block partial sums of the bias gradients
+  const float* input_ = nullptr;
+  int batch_ = 0;
+};
+
+}  // namespace recmix::mlp
