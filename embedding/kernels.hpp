@@ -1,0 +1,118 @@
+#pragma once
+// The embedding kernels, written once as host/device functors: the CPU backend runs them with
+// device::cpu::parallel_for, the CUDA backend launches the same functors (embedding/cuda/).
+// All shards a rank owns live in one weight buffer; `rows` below index that buffer.
+#include <cmath>
+#include <cstdint>
+
+#include "device/types.hpp"
+#include "embedding/sparse_optimizer.hpp"
+#include "embedding/initial_weight.hpp"
+
+namespace recmix::embedding::kernels {
+
+// Bag j: out[out_pos[j]] = sum of weights rows rows[offsets[j] .. offsets[j+1]), in index order;
+// divided by the bag's length when `mean` (an empty bag gives zeros).
+struct PoolBags {
+  const float* weights;
+  std::int64_t dim;
+  const std::int64_t* offsets;
+  const std::int64_t* rows;
+  const std::int64_t* out_pos;
+  float* out;
+  bool mean;
+
+  RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
+    float* o = out + out_pos[j] * dim;
+    const std::int64_t begin = offsets[j], end = offsets[j + 1];
+    for (std::int64_t d = 0; d < dim; ++d) o[d] = 0.f;
+    for (std::int64_t k = begin; k < end; ++k) {
+      const float* w = weights + rows[k] * dim;
+      for (std::int64_t d = 0; d < dim; ++d) o[d] += w[d];
+    }
+    if (mean && end > begin) {
+      const float inv = 1.0f / static_cast<float>(end - begin);
+      for (std::int64_t d = 0; d < dim; ++d) o[d] *= inv;
+    }
+  }
+};
+
+// Unique row u (weights row unique_rows[u]) receives the gradient vectors
+// grad[entry_grad[e]] * entry_scale[e] for e in [entry_offsets[u], entry_offsets[u+1]), summed in
+// that order (the caller orders entries by position in the global batch), then one optimizer step.
+// Rows are distinct, so every u can run in parallel.
+struct UpdateRows {
+  float* weights;
+  float* state;  // Adagrad: [rows x dim]; row-wise Adagrad: [rows]; SGD: unused
+  std::int64_t dim;
+  SparseOptimizerKind kind;
+  float lr, eps;
+  const std::int64_t* unique_rows;
+  const std::int64_t* entry_offsets;
+  const std::int64_t* entry_grad;
+  const float* entry_scale;  // nullptr: all 1
+  const float* grad;
+
+  RECMIX_HOST_DEVICE float summed_grad(std::int64_t u, std::int64_t d) const {
+    float g = 0.f;
+    for (std::int64_t e = entry_offsets[u]; e < entry_offsets[u + 1]; ++e) {
+      const float v = grad[entry_grad[e] * dim + d];
+      g += entry_scale ? v * entry_scale[e] : v;
+    }
+    return g;
+  }
+
+  RECMIX_HOST_DEVICE void operator()(std::int64_t u) const {
+    const std::int64_t row = unique_rows[u];
+    float* w = weights + row * dim;
+    switch (kind) {
+      case SparseOptimizerKind::sgd:
+        for (std::int64_t d = 0; d < dim; ++d) w[d] -= lr * summed_grad(u, d);
+        break;
+      case SparseOptimizerKind::adagrad: {
+        float* s = state + row * dim;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const float g = summed_grad(u, d);
+          s[d] += g * g;
+          w[d] -= lr * g / (sqrtf(s[d]) + eps);
+        }
+        break;
+      }
+      case SparseOptimizerKind::rowwise_adagrad: {
+        float sum_sq = 0.f;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const float g = summed_grad(u, d);
+          sum_sq += g * g;
+        }
+        state[row] += sum_sq / static_cast<float>(dim);
+        const float step = lr / (sqrtf(state[row]) + eps);
+        for (std::int64_t d = 0; d < dim; ++d) w[d] -= step * summed_grad(u, d);
+        break;
+      }
+    }
+  }
+};
+
+// Element i of a shard of rows [row_begin, row_begin + n / dim) of `table`: its initial value.
+struct InitShard {
+  float* weights;
+  std::uint64_t seed;
+  int table;
+  std::int64_t table_rows;
+  int dim;
+  std::int64_t row_begin;
+
+  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const {
+    const std::int64_t r = i / dim;
+    const int c = static_cast<int>(i - r * dim);
+    weights[i] = initial_weight(seed, table, table_rows, dim, row_begin + r, c);
+  }
+};
+
+struct Fill {
+  float* data;
+  float value;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const { data[i] = value; }
+};
+
+}  // namespace recmix::embedding::kernels

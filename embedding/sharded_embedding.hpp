@@ -1,0 +1,73 @@
+#pragma once
+// The model-parallel embedding layer: every table (or row range of a large table) lives on the
+// rank the sharding plan names. forward() sends each rank's indices to the owners (all-to-all),
+// owners pool their rows, pooled vectors come back; backward() sends the pooled gradients to the
+// owners, which sum duplicate rows deterministically and apply the sparse optimizer.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "embedding/sharding_plan.hpp"
+#include "embedding/sparse_optimizer.hpp"
+#include "embedding/types.hpp"
+
+namespace recmix::embedding {
+
+// The rows one rank owns of one shard, with its optimizer state, for checkpoints.
+// weights: [(row_end - row_begin) x dim], row-major; state[i] has state_counts[i] elements.
+struct LocalShardView {
+  int table;
+  std::int64_t row_begin, row_end;
+  int dim;
+  float* weights;
+  std::vector<std::pair<std::string, float*>> state;
+  std::vector<std::size_t> state_counts;
+};
+
+class ShardedEmbedding {
+ public:
+  // Allocates and initialises this rank's shards (initial_weight(seed, ...)) from `pool`.
+  // ConfigError when tables differ in dim, the plan does not match the tables or the
+  // communicator's size, or the optimizer config is bad.
+  ShardedEmbedding(comm::Communicator& comm, device::Backend& backend, device::MemoryPool& pool,
+                   std::vector<TableSpec> tables, Pooling pooling, ShardingPlan plan,
+                   SparseOptimizerConfig optimizer, std::uint64_t seed);
+  ~ShardedEmbedding();
+  ShardedEmbedding(const ShardedEmbedding&) = delete;
+  ShardedEmbedding& operator=(const ShardedEmbedding&) = delete;
+
+  // bags.size() == num_tables(), each over local_batch bags (host memory).
+  // out: [local_batch x num_tables x dim] in the backend's device memory.
+  // DataError for an index outside [0, rows) naming table, index and bag. Collective.
+  void forward(device::Stream& stream, std::span<const Bags> bags, int local_batch, float* out);
+  // grad_out: same layout as out, gradients of the loss as the trainer scaled it (device memory).
+  // Sends them to the owners, which sum duplicate rows deterministically and apply the sparse
+  // optimizer to the rows of the last forward() only. Collective: every rank calls it.
+  void backward(device::Stream& stream, const float* grad_out);
+
+  // The rows this rank owns and their optimizer state, in plan order (for checkpoints).
+  std::vector<LocalShardView> local_shards();
+
+  const ShardingPlan& plan() const;
+  int num_tables() const;
+  int dim() const;
+  Pooling pooling() const;
+  SparseOptimizerKind optimizer_kind() const;
+  // Bytes this rank sent to other ranks by all-to-all in the last forward + backward.
+  std::size_t bytes_sent_last_step() const;
+  // Bytes of weights and optimizer state this rank holds.
+  std::size_t local_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace recmix::embedding

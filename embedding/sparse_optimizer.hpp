@@ -1,0 +1,29 @@
+#pragma once
+// Sparse optimizers for embedding rows: SGD, Adagrad (one accumulator per element) and row-wise
+// Adagrad (one accumulator per row, as in FBGEMM). Only the rows of a batch are updated, each once,
+// with its gradients summed over the batch first (embedding/kernels.hpp holds the update itself).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace recmix::embedding {
+
+struct SparseOptimizerConfig {
+  std::string kind = "sgd";  // "sgd" | "adagrad" | "rowwise_adagrad"
+  float lr = 0.01f;
+  float eps = 1e-8f;
+  float initial_accumulator = 0.f;
+};
+
+enum class SparseOptimizerKind : int { sgd = 0, adagrad = 1, rowwise_adagrad = 2 };
+
+// Checks the config; ConfigError naming the key for an unknown kind or a bad value.
+SparseOptimizerKind parse_sparse_optimizer(const SparseOptimizerConfig& config);
+
+// Optimizer state elements per table row: 0 (SGD), dim (Adagrad), 1 (row-wise Adagrad).
+std::size_t state_per_row(SparseOptimizerKind kind, int dim);
+
+// Name of the state in checkpoints ("" when there is none).
+const char* state_name(SparseOptimizerKind kind);
+
+}  // namespace recmix::embedding
