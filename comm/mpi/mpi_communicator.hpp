@@ -1,0 +1,27 @@
+#pragma once
+// The MPI implementation of Communicator: collectives over host buffers on a private duplicate of
+// MPI_COMM_WORLD (errors return as CommError instead of aborting). No MPI type appears here; code
+// that needs the raw MPI_Comm (parallel HDF5) includes comm/mpi/mpi_handle.hpp.
+#include <cstddef>
+#include <memory>
+
+#include "comm/communicator.hpp"
+
+namespace recmix::comm {
+
+struct MpiOptions {
+  // Largest element count handed to one MPI call. all_reduce_sum and broadcast split longer
+  // buffers into pieces of this size; all_gather and all_to_all_v reject them with CommError
+  // (MPI counts and displacements are int). Smaller values exist for tests.
+  std::size_t max_elements_per_call = 2147483647;
+};
+
+// A communicator over every rank of the job. Collective: every rank must call it. Requires MPI
+// to be initialised (runtime::ensure_mpi or MPI_Init_thread); throws CommError otherwise.
+std::unique_ptr<Communicator> make_mpi_world_communicator();
+std::unique_ptr<Communicator> make_mpi_world_communicator(const MpiOptions& options);
+
+// True when comm is the MPI implementation (so mpi_handle() works on it).
+bool is_mpi_communicator(const Communicator& comm);
+
+}  // namespace recmix::comm
