@@ -1,0 +1,249 @@
+// Every dense kernel against the naive double-precision references of reference.hpp, on random
+// shapes including batch 1 and widths that are not multiples of the vector width.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "mlp/interaction.hpp"
+#include "mlp/loss.hpp"
+#include "mlp/mlp.hpp"
+#include "tests/mlp/reference.hpp"
+
+namespace recmix::mlp {
+namespace {
+
+using test::Vec;
+
+struct Shape {
+  std::vector<int> sizes;
+  int batch;
+  bool last_sigmoid;
+  int threads;
+};
+
+class MlpVsReference : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(MlpVsReference, ForwardAndBackward) {
+  const Shape& shape = GetParam();
+  auto backend = device::make_backend(device::BackendKind::cpu, shape.threads);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  Mlp mlp(*backend, pool, "m", shape.sizes, shape.last_sigmoid ? Activation::sigmoid : Activation::relu,
+          7, shape.batch + 3);
+  int in = shape.sizes.front(), out = shape.sizes.back(), batch = shape.batch;
+
+  test::RefMlp ref;
+  ref.sizes = shape.sizes;
+  ref.last_sigmoid = shape.last_sigmoid;
+  auto params = mlp.parameters();
+  ASSERT_EQ(params.size(), 2 * (shape.sizes.size() - 1));
+  for (std::size_t l = 0; l + 1 < shape.sizes.size(); ++l) {
+    const Param& w = params[2 * l];
+    const Param& b = params[2 * l + 1];
+    EXPECT_EQ(w.name, "m." + std::to_string(l) + ".weight");
+    EXPECT_EQ(b.name, "m." + std::to_string(l) + ".bias");
+    ASSERT_EQ(w.count, static_cast<std::size_t>(shape.sizes[l]) * shape.sizes[l + 1]);
+    ASSERT_EQ(b.count, static_cast<std::size_t>(shape.sizes[l + 1]));
+    ref.w.push_back(test::to_double(w.value, w.count));
+    ref.b.push_back(test::to_double(b.value, b.count));
+  }
+
+  auto x = test::random_floats(static_cast<std::size_t>(batch) * in, 11, -2.f, 2.f);
+  const float* y = mlp.forward(*stream, x.data(), batch);
+  Vec y_ref = ref.forward(Vec(x.begin(), x.end()), batch);
+  EXPECT_LE(test::worst(y, y_ref, 1e-5, 1e-4), 1.0);
+
+  auto g = test::random_floats(static_cast<std::size_t>(batch) * out, 12);
+  const float* dx = mlp.backward(*stream, g.data(), true);
+  Vec dx_ref = ref.backward(Vec(g.begin(), g.end()));
+  ASSERT_NE(dx, nullptr);
+  EXPECT_LE(test::worst(dx, dx_ref, 1e-5, 1e-4), 1.0);
+  for (std::size_t l = 0; l + 1 < shape.sizes.size(); ++l) {
+    EXPECT_LE(test::worst(params[2 * l].grad, ref.dw[l], 1e-5, 1e-4), 1.0) << "layer " << l;
+    EXPECT_LE(test::worst(params[2 * l + 1].grad, ref.db[l], 1e-5, 1e-4), 1.0) << "layer " << l;
+  }
+
+  // Without the input gradient the parameter gradients are the same, bit for bit.
+  std::vector<std::vector<float>> grads;
+  for (auto& p : params) grads.emplace_back(p.grad, p.grad + p.count);
+  for (auto& p : params) std::memset(p.grad, 0xff, p.count * sizeof(float));  // NaNs: overwritten?
+  EXPECT_EQ(mlp.backward(*stream, g.data(), false), nullptr);
+  for (std::size_t i = 0; i < params.size(); ++i)
+    EXPECT_EQ(std::memcmp(grads[i].data(), params[i].grad, grads[i].size() * sizeof(float)), 0)
+        << params[i].name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MlpVsReference,
+    ::testing::Values(Shape{{13, 17, 5}, 1, false, 1}, Shape{{3, 9}, 7, true, 1},
+                      Shape{{13, 64, 31, 16}, 33, false, 2}, Shape{{37, 23, 1}, 65, true, 2},
+                      // big enough for the parallel paths (>= 65536 floats per kernel)
+                      Shape{{20, 300, 7}, 250, false, 2}, Shape{{11, 257, 1}, 300, true, 2}));
+
+TEST(Mlp, InitialisationFollowsTheReferenceScales) {
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  Mlp mlp(*backend, pool, "bot", {300, 500, 2000}, Activation::relu, 1, 4);
+  auto params = mlp.parameters();
+  auto check = [](const Param& p, double want_std) {
+    double mean = 0, sq = 0;
+    for (std::size_t i = 0; i < p.count; ++i) mean += p.value[i];
+    mean /= p.count;
+    for (std::size_t i = 0; i < p.count; ++i) sq += (p.value[i] - mean) * (p.value[i] - mean);
+    double sd = std::sqrt(sq / p.count);
+    EXPECT_NEAR(mean, 0.0, 5 * want_std / std::sqrt(double(p.count))) << p.name;
+    EXPECT_NEAR(sd, want_std, 0.1 * want_std) << p.name;
+  };
+  check(params[0], std::sqrt(2.0 / 800));
+  check(params[1], std::sqrt(1.0 / 500));
+  check(params[2], std::sqrt(2.0 / 2500));
+  check(params[3], std::sqrt(1.0 / 2000));
+}
+
+struct InteractionShape {
+  int k, d, batch, threads;
+};
+
+class InteractionVsReference : public ::testing::TestWithParam<InteractionShape> {};
+
+TEST_P(InteractionVsReference, Dot) {
+  auto [k, d, batch, threads] = GetParam();
+  auto backend = device::make_backend(device::BackendKind::cpu, threads);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  auto inter = make_interaction("dot", *backend, pool, k, d, batch);
+  int out = d + (k + 1) * k / 2;
+  ASSERT_EQ(inter->out_features(), out);
+  EXPECT_EQ(interaction_out_features("dot", k, d), out);
+  auto bottom = test::random_floats(static_cast<std::size_t>(batch) * d, 1);
+  auto emb = test::random_floats(static_cast<std::size_t>(batch) * k * d, 2);
+  const float* y = inter->forward(*stream, bottom.data(), emb.data(), batch);
+  Vec bd(bottom.begin(), bottom.end()), ed(emb.begin(), emb.end());
+  EXPECT_LE(test::worst(y, test::dot_interaction(bd, ed, batch, k, d), 1e-5, 1e-5), 1.0);
+
+  auto g = test::random_floats(static_cast<std::size_t>(batch) * out, 3);
+  std::vector<float> gb(bottom.size(), 99.f), ge(emb.size(), 99.f);
+  inter->backward(*stream, g.data(), gb.data(), ge.data());
+  Vec gb_ref, ge_ref;
+  test::dot_interaction_backward(bd, ed, Vec(g.begin(), g.end()), batch, k, d, gb_ref, ge_ref);
+  EXPECT_LE(test::worst(gb.data(), gb_ref, 1e-5, 1e-5), 1.0);
+  EXPECT_LE(test::worst(ge.data(), ge_ref, 1e-5, 1e-5), 1.0);
+}
+
+TEST_P(InteractionVsReference, Cat) {
+  auto [k, d, batch, threads] = GetParam();
+  auto backend = device::make_backend(device::BackendKind::cpu, threads);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  auto inter = make_interaction("cat", *backend, pool, k, d, batch);
+  int out = (k + 1) * d;
+  ASSERT_EQ(inter->out_features(), out);
+  auto bottom = test::random_floats(static_cast<std::size_t>(batch) * d, 4);
+  auto emb = test::random_floats(static_cast<std::size_t>(batch) * k * d, 5);
+  const float* y = inter->forward(*stream, bottom.data(), emb.data(), batch);
+  for (int s = 0; s < batch; ++s) {
+    for (int c = 0; c < d; ++c) ASSERT_EQ(y[s * out + c], bottom[s * d + c]);
+    for (int c = 0; c < k * d; ++c) ASSERT_EQ(y[s * out + d + c], emb[s * k * d + c]);
+  }
+  auto g = test::random_floats(static_cast<std::size_t>(batch) * out, 6);
+  std::vector<float> gb(bottom.size(), 99.f), ge(emb.size(), 99.f);
+  inter->backward(*stream, g.data(), gb.data(), ge.data());
+  for (int s = 0; s < batch; ++s) {
+    for (int c = 0; c < d; ++c) ASSERT_EQ(gb[s * d + c], g[s * out + c]);
+    for (int c = 0; c < k * d; ++c) ASSERT_EQ(ge[s * k * d + c], g[s * out + d + c]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, InteractionVsReference,
+                         ::testing::Values(InteractionShape{1, 1, 1, 1}, InteractionShape{3, 5, 1, 1},
+                                           InteractionShape{26, 16, 37, 1},
+                                           InteractionShape{4, 13, 9, 2},
+                                           InteractionShape{26, 16, 300, 2},
+                                           InteractionShape{0, 7, 3, 1}));
+
+TEST(Interaction, DotOrderIsStrictlyLowerTriangleRowMajor) {
+  // k = 2, d = 1: T = [b, e0, e1] = [2, 3, 5]; dots (1,0)=6, (2,0)=10, (2,1)=15.
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  auto inter = make_interaction("dot", *backend, pool, 2, 1, 1);
+  float bottom[1] = {2}, emb[2] = {3, 5};
+  const float* y = inter->forward(*stream, bottom, emb, 1);
+  EXPECT_EQ(y[0], 2);
+  EXPECT_EQ(y[1], 6);
+  EXPECT_EQ(y[2], 10);
+  EXPECT_EQ(y[3], 15);
+}
+
+TEST(Loss, BceMatchesReferenceWithSoftLabelsAndClamping) {
+  auto backend = device::make_backend(device::BackendKind::cpu, 2);
+  auto stream = backend->create_stream();
+  for (int batch : {1, 5, 1000, 70000}) {
+    auto p = test::random_floats(batch, 20 + batch, 0.f, 1.f);
+    auto y = test::random_floats(batch, 30 + batch, 0.f, 1.f);
+    // Edge cases: p exactly 0 and 1 (clamped logs), hard labels.
+    p[0] = 0.f;
+    y[0] = batch > 1 ? 1.f : 0.3f;
+    if (batch > 2) {
+      p[1] = 1.f;
+      y[1] = 0.f;
+      p[2] = 1.f;
+      y[2] = 1.f;
+    }
+    double want = 0;
+    for (int i = 0; i < batch; ++i) want += test::bce_term(p[i], y[i]);
+    want /= batch;
+    EXPECT_NEAR(bce_loss(*backend, *stream, p.data(), y.data(), batch), want, 1e-9 * std::abs(want));
+
+    const float scale = 1.f / batch;
+    std::vector<float> g(batch);
+    bce_loss_backward(*backend, *stream, p.data(), y.data(), batch, scale, g.data());
+    for (int i = 0; i < batch; ++i) {
+      double pp = p[i];
+      double want_g = scale * (pp - y[i]) / std::max(pp * (1 - pp), 1e-12);
+      ASSERT_NEAR(g[i], want_g, 1e-5 * std::abs(want_g) + 1e-30) << "i=" << i << " p=" << p[i];
+    }
+  }
+  // Hand-worked: p = 0 with label 1 costs exactly 100 (the clamp); p = 0.5 costs log 2.
+  float p2[2] = {0.f, 0.5f}, y2[2] = {1.f, 0.25f};
+  EXPECT_DOUBLE_EQ(bce_loss(*backend, *stream, p2, y2, 1), 100.0);
+  EXPECT_NEAR(bce_loss(*backend, *stream, p2 + 1, y2 + 1, 1), std::log(2.0), 1e-12);
+  float g2[2];
+  bce_loss_backward(*backend, *stream, p2, y2, 2, 1.f, g2);
+  EXPECT_FLOAT_EQ(g2[0], -1e12f);  // (0 - 1) / max(0, 1e-12)
+  EXPECT_FLOAT_EQ(g2[1], 1.f);     // (0.5 - 0.25) / 0.25
+}
+
+TEST(Errors, BadShapesAndKindsAreConfigErrors) {
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  EXPECT_THROW(Mlp(*backend, pool, "m", {5}, Activation::relu, 1, 4), ConfigError);
+  EXPECT_THROW(Mlp(*backend, pool, "m", {5, 0, 3}, Activation::relu, 1, 4), ConfigError);
+  EXPECT_THROW(Mlp(*backend, pool, "m", {5, 3}, Activation::relu, 1, 0), ConfigError);
+  Mlp mlp(*backend, pool, "m", {5, 3}, Activation::relu, 1, 4);
+  std::vector<float> g(12);
+  EXPECT_THROW(mlp.backward(*stream, g.data(), true), ConfigError);  // before forward
+  std::vector<float> x(40);
+  EXPECT_THROW(mlp.forward(*stream, x.data(), 5), ConfigError);  // over max batch
+  EXPECT_THROW(mlp.forward(*stream, x.data(), 0), ConfigError);
+  EXPECT_THROW(make_interaction("sum", *backend, pool, 3, 4, 8), ConfigError);
+  EXPECT_THROW(make_interaction("dot", *backend, pool, 3, 0, 8), ConfigError);
+  EXPECT_THROW(make_interaction("dot", *backend, pool, 3, 4, 0), ConfigError);
+  auto inter = make_interaction("dot", *backend, pool, 3, 4, 8);
+  EXPECT_THROW(inter->forward(*stream, x.data(), x.data(), 9), ConfigError);
+  EXPECT_THROW(bce_loss(*backend, *stream, x.data(), x.data(), 0), ConfigError);
+}
+
+TEST(Errors, PoolCapacityIsEnforced) {
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "small", 1 << 16);
+  EXPECT_THROW(Mlp(*backend, pool, "m", {512, 512}, Activation::relu, 1, 4), OutOfMemoryError);
+  EXPECT_EQ(pool.current_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace recmix::mlp
