@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Starts a one-node Slurm cluster (launch/slurm/local-cluster.sh), runs a 2-rank MPI program
+# under srun and through sbatch with launch/slurm/recmix.sbatch, checks that the ranks formed
+# one job, and always stops the cluster. Exits 77 (skipped) when Slurm or munge is missing.
+#   slurm_cluster_test.sh <source-dir> <rank_report binary> [<extra MPI test binary>]
+set -uo pipefail
+src=$1 payload=$2 extra=${3:-}
+for bin in munged munge slurmctld slurmd srun sbatch scontrol sinfo; do
+  if ! command -v "$bin" >/dev/null 2>&1; then
+    echo "SKIP: $bin not found (scripts/install-deps.sh --with-slurm installs Slurm and munge)"
+    exit 77
+  fi
+done
+
+state=$(mktemp -d /tmp/recmix-slurm.XXXXXX)
+cluster="$src/launch/slurm/local-cluster.sh"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cleanup() {
+  "$cluster" stop "$state" || echo "warning: stopping the cluster failed; state kept in $state"
+  if ((failures)); then
+    for f in "$state"/log/*.log "$state"/munge/munged.log; do
+      [[ -r "$f" ]] && { echo "--- $f"; tail -20 "$f"; }
+    done
+  fi
+  [[ -z "$(ls "$state"/pids/*.pid 2>/dev/null)" ]] && rm -rf "$state"
+}
+trap cleanup EXIT
+
+start=$SECONDS
+"$cluster" start "$state" || { fail "cluster did not start"; exit 1; }
+echo "cluster up in $((SECONDS - start)) s"
+export SLURM_CONF="$state/slurm.conf"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+# Both ranks of one job report size 2 and the same sum (0 + 1).
+check_ranks() {  # check_ranks <label> <output>
+  local label=$1 out=$2
+  for r in 0 1; do
+    grep -qx "rank $r of 2: sum of ranks 1" <<<"$out" || fail "$label: rank $r did not report 'rank $r of 2: sum of ranks 1'"
+  done
+}
+
+out=$(timeout 60 srun --mpi=pmix --overcommit -n 2 "$payload" 2>&1); rc=$?
+echo "srun exit $rc:"; echo "$out" | sed 's/^/  | /'
+((rc == 0)) || fail "srun exited with $rc"
+check_ranks srun "$out"
+
+# Through the batch template, polling the job state (sbatch --wait polls slowly).
+job=$(sbatch --parsable -n 2 --overcommit -o "$state/job-%j.out" "$src/launch/slurm/recmix.sbatch" "$payload" 2>&1)
+if [[ ! "$job" =~ ^[0-9]+$ ]]; then
+  fail "sbatch refused the job: $job"
+else
+  job_state=""
+  for _ in $(seq 300); do
+    job_state=$(scontrol show job "$job" -o 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    [[ "$job_state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)$ ]] && break
+    sleep 0.2
+  done
+  out=$(cat "$state/job-$job.out" 2>/dev/null)
+  echo "sbatch job $job: $job_state"; echo "$out" | sed 's/^/  | /'
+  [[ "$job_state" == COMPLETED ]] || fail "batch job $job ended as '${job_state:-unknown}'"
+  check_ranks sbatch "$out"
+fi
+
+# Optionally the collective tests themselves at 2 ranks under srun.
+if [[ -n "$extra" ]]; then
+  out=$(timeout 60 srun --mpi=pmix --overcommit -n 2 "$extra" --gtest_brief=1 2>&1); rc=$?
+  echo "srun $(basename "$extra") exit $rc:"; echo "$out" | tail -3 | sed 's/^/  | /'
+  ((rc == 0)) || fail "$(basename "$extra") under srun exited with $rc"
+fi
+
+echo "total $((SECONDS - start)) s, $failures failure(s)"
+((failures == 0))
