@@ -11,19 +11,20 @@
 
 namespace recmix::embedding::kernels {
 
-// Bag j: out[out_pos[j]] = sum of weights rows rows[offsets[j] .. offsets[j+1]), in index order;
+// Bag j: out[out_pos[j]] (out[j] when out_pos is null) = sum of the weights rows
+// rows[offsets[j] .. offsets[j+1]), in index order;
 // divided by the bag's length when `mean` (an empty bag gives zeros).
 struct PoolBags {
   const float* weights;
   std::int64_t dim;
   const std::int64_t* offsets;
   const std::int64_t* rows;
-  const std::int64_t* out_pos;
+  const std::int64_t* out_pos;  // nullptr: bag j writes vector j
   float* out;
   bool mean;
 
   RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
-    float* o = out + out_pos[j] * dim;
+    float* o = out + (out_pos ? out_pos[j] : j) * dim;
     const std::int64_t begin = offsets[j], end = offsets[j + 1];
     for (std::int64_t d = 0; d < dim; ++d) o[d] = 0.f;
     for (std::int64_t k = begin; k < end; ++k) {

@@ -1,35 +1,540 @@
+// The distributed lookup. Message layouts (all-to-all-v, per peer, in plan order of the shards
+// the receiving rank owns):
+//   indices, requester -> owner (i64): [local_batch][lengths of shard 0 .. k-1, local_batch each]
+//                                      [shard 0's indices (shard-local rows)] ... [shard k-1's]
+//   pooled, owner -> requester (f32):  [shard 0: local_batch x dim] ... [shard k-1]
+//   gradients, requester -> owner:     the pooled layout again
+// A row-wise shard returns a partial sum per bag; the requester adds the partial sums of a
+// table's shards and, for mean pooling, divides by the whole bag's length (and scales the
+// gradient by the same factor before sending it back). With one rank and whole tables the
+// communication is skipped and the bags are pooled straight into the output.
 #include "embedding/sharded_embedding.hpp"
 
+#include <algorithm>
+#include <fmt/format.h>
+
 #include "core/error.hpp"
+#include "device/buffer.hpp"
+#include "embedding/kernel_launch.hpp"
 
 namespace recmix::embedding {
+namespace {
+
+constexpr std::int64_t kBadBatch = -1;  // sent instead of a message size when a rank's batch is bad
+
+template <class T>
+std::vector<std::size_t> displacements(const std::vector<std::size_t>& counts) {
+  std::vector<std::size_t> d(counts.size(), 0);
+  for (std::size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
+  return d;
+}
+
+}  // namespace
 
 struct ShardedEmbedding::Impl {
-  ShardingPlan plan;
+  comm::Communicator& comm;
+  device::Backend& backend;
+  device::MemoryPool& pool;
   std::vector<TableSpec> tables;
   Pooling pooling;
+  ShardingPlan plan;
+  SparseOptimizerConfig opt;
   SparseOptimizerKind kind;
+  std::uint64_t seed;
+  int rank, world, num_tables, dim;
+  bool on_host;     // weights are host memory (CPU backend): kernels read and write host arrays
+  bool local_only;  // one rank and every table whole: no communication at all
+
+  std::vector<int> owned;                       // shard ids this rank owns, plan order
+  std::vector<std::int64_t> shard_base;         // per shard: first row in `weights`, -1 if not owned
+  std::vector<std::vector<int>> table_shards;   // per table: shard ids by row_begin
+  std::vector<std::vector<int>> rank_shards;    // per rank: shard ids it owns, plan order
+  std::int64_t local_rows = 0;
+  device::Buffer<float> weights, state;
+
+  // Set by forward, used by backward.
+  bool have_forward = false;
+  int batch = 0;
+  std::vector<std::int64_t> bag_length;     // [num_tables x batch]: whole-bag lengths (mean pooling)
+  std::vector<std::int64_t> source_batch;   // per source rank: its local batch
+  std::vector<std::int64_t> own_offsets;    // owner side CSR over the bags it pools
+  std::vector<std::int64_t> own_rows;       // rows in `weights`
+  std::vector<std::int64_t> own_out_pos;    // local_only: output vector of each bag
+  std::vector<float> own_scale;             // local_only + mean: 1 / bag length per bag
+  std::size_t bytes_sent = 0;
+
+  // Scratch reused across steps.
+  std::vector<std::vector<std::int64_t>> shard_lengths, shard_indices;  // per shard (requester)
+  std::vector<std::int64_t> send_i64, recv_i64;
+  std::vector<float> send_f32, recv_f32, host_out;
+  std::vector<std::int32_t> slot_of_row;
+  std::vector<std::int64_t> unique_rows, entry_offsets, entry_grad;
+  std::vector<float> entry_scale;
+  device::Buffer<std::int64_t> dev_i64[4];
+  device::Buffer<float> dev_f32[3];
+
+  Impl(comm::Communicator& c, device::Backend& b, device::MemoryPool& p, std::vector<TableSpec> t,
+       Pooling pl, ShardingPlan pn, SparseOptimizerConfig o, std::uint64_t s)
+      : comm(c), backend(b), pool(p), tables(std::move(t)), pooling(pl), plan(std::move(pn)),
+        opt(std::move(o)), kind(parse_sparse_optimizer(opt)), seed(s) {}
+
+  // Host array -> pointer the kernels can use (itself on the CPU backend, a device copy otherwise).
+  template <class T>
+  const T* stage(const std::vector<T>& host, device::Buffer<T>& scratch, device::Stream& stream) {
+    if (on_host || host.empty()) return host.data();
+    if (scratch.size() < host.size()) scratch = device::Buffer<T>(pool, host.size(), "embedding scratch");
+    backend.copy(scratch.data(), host.data(), host.size() * sizeof(T), stream);
+    return scratch.data();
+  }
+
+  void all_to_all(const std::vector<std::int64_t>& send, const std::vector<std::size_t>& sc,
+                  std::vector<std::int64_t>& recv, const std::vector<std::size_t>& rc) {
+    exchange(send.data(), sc, recv, rc, comm::DataType::i64, sizeof(std::int64_t));
+  }
+  void all_to_all(const std::vector<float>& send, const std::vector<std::size_t>& sc,
+                  std::vector<float>& recv, const std::vector<std::size_t>& rc) {
+    exchange(send.data(), sc, recv, rc, comm::DataType::f32, sizeof(float));
+  }
+  template <class T>
+  void exchange(const T* send, const std::vector<std::size_t>& sc, std::vector<T>& recv,
+                const std::vector<std::size_t>& rc, comm::DataType type, std::size_t elem) {
+    std::size_t total = 0;
+    for (auto c : rc) total += c;
+    recv.resize(std::max<std::size_t>(total, 1));
+    const auto sd = displacements<T>(sc), rd = displacements<T>(rc);
+    comm.all_to_all_v(send, sc, sd, recv.data(), rc, rd, type);
+    for (int q = 0; q < world; ++q)
+      if (q != rank) bytes_sent += sc[q] * elem;
+  }
+
+  void check_batch(std::span<const Bags> bags, int local_batch, std::string& error) const;
+  void forward_local(device::Stream& stream, std::span<const Bags> bags, float* out);
+  void forward_distributed(device::Stream& stream, std::span<const Bags> bags, float* out,
+                           bool bad_batch, const std::string& error);
+  void group_rows(std::int64_t n_bags, const std::int64_t* grad_pos, const float* scale);
+  void update(device::Stream& stream, const float* grad, std::size_t grad_vectors);
 };
 
-ShardedEmbedding::ShardedEmbedding(comm::Communicator&, device::Backend&, device::MemoryPool&,
-                                   std::vector<TableSpec> tables, Pooling pooling, ShardingPlan plan,
-                                   SparseOptimizerConfig optimizer, std::uint64_t)
-    : impl_(std::make_unique<Impl>(Impl{std::move(plan), std::move(tables), pooling,
-                                        parse_sparse_optimizer(optimizer)})) {}
+void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_batch,
+                                         std::string& error) const {
+  auto fail = [&](std::string msg) {
+    if (error.empty()) error = std::move(msg);
+  };
+  if (local_batch < 0) return fail(fmt::format("embedding: local batch {} is negative", local_batch));
+  if (static_cast<int>(bags.size()) != num_tables)
+    return fail(fmt::format("embedding: the batch has bags for {} tables, the model has {}",
+                            bags.size(), num_tables));
+  for (int t = 0; t < num_tables; ++t) {
+    const auto& off = bags[t].offsets;
+    const auto& idx = bags[t].indices;
+    if (static_cast<std::int64_t>(off.size()) != local_batch + 1)
+      return fail(fmt::format("embedding table {}: {} bag offsets for a local batch of {} (need {})",
+                              t, off.size(), local_batch, local_batch + 1));
+    if (off[0] != 0) return fail(fmt::format("embedding table {}: bag offsets start at {}, not 0", t, off[0]));
+    for (int b = 0; b < local_batch; ++b)
+      if (off[b + 1] < off[b])
+        return fail(fmt::format("embedding table {}: bag offsets decrease at bag {} ({} then {})", t,
+                                b, off[b], off[b + 1]));
+    if (off[local_batch] > static_cast<std::int64_t>(idx.size()))
+      return fail(fmt::format("embedding table {}: bag offsets end at {} but there are only {} indices",
+                              t, off[local_batch], idx.size()));
+    const std::int64_t rows = tables[t].rows;
+    for (int b = 0; b < local_batch; ++b)
+      for (std::int64_t k = off[b]; k < off[b + 1]; ++k)
+        if (idx[k] < 0 || idx[k] >= rows)
+          return fail(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of "
+                                  "the local batch (rank {})",
+                                  t, idx[k], rows, b, rank));
+  }
+}
+
+void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<const Bags> bags,
+                                           float* out) {
+  const std::int64_t n_bags = std::int64_t(num_tables) * batch;
+  own_offsets.assign(n_bags + 1, 0);
+  own_rows.clear();
+  own_out_pos.resize(n_bags);
+  const bool mean = pooling == Pooling::mean;
+  own_scale.clear();
+  if (mean) own_scale.resize(n_bags);
+  std::int64_t j = 0;
+  for (int t = 0; t < num_tables; ++t) {
+    const std::int64_t base = shard_base[table_shards[t][0]];
+    const auto& off = bags[t].offsets;
+    const auto& idx = bags[t].indices;
+    for (int b = 0; b < batch; ++b, ++j) {
+      for (std::int64_t k = off[b]; k < off[b + 1]; ++k) own_rows.push_back(base + idx[k]);
+      own_offsets[j + 1] = static_cast<std::int64_t>(own_rows.size());
+      own_out_pos[j] = std::int64_t(b) * num_tables + t;
+      if (mean) {
+        const std::int64_t len = off[b + 1] - off[b];
+        own_scale[j] = len > 0 ? 1.0f / static_cast<float>(len) : 0.f;
+      }
+    }
+  }
+  kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_i64[0], stream),
+                      stage(own_rows, dev_i64[1], stream), stage(own_out_pos, dev_i64[2], stream),
+                      out, mean};
+  launch(backend, stream, n_bags, f);
+}
+
+void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::span<const Bags> bags,
+                                                 float* out, bool bad_batch,
+                                                 const std::string& error) {
+  const int B = batch;
+  // 1. Split every bag over the shards of its table (requester side).
+  if (!bad_batch) {
+    for (int t = 0; t < num_tables; ++t) {
+      const auto& ids = table_shards[t];
+      const auto& off = bags[t].offsets;
+      const auto& idx = bags[t].indices;
+      for (int s : ids) {
+        shard_lengths[s].assign(B, 0);
+        shard_indices[s].clear();
+      }
+      if (ids.size() == 1) {
+        const int s = ids[0];
+        for (int b = 0; b < B; ++b) shard_lengths[s][b] = off[b + 1] - off[b];
+        shard_indices[s].assign(idx.begin() + off[0], idx.begin() + off[B]);
+        continue;
+      }
+      std::vector<std::int64_t> ends;
+      for (int s : ids) ends.push_back(plan.shards()[s].row_end);
+      for (int b = 0; b < B; ++b)
+        for (std::int64_t k = off[b]; k < off[b + 1]; ++k) {
+          const int pos = static_cast<int>(std::upper_bound(ends.begin(), ends.end(), idx[k]) - ends.begin());
+          const int s = ids[pos];
+          ++shard_lengths[s][b];
+          shard_indices[s].push_back(idx[k] - plan.shards()[s].row_begin);
+        }
+    }
+  }
+  // 2. Message sizes (or the bad-batch mark), then the index messages.
+  std::vector<std::size_t> ones(world, 1);
+  std::vector<std::int64_t> sizes(world, kBadBatch);
+  if (!bad_batch)
+    for (int q = 0; q < world; ++q) {
+      std::int64_t n = 1;
+      for (int s : rank_shards[q]) n += B + static_cast<std::int64_t>(shard_indices[s].size());
+      sizes[q] = n;
+    }
+  std::vector<std::int64_t> recv_sizes;
+  all_to_all(sizes, ones, recv_sizes, ones);
+  std::vector<int> bad_ranks;
+  for (int p = 0; p < world; ++p)
+    if (recv_sizes[p] == kBadBatch) bad_ranks.push_back(p);
+  if (!bad_ranks.empty()) {
+    have_forward = false;
+    if (bad_batch) throw DataError(error);
+    throw DataError(fmt::format("embedding: rank {} received a bad batch (see its error)", bad_ranks[0]));
+  }
+  std::vector<std::size_t> send_counts(world), recv_counts(world);
+  send_i64.clear();
+  for (int q = 0; q < world; ++q) {
+    send_counts[q] = static_cast<std::size_t>(sizes[q]);
+    recv_counts[q] = static_cast<std::size_t>(recv_sizes[q]);
+    send_i64.push_back(B);
+    for (int s : rank_shards[q]) send_i64.insert(send_i64.end(), shard_lengths[s].begin(), shard_lengths[s].end());
+    for (int s : rank_shards[q]) send_i64.insert(send_i64.end(), shard_indices[s].begin(), shard_indices[s].end());
+  }
+  all_to_all(send_i64, send_counts, recv_i64, recv_counts);
+
+  // 3. Owner: one CSR over the bags of every source, in (source, shard, bag) order.
+  const auto& mine = rank_shards[rank];
+  const std::int64_t n_mine = static_cast<std::int64_t>(mine.size());
+  source_batch.assign(world, 0);
+  own_offsets.assign(1, 0);
+  own_rows.clear();
+  std::size_t at = 0;
+  for (int p = 0; p < world; ++p) {
+    const std::int64_t* msg = recv_i64.data() + at;
+    const std::int64_t bp = msg[0];
+    source_batch[p] = bp;
+    const std::int64_t* lengths = msg + 1;
+    const std::int64_t* indices = lengths + n_mine * bp;
+    for (std::int64_t k = 0; k < n_mine; ++k) {
+      const Shard& sh = plan.shards()[mine[k]];
+      const std::int64_t base = shard_base[mine[k]], shard_rows = sh.row_end - sh.row_begin;
+      for (std::int64_t b = 0; b < bp; ++b) {
+        for (std::int64_t i = 0; i < lengths[k * bp + b]; ++i) {
+          const std::int64_t r = *indices++;
+          RECMIX_REQUIRE(r >= 0 && r < shard_rows, CommError,
+                         fmt::format("embedding: rank {} sent row {} for table {} rows [{}, {})", p,
+                                     r + sh.row_begin, sh.table, sh.row_begin, sh.row_end));
+          own_rows.push_back(base + r);
+        }
+        own_offsets.push_back(static_cast<std::int64_t>(own_rows.size()));
+      }
+    }
+    at += recv_counts[p];
+  }
+  const std::int64_t n_bags = static_cast<std::int64_t>(own_offsets.size()) - 1;
+
+  // 4. Pool (sums; mean is applied by the requester once the partial sums are combined).
+  send_f32.resize(std::max<std::int64_t>(n_bags * dim, 1));
+  float* pooled = send_f32.data();
+  if (!on_host) {
+    if (dev_f32[0].size() < send_f32.size())
+      dev_f32[0] = device::Buffer<float>(pool, send_f32.size(), "embedding pooled");
+    pooled = dev_f32[0].data();
+  }
+  kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_i64[0], stream),
+                      stage(own_rows, dev_i64[1], stream), nullptr, pooled, false};
+  launch(backend, stream, n_bags, f);
+  if (!on_host) backend.copy(send_f32.data(), pooled, n_bags * dim * sizeof(float), stream);
+  stream.synchronize();
+
+  // 5. Pooled vectors back to the requesters; add the partial sums of each table.
+  for (int p = 0; p < world; ++p) send_counts[p] = static_cast<std::size_t>(source_batch[p] * n_mine * dim);
+  for (int q = 0; q < world; ++q) recv_counts[q] = static_cast<std::size_t>(std::int64_t(B) * rank_shards[q].size() * dim);
+  all_to_all(send_f32, send_counts, recv_f32, recv_counts);
+  float* result = out;
+  if (!on_host) {
+    host_out.resize(std::size_t(B) * num_tables * dim);
+    result = host_out.data();
+  }
+  std::fill(result, result + std::size_t(B) * num_tables * dim, 0.f);
+  const float* part = recv_f32.data();
+  for (int q = 0; q < world; ++q)
+    for (int s : rank_shards[q]) {
+      const int t = plan.shards()[s].table;
+      for (int b = 0; b < B; ++b, part += dim) {
+        float* o = result + (std::size_t(b) * num_tables + t) * dim;
+        for (int d = 0; d < dim; ++d) o[d] += part[d];
+      }
+    }
+  if (pooling == Pooling::mean)
+    for (int t = 0; t < num_tables; ++t)
+      for (int b = 0; b < B; ++b) {
+        const std::int64_t len = bag_length[std::size_t(t) * B + b];
+        if (len <= 0) continue;
+        const float inv = 1.0f / static_cast<float>(len);
+        float* o = result + (std::size_t(b) * num_tables + t) * dim;
+        for (int d = 0; d < dim; ++d) o[d] *= inv;
+      }
+  if (!on_host) backend.copy(out, result, host_out.size() * sizeof(float), stream);
+}
+
+// Groups the entries of the owner CSR by row: unique_rows in order of first appearance, each
+// row's entries (bags) in CSR order, which is the order of the global batch. O(entries), no sort.
+void ShardedEmbedding::Impl::group_rows(std::int64_t n_bags, const std::int64_t* grad_pos,
+                                        const float* scale) {
+  if (slot_of_row.size() != static_cast<std::size_t>(local_rows)) slot_of_row.assign(local_rows, -1);
+  unique_rows.clear();
+  entry_offsets.assign(1, 0);
+  std::vector<std::int64_t>& counts = entry_offsets;  // counts first, prefix sums after
+  for (std::int64_t j = 0; j < n_bags; ++j)
+    for (std::int64_t k = own_offsets[j]; k < own_offsets[j + 1]; ++k) {
+      const std::int64_t r = own_rows[k];
+      std::int32_t& slot = slot_of_row[r];
+      if (slot < 0) {
+        slot = static_cast<std::int32_t>(unique_rows.size());
+        unique_rows.push_back(r);
+        counts.push_back(0);
+      }
+      ++counts[slot + 1];
+    }
+  for (std::size_t u = 1; u < entry_offsets.size(); ++u) entry_offsets[u] += entry_offsets[u - 1];
+  const std::int64_t n_entries = entry_offsets.back();
+  entry_grad.resize(n_entries);
+  entry_scale.resize(scale ? n_entries : 0);
+  std::vector<std::int64_t> fill(entry_offsets.begin(), entry_offsets.end() - 1);
+  for (std::int64_t j = 0; j < n_bags; ++j)
+    for (std::int64_t k = own_offsets[j]; k < own_offsets[j + 1]; ++k) {
+      const std::int64_t e = fill[slot_of_row[own_rows[k]]]++;
+      entry_grad[e] = grad_pos ? grad_pos[j] : j;
+      if (scale) entry_scale[e] = scale[j];
+    }
+  for (auto r : unique_rows) slot_of_row[r] = -1;
+}
+
+void ShardedEmbedding::Impl::update(device::Stream& stream, const float* grad, std::size_t grad_vectors) {
+  const float* dev_grad = grad;
+  if (!on_host) {  // `grad` is host memory here; the update runs where the weights are
+    if (dev_f32[1].size() < grad_vectors * dim)
+      dev_f32[1] = device::Buffer<float>(pool, grad_vectors * dim, "embedding gradients");
+    backend.copy(dev_f32[1].data(), grad, grad_vectors * dim * sizeof(float), stream);
+    dev_grad = dev_f32[1].data();
+  }
+  kernels::UpdateRows f{weights.data(), state.data(), dim, kind, opt.lr, opt.eps,
+                        stage(unique_rows, dev_i64[0], stream), stage(entry_offsets, dev_i64[1], stream),
+                        stage(entry_grad, dev_i64[2], stream),
+                        entry_scale.empty() ? nullptr : stage(entry_scale, dev_f32[2], stream), dev_grad};
+  launch(backend, stream, static_cast<std::int64_t>(unique_rows.size()), f);
+}
+
+ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& backend,
+                                   device::MemoryPool& pool, std::vector<TableSpec> tables,
+                                   Pooling pooling, ShardingPlan plan, SparseOptimizerConfig optimizer,
+                                   std::uint64_t seed)
+    : impl_(std::make_unique<Impl>(comm, backend, pool, std::move(tables), pooling, std::move(plan),
+                                   std::move(optimizer), seed)) {
+  Impl& m = *impl_;
+  RECMIX_REQUIRE(!m.tables.empty(), ConfigError, "embedding: the model has no tables");
+  m.num_tables = static_cast<int>(m.tables.size());
+  m.dim = m.tables[0].dim;
+  for (int t = 0; t < m.num_tables; ++t) {
+    RECMIX_REQUIRE(m.tables[t].dim == m.dim, ConfigError,
+                   fmt::format("embedding: table {} has dim {}, table 0 has {} (all tables must share "
+                               "one dim)", t, m.tables[t].dim, m.dim));
+    RECMIX_REQUIRE(m.tables[t].rows > 0, ConfigError,
+                   fmt::format("embedding: table {} has {} rows", t, m.tables[t].rows));
+  }
+  RECMIX_REQUIRE(m.dim > 0, ConfigError, "embedding: dim must be > 0");
+  m.rank = comm.rank();
+  m.world = comm.size();
+  RECMIX_REQUIRE(m.plan.world_size() == m.world, ConfigError,
+                 fmt::format("embedding: the sharding plan is for {} ranks, the communicator has {}",
+                             m.plan.world_size(), m.world));
+  RECMIX_REQUIRE(m.plan.tables().size() == m.tables.size(), ConfigError,
+                 fmt::format("embedding: the sharding plan has {} tables, the model {}",
+                             m.plan.tables().size(), m.tables.size()));
+  for (int t = 0; t < m.num_tables; ++t)
+    RECMIX_REQUIRE(m.plan.tables()[t].rows == m.tables[t].rows && m.plan.tables()[t].dim == m.dim,
+                   ConfigError, fmt::format("embedding: the sharding plan's table {} differs from the model's", t));
+  m.on_host = backend.kind() == device::BackendKind::cpu;
+
+  const auto& shards = m.plan.shards();
+  m.shard_base.assign(shards.size(), -1);
+  m.rank_shards.resize(m.world);
+  for (int q = 0; q < m.world; ++q) m.rank_shards[q] = m.plan.shards_of_rank(q);
+  m.owned = m.rank_shards[m.rank];
+  for (int s : m.owned) {
+    m.shard_base[s] = m.local_rows;
+    m.local_rows += shards[s].row_end - shards[s].row_begin;
+  }
+  m.table_shards.resize(m.num_tables);
+  m.local_only = m.world == 1;
+  for (int t = 0; t < m.num_tables; ++t) {
+    m.table_shards[t] = m.plan.shards_of_table(t);
+    if (m.table_shards[t].size() != 1) m.local_only = false;
+  }
+  m.shard_lengths.resize(shards.size());
+  m.shard_indices.resize(shards.size());
+
+  const std::size_t per_row = state_per_row(m.kind, m.dim);
+  m.weights = device::Buffer<float>(pool, std::size_t(m.local_rows) * m.dim,
+                                    fmt::format("embedding weights (rank {})", m.rank));
+  if (per_row > 0)
+    m.state = device::Buffer<float>(pool, std::size_t(m.local_rows) * per_row,
+                                    fmt::format("embedding optimizer state (rank {})", m.rank));
+  auto stream = backend.create_stream();
+  for (int s : m.owned) {
+    const Shard& sh = shards[s];
+    kernels::InitShard f{m.weights.data() + m.shard_base[s] * m.dim, seed, sh.table,
+                         m.tables[sh.table].rows, m.dim, sh.row_begin};
+    launch(backend, *stream, (sh.row_end - sh.row_begin) * m.dim, f);
+  }
+  if (per_row > 0)
+    launch(backend, *stream, static_cast<std::int64_t>(m.state.size()),
+           kernels::Fill{m.state.data(), m.opt.initial_accumulator});
+  stream->synchronize();
+}
+
 ShardedEmbedding::~ShardedEmbedding() = default;
-void ShardedEmbedding::forward(device::Stream&, std::span<const Bags>, int, float*) {
-  throw Error("ShardedEmbedding::forward: not implemented yet");
+
+void ShardedEmbedding::forward(device::Stream& stream, std::span<const Bags> bags, int local_batch,
+                               float* out) {
+  Impl& m = *impl_;
+  m.bytes_sent = 0;
+  m.have_forward = false;
+  std::string error;
+  m.check_batch(bags, local_batch, error);
+  if (m.local_only) {
+    if (!error.empty()) throw DataError(error);
+    m.batch = local_batch;
+    m.forward_local(stream, bags, out);
+  } else {
+    m.batch = error.empty() ? local_batch : 0;
+    if (error.empty() && m.pooling == Pooling::mean) {
+      m.bag_length.resize(std::size_t(m.num_tables) * local_batch);
+      for (int t = 0; t < m.num_tables; ++t)
+        for (int b = 0; b < local_batch; ++b)
+          m.bag_length[std::size_t(t) * local_batch + b] = bags[t].offsets[b + 1] - bags[t].offsets[b];
+    }
+    m.forward_distributed(stream, bags, out, !error.empty(), error);
+  }
+  m.have_forward = true;
 }
-void ShardedEmbedding::backward(device::Stream&, const float*) {
-  throw Error("ShardedEmbedding::backward: not implemented yet");
+
+void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
+  Impl& m = *impl_;
+  RECMIX_REQUIRE(m.have_forward, Error, "embedding: backward() without a successful forward()");
+  m.have_forward = false;
+  const int B = m.batch, T = m.num_tables, D = m.dim;
+  if (m.local_only) {
+    const std::int64_t n_bags = std::int64_t(T) * B;
+    m.group_rows(n_bags, m.own_out_pos.data(), m.own_scale.empty() ? nullptr : m.own_scale.data());
+    if (m.on_host) {
+      m.update(stream, grad_out, std::size_t(B) * T);
+    } else {
+      m.host_out.resize(std::size_t(B) * T * D);
+      m.backend.copy(m.host_out.data(), grad_out, m.host_out.size() * sizeof(float), stream);
+      stream.synchronize();
+      m.update(stream, m.host_out.data(), std::size_t(B) * T);
+    }
+    return;
+  }
+  const float* grad = grad_out;
+  if (!m.on_host) {
+    m.host_out.resize(std::size_t(B) * T * D);
+    m.backend.copy(m.host_out.data(), grad_out, m.host_out.size() * sizeof(float), stream);
+    stream.synchronize();
+    grad = m.host_out.data();
+  }
+  // Gradients of the pooled vectors to the owners, in the pooled layout (mean: scaled by 1/length).
+  std::vector<std::size_t> send_counts(m.world), recv_counts(m.world);
+  m.send_f32.resize(std::max<std::size_t>(std::size_t(B) * m.plan.shards().size() * D, 1));
+  float* o = m.send_f32.data();
+  const std::int64_t n_mine = static_cast<std::int64_t>(m.rank_shards[m.rank].size());
+  for (int q = 0; q < m.world; ++q) {
+    send_counts[q] = std::size_t(B) * m.rank_shards[q].size() * D;
+    recv_counts[q] = static_cast<std::size_t>(m.source_batch[q] * n_mine * D);
+    for (int s : m.rank_shards[q]) {
+      const int t = m.plan.shards()[s].table;
+      for (int b = 0; b < B; ++b, o += D) {
+        const float* g = grad + (std::size_t(b) * T + t) * D;
+        float scale = 1.f;
+        if (m.pooling == Pooling::mean) {
+          const std::int64_t len = m.bag_length[std::size_t(t) * B + b];
+          scale = len > 0 ? 1.0f / static_cast<float>(len) : 0.f;
+        }
+        for (int d = 0; d < D; ++d) o[d] = g[d] * scale;
+      }
+    }
+  }
+  m.all_to_all(m.send_f32, send_counts, m.recv_f32, recv_counts);
+  const std::int64_t n_bags = static_cast<std::int64_t>(m.own_offsets.size()) - 1;
+  m.group_rows(n_bags, nullptr, nullptr);
+  m.update(stream, m.recv_f32.data(), static_cast<std::size_t>(n_bags));
+  stream.synchronize();
 }
-std::vector<LocalShardView> ShardedEmbedding::local_shards() { return {}; }
+
+std::vector<LocalShardView> ShardedEmbedding::local_shards() {
+  Impl& m = *impl_;
+  std::vector<LocalShardView> views;
+  const std::size_t per_row = state_per_row(m.kind, m.dim);
+  for (int s : m.owned) {
+    const Shard& sh = m.plan.shards()[s];
+    LocalShardView v{sh.table, sh.row_begin, sh.row_end, m.dim,
+                     m.weights.data() + m.shard_base[s] * m.dim, {}, {}};
+    if (per_row > 0) {
+      v.state.emplace_back(state_name(m.kind), m.state.data() + m.shard_base[s] * per_row);
+      v.state_counts.push_back(std::size_t(sh.row_end - sh.row_begin) * per_row);
+    }
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
 const ShardingPlan& ShardedEmbedding::plan() const { return impl_->plan; }
-int ShardedEmbedding::num_tables() const { return static_cast<int>(impl_->tables.size()); }
-int ShardedEmbedding::dim() const { return impl_->tables.empty() ? 0 : impl_->tables[0].dim; }
+int ShardedEmbedding::num_tables() const { return impl_->num_tables; }
+int ShardedEmbedding::dim() const { return impl_->dim; }
 Pooling ShardedEmbedding::pooling() const { return impl_->pooling; }
 SparseOptimizerKind ShardedEmbedding::optimizer_kind() const { return impl_->kind; }
-std::size_t ShardedEmbedding::bytes_sent_last_step() const { return 0; }
-std::size_t ShardedEmbedding::local_bytes() const { return 0; }
+std::size_t ShardedEmbedding::bytes_sent_last_step() const { return impl_->bytes_sent; }
+std::size_t ShardedEmbedding::local_bytes() const {
+  return impl_->weights.bytes() + impl_->state.bytes();
+}
 
 }  // namespace recmix::embedding

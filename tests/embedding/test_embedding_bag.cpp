@@ -1,0 +1,250 @@
+// The embedding bag and each sparse optimizer against the naive reference (reference.hpp), on one
+// rank: the direct path (whole tables) and the general path (row-wise shards, all-to-all to self).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "embedding/sharded_embedding.hpp"
+#include "reference.hpp"
+#include "self_communicator.hpp"
+
+using namespace recmix;
+using namespace recmix::embedding;
+using recmix::embedding::test::ReferenceEmbedding;
+
+namespace {
+
+struct Case {
+  std::string name;
+  std::vector<TableSpec> tables;
+  int batch;
+  int max_len;
+  bool one_hot;
+  bool mean;
+  std::string optimizer;
+  bool rowwise;  // split every table into row ranges (general path) instead of whole tables
+  int threads = 1;
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+ShardingPlan plan_for(const Case& c) {
+  if (!c.rowwise) return ShardingPlan::automatic(c.tables, 1);
+  // Three uneven row ranges per table (fewer for tiny tables), all on rank 0.
+  std::vector<Shard> shards;
+  for (int t = 0; t < static_cast<int>(c.tables.size()); ++t) {
+    const std::int64_t n = c.tables[t].rows;
+    std::vector<std::int64_t> cuts{0};
+    if (n >= 3) cuts.push_back(n / 3);
+    if (n >= 2) cuts.push_back(n - 1);
+    cuts.push_back(n);
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i)
+      if (cuts[i] < cuts[i + 1]) shards.push_back({t, cuts[i], cuts[i + 1], 0});
+  }
+  return ShardingPlan::from_shards(shards, c.tables, 1);
+}
+
+class EmbeddingBag : public testing::TestWithParam<Case> {};
+
+TEST_P(EmbeddingBag, MatchesNaiveReferenceOverSteps) {
+  const Case& c = GetParam();
+  auto backend = device::make_backend(device::BackendKind::cpu, c.threads);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  test::SelfCommunicator comm;
+  SparseOptimizerConfig opt{c.optimizer, 0.05f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.1f};
+  const std::uint64_t seed = 1234;
+  ShardedEmbedding emb(comm, *backend, pool, c.tables, c.mean ? Pooling::mean : Pooling::sum,
+                       plan_for(c), opt, seed);
+  ReferenceEmbedding ref(c.tables, c.mean, c.optimizer, opt.lr, opt.eps, opt.initial_accumulator, seed);
+  const int T = static_cast<int>(c.tables.size()), D = c.tables[0].dim;
+  std::mt19937_64 rng(99);
+  for (int step = 0; step < 3; ++step) {
+    auto batch = test::random_batch(c.tables, c.batch, c.max_len, c.one_hot, rng);
+    std::vector<Bags> bags;
+    for (auto& tb : batch) bags.push_back(tb.view());
+    std::vector<float> out(std::size_t(c.batch) * T * D, -7.f);
+    emb.forward(*stream, bags, c.batch, out.data());
+    auto expected = ref.forward(batch);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      ASSERT_TRUE(test::close(out[i], expected[i])) << "step " << step << " element " << i << ": "
+                                                    << out[i] << " vs " << expected[i];
+    auto grad = test::random_vector(out.size(), rng);
+    emb.backward(*stream, grad.data());
+    ref.backward(batch, grad);
+  }
+  // Every owned row and its optimizer state equal the reference's.
+  std::int64_t rows_seen = 0;
+  for (const auto& v : emb.local_shards()) {
+    for (std::int64_t r = v.row_begin; r < v.row_end; ++r, ++rows_seen)
+      for (int d = 0; d < D; ++d)
+        ASSERT_TRUE(test::close(v.weights[(r - v.row_begin) * D + d], ref.weight(v.table, r, d)))
+            << "table " << v.table << " row " << r << " col " << d;
+    if (c.optimizer == "sgd") {
+      EXPECT_TRUE(v.state.empty());
+      continue;
+    }
+    ASSERT_EQ(v.state.size(), 1u);
+    const std::size_t per_row = c.optimizer == "adagrad" ? D : 1;
+    ASSERT_EQ(v.state_counts[0], std::size_t(v.row_end - v.row_begin) * per_row);
+    for (std::size_t i = 0; i < v.state_counts[0]; ++i)
+      ASSERT_TRUE(test::close(v.state[0].second[i], ref.state(v.table)[v.row_begin * per_row + i]))
+          << "state of table " << v.table << " element " << i;
+  }
+  std::int64_t total_rows = 0;
+  for (auto& t : c.tables) total_rows += t.rows;
+  EXPECT_EQ(rows_seen, total_rows);
+  EXPECT_EQ(emb.bytes_sent_last_step(), 0u);  // one rank sends nothing to others
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  const std::vector<TableSpec> three{{50, 5}, {7, 5}, {300, 5}};
+  const std::vector<TableSpec> wide{{40, 16}, {40, 16}};
+  for (const char* opt : {"sgd", "adagrad", "rowwise_adagrad"})
+    for (bool rowwise : {false, true}) {
+      std::string suffix = std::string(opt) + (rowwise ? "_rowwise" : "_tablewise");
+      out.push_back({"multihot_sum_" + suffix, three, 13, 4, false, false, opt, rowwise});
+      out.push_back({"multihot_mean_" + suffix, three, 9, 5, false, true, opt, rowwise});
+      out.push_back({"onehot_" + suffix, wide, 17, 1, true, false, opt, rowwise});
+      out.push_back({"batch1_" + suffix, three, 1, 3, false, false, opt, rowwise});
+    }
+  out.push_back({"dim1_single_row_table", {{1, 1}, {2, 1}}, 6, 3, false, false, "sgd", false});
+  out.push_back({"dim33_mean_rowwise_adagrad", {{20, 33}}, 8, 6, false, true, "rowwise_adagrad", true});
+  // Large enough to run the kernels on two threads.
+  out.push_back({"two_threads_sgd", {{3000, 8}, {2000, 8}}, 4000, 2, false, false, "sgd", false, 2});
+  out.push_back({"two_threads_adagrad_rowwise", {{3000, 8}}, 3000, 3, false, true, "adagrad", true, 2});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingBag, testing::ValuesIn(cases()),
+                         [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+struct Fixture {
+  std::unique_ptr<device::Backend> backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool{*backend, device::Tier::device, "test"};
+  std::unique_ptr<device::Stream> stream = backend->create_stream();
+  test::SelfCommunicator comm;
+};
+
+TEST(EmbeddingBagEdges, EmptyBagsGiveZerosAndLeaveRowsUntouched) {
+  Fixture f;
+  std::vector<TableSpec> tables{{10, 3}, {10, 3}};
+  for (Pooling pooling : {Pooling::sum, Pooling::mean}) {
+    ShardedEmbedding emb(f.comm, *f.backend, f.pool, tables, pooling, ShardingPlan::automatic(tables, 1),
+                         {"sgd", 1.0f}, 5);
+    std::vector<float> before(emb.local_shards()[0].weights, emb.local_shards()[0].weights + 30);
+    std::vector<std::int64_t> offsets{0, 0, 0}, none;
+    std::vector<std::int64_t> offsets1{0, 1, 1}, idx1{4};
+    std::vector<Bags> bags{{offsets, none}, {offsets1, idx1}};
+    std::vector<float> out(2 * 2 * 3, 5.f);
+    emb.forward(*f.stream, bags, 2, out.data());
+    for (int b = 0; b < 2; ++b)
+      for (int d = 0; d < 3; ++d) EXPECT_EQ(out[(b * 2 + 0) * 3 + d], 0.f);
+    for (int d = 0; d < 3; ++d) EXPECT_EQ(out[(1 * 2 + 1) * 3 + d], 0.f);  // empty bag of table 1
+    std::vector<float> grad(out.size(), 1.f);
+    emb.backward(*f.stream, grad.data());
+    const float* w0 = emb.local_shards()[0].weights;
+    for (int i = 0; i < 30; ++i) EXPECT_EQ(w0[i], before[i]) << "table 0 was not looked up";
+  }
+}
+
+TEST(EmbeddingBagEdges, InitialWeightsFollowTheFormulaWhateverTheLayout) {
+  Fixture f;
+  std::vector<TableSpec> tables{{100, 4}, {37, 4}};
+  ShardedEmbedding whole(f.comm, *f.backend, f.pool, tables, Pooling::sum,
+                         ShardingPlan::automatic(tables, 1), {}, 77);
+  ShardedEmbedding split(f.comm, *f.backend, f.pool, tables, Pooling::sum,
+                         ShardingPlan::parse("0:0-13@r0+13-100@r0, 1:0-1@r0+1-37@r0", tables, 1), {}, 77);
+  for (auto* emb : {&whole, &split})
+    for (const auto& v : emb->local_shards())
+      for (std::int64_t r = v.row_begin; r < v.row_end; ++r)
+        for (int d = 0; d < 4; ++d) {
+          const float w = v.weights[(r - v.row_begin) * 4 + d];
+          ASSERT_EQ(w, initial_weight(77, v.table, tables[v.table].rows, 4, r, d));
+          ASSERT_LE(std::abs(w), std::sqrt(1.0f / tables[v.table].rows));
+        }
+  // Different seeds give different weights; the values are not all equal.
+  ShardedEmbedding other(f.comm, *f.backend, f.pool, tables, Pooling::sum,
+                         ShardingPlan::automatic(tables, 1), {}, 78);
+  EXPECT_NE(other.local_shards()[0].weights[0], whole.local_shards()[0].weights[0]);
+  EXPECT_NE(whole.local_shards()[0].weights[0], whole.local_shards()[0].weights[1]);
+}
+
+TEST(EmbeddingBagEdges, OutOfRangeIndexIsADataErrorNamingTableIndexAndBag) {
+  Fixture f;
+  std::vector<TableSpec> tables{{10, 2}, {20, 2}};
+  for (const char* plan : {"0:r0,1:r0", "0:r0,1:rowwise", "0:0-5@r0+5-10@r0,1:r0"}) {
+    ShardedEmbedding emb(f.comm, *f.backend, f.pool, tables, Pooling::sum,
+                         ShardingPlan::parse(plan, tables, 1), {}, 1);
+    std::vector<std::int64_t> off0{0, 1, 2, 3}, idx0{1, 2, 3};
+    for (std::int64_t bad : {20, -1, 1000000}) {
+      std::vector<std::int64_t> off1{0, 2, 2, 4}, idx1{0, 19, 5, bad};
+      std::vector<Bags> bags{{off0, idx0}, {off1, idx1}};
+      std::vector<float> out(3 * 2 * 2);
+      try {
+        emb.forward(*f.stream, bags, 3, out.data());
+        FAIL() << "no error for index " << bad << " with plan " << plan;
+      } catch (const DataError& e) {
+        std::string what = e.what();
+        EXPECT_NE(what.find("table 1"), std::string::npos) << what;
+        EXPECT_NE(what.find("index " + std::to_string(bad)), std::string::npos) << what;
+        EXPECT_NE(what.find("bag 2"), std::string::npos) << what;
+      }
+      // A failed forward leaves nothing for backward.
+      EXPECT_THROW(emb.backward(*f.stream, out.data()), Error);
+    }
+    // Broken offsets are data errors too.
+    std::vector<std::int64_t> bad_off{0, 2, 1, 3}, idx{1, 1, 1};
+    std::vector<Bags> bags{{off0, idx0}, {bad_off, idx}};
+    std::vector<float> out(3 * 2 * 2);
+    EXPECT_THROW(emb.forward(*f.stream, bags, 3, out.data()), DataError);
+    std::vector<Bags> one_table{{off0, idx0}};
+    EXPECT_THROW(emb.forward(*f.stream, one_table, 3, out.data()), DataError);
+    EXPECT_THROW(emb.forward(*f.stream, bags, 2, out.data()), DataError);  // offsets for 3 bags
+  }
+}
+
+TEST(EmbeddingBagEdges, BadConfigurationsAreConfigErrors) {
+  Fixture f;
+  std::vector<TableSpec> tables{{10, 4}, {10, 8}};
+  EXPECT_THROW(ShardedEmbedding(f.comm, *f.backend, f.pool, tables, Pooling::sum,
+                                ShardingPlan::automatic(tables, 1), {}, 1),
+               ConfigError);  // dims differ
+  std::vector<TableSpec> same{{10, 4}, {10, 4}};
+  EXPECT_THROW(ShardedEmbedding(f.comm, *f.backend, f.pool, same, Pooling::sum,
+                                ShardingPlan::automatic(same, 1), {"adam"}, 1),
+               ConfigError);
+  EXPECT_THROW(ShardedEmbedding(f.comm, *f.backend, f.pool, same, Pooling::sum,
+                                ShardingPlan::automatic(same, 2), {}, 1),
+               ConfigError);  // plan for 2 ranks, communicator of 1
+  std::vector<TableSpec> other{{11, 4}, {10, 4}};
+  EXPECT_THROW(ShardedEmbedding(f.comm, *f.backend, f.pool, same, Pooling::sum,
+                                ShardingPlan::automatic(other, 1), {}, 1),
+               ConfigError);  // plan for other tables
+  SparseOptimizerConfig negative{"sgd", -1.f};
+  EXPECT_THROW(parse_sparse_optimizer(negative), ConfigError);
+}
+
+TEST(EmbeddingBagEdges, MemoryComesFromThePool) {
+  Fixture f;
+  std::vector<TableSpec> tables{{1000, 16}, {500, 16}};
+  {
+    ShardedEmbedding emb(f.comm, *f.backend, f.pool, tables, Pooling::sum,
+                         ShardingPlan::automatic(tables, 1), {"rowwise_adagrad"}, 1);
+    EXPECT_GE(f.pool.current_bytes(), 1500u * 16 * 4 + 1500u * 4);
+    EXPECT_EQ(emb.local_bytes(), 1500u * 16 * 4 + 1500u * 4);
+  }
+  EXPECT_EQ(f.pool.current_bytes(), 0u);
+  f.pool.set_capacity(1000);
+  EXPECT_THROW(ShardedEmbedding(f.comm, *f.backend, f.pool, tables, Pooling::sum,
+                                ShardingPlan::automatic(tables, 1), {}, 1),
+               OutOfMemoryError);
+}
+
+}  // namespace

@@ -1,0 +1,152 @@
+// The distributed lookup at 1, 2 and 4 ranks: every rank computes the unsharded reference
+// (reference.hpp) on the whole global batch from the same seed, trains its contiguous slice of
+// the batch through ShardedEmbedding, and checks its outputs and the rows it owns.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.hpp"
+#include "core/error.hpp"
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "embedding/sharded_embedding.hpp"
+#include "reference.hpp"
+
+using namespace recmix;
+using namespace recmix::embedding;
+using recmix::embedding::test::ReferenceEmbedding;
+
+namespace {
+
+struct Case {
+  std::string name;
+  std::string plan;  // "auto", "rowwise" (every table), "mixed"
+  bool one_hot;
+  bool mean;
+  std::string optimizer;
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+const std::vector<TableSpec> kTables{{40, 6}, {7, 6}, {200, 6}, {31, 6}, {3, 6}};
+
+ShardingPlan make_plan(const std::string& kind, int world) {
+  if (kind == "auto") return ShardingPlan::automatic(kTables, world);
+  std::string text;
+  for (int t = 0; t < static_cast<int>(kTables.size()); ++t) {
+    if (t) text += ",";
+    bool rowwise = kind == "rowwise" || t % 2 == 0;
+    text += std::to_string(t) + (rowwise ? ":rowwise" : ":r" + std::to_string((t * 3 + 1) % world));
+  }
+  return ShardingPlan::parse(text, kTables, world);
+}
+
+class DistributedEmbedding : public testing::TestWithParam<Case> {};
+
+TEST_P(DistributedEmbedding, EqualsTheUnshardedReference) {
+  const Case& c = GetParam();
+  auto comm = comm::make_mpi_world_communicator();
+  const int rank = comm->rank(), world = comm->size();
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  SparseOptimizerConfig opt{c.optimizer, 0.1f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.01f};
+  const std::uint64_t seed = 2024;
+  ShardedEmbedding emb(*comm, *backend, pool, kTables, c.mean ? Pooling::mean : Pooling::sum,
+                       make_plan(c.plan, world), opt, seed);
+  ReferenceEmbedding ref(kTables, c.mean, c.optimizer, opt.lr, opt.eps, opt.initial_accumulator, seed);
+  const int T = static_cast<int>(kTables.size()), D = kTables[0].dim;
+  std::mt19937_64 rng(7);  // same stream on every rank: the same global batches
+  const int global_batches[] = {23, 8, 1, 16};  // uneven slices, and a rank with an empty slice
+  for (int step = 0; step < 4; ++step) {
+    const int G = global_batches[step];
+    auto batch = test::random_batch(kTables, G, 4, c.one_hot, rng);
+    auto grad = test::random_vector(std::size_t(G) * T * D, rng);
+    const int begin = G * rank / world, end = G * (rank + 1) / world, B = end - begin;
+    std::vector<test::TableBatch> mine;
+    std::vector<Bags> bags;
+    for (auto& tb : batch) mine.push_back(tb.slice(begin, end));
+    for (auto& tb : mine) bags.push_back(tb.view());
+    std::vector<float> out(std::size_t(B) * T * D + 1, -3.f);
+    emb.forward(*stream, bags, B, out.data());
+    auto expected = ref.forward(batch);
+    for (std::size_t i = 0; i < std::size_t(B) * T * D; ++i)
+      ASSERT_TRUE(test::close(out[i], expected[std::size_t(begin) * T * D + i]))
+          << "rank " << rank << " step " << step << " element " << i;
+    emb.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+    ref.backward(batch, grad);
+    if (world > 1 && B > 0) {
+      EXPECT_GT(emb.bytes_sent_last_step(), 0u);
+    }
+    if (world == 1) {
+      EXPECT_EQ(emb.bytes_sent_last_step(), 0u);
+    }
+  }
+  for (const auto& v : emb.local_shards()) {
+    for (std::int64_t r = v.row_begin; r < v.row_end; ++r)
+      for (int d = 0; d < D; ++d)
+        ASSERT_TRUE(test::close(v.weights[(r - v.row_begin) * D + d], ref.weight(v.table, r, d)))
+            << "rank " << rank << " table " << v.table << " row " << r << " col " << d;
+    if (c.optimizer == "sgd") continue;
+    const std::size_t per_row = c.optimizer == "adagrad" ? D : 1;
+    for (std::size_t i = 0; i < v.state_counts[0]; ++i)
+      ASSERT_TRUE(test::close(v.state[0].second[i], ref.state(v.table)[v.row_begin * per_row + i]))
+          << "rank " << rank << " state of table " << v.table << " element " << i;
+  }
+  // Together the ranks hold every row exactly once.
+  std::int64_t mine_rows = 0, all_rows = 0, expected_rows = 0;
+  for (const auto& v : emb.local_shards()) mine_rows += v.row_end - v.row_begin;
+  comm->all_reduce_sum(&mine_rows, &all_rows, 1, comm::DataType::i64);
+  for (auto& t : kTables) expected_rows += t.rows;
+  EXPECT_EQ(all_rows, expected_rows);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plans, DistributedEmbedding,
+    testing::Values(Case{"tablewise_onehot_sgd", "auto", true, false, "sgd"},
+                    Case{"tablewise_multihot_rowwise_adagrad", "auto", false, false, "rowwise_adagrad"},
+                    Case{"rowwise_onehot_rowwise_adagrad", "rowwise", true, false, "rowwise_adagrad"},
+                    Case{"rowwise_multihot_sgd", "rowwise", false, false, "sgd"},
+                    Case{"mixed_multihot_sgd", "mixed", false, false, "sgd"},
+                    Case{"mixed_multihot_mean_rowwise_adagrad", "mixed", false, true, "rowwise_adagrad"},
+                    Case{"mixed_onehot_adagrad", "mixed", true, false, "adagrad"}),
+    [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+TEST(DistributedEmbeddingErrors, ABadIndexOnOneRankFailsEveryRankWithoutHanging) {
+  auto comm = comm::make_mpi_world_communicator();
+  const int rank = comm->rank(), world = comm->size();
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  ShardedEmbedding emb(*comm, *backend, pool, kTables, Pooling::sum, make_plan("mixed", world), {}, 3);
+  std::vector<std::vector<std::int64_t>> offsets(kTables.size(), {0, 1, 2}), indices(kTables.size(), {0, 1});
+  const int bad_rank = world - 1;
+  if (rank == bad_rank) indices[2][1] = 200;  // table 2 has rows [0, 200)
+  std::vector<Bags> bags;
+  for (std::size_t t = 0; t < kTables.size(); ++t) bags.push_back({offsets[t], indices[t]});
+  std::vector<float> out(2 * kTables.size() * 6);
+  try {
+    emb.forward(*stream, bags, 2, out.data());
+    FAIL() << "rank " << rank << " got no error";
+  } catch (const DataError& e) {
+    std::string what = e.what();
+    if (rank == bad_rank) {
+      EXPECT_NE(what.find("table 2"), std::string::npos) << what;
+      EXPECT_NE(what.find("index 200"), std::string::npos) << what;
+      EXPECT_NE(what.find("bag 1"), std::string::npos) << what;
+    } else {
+      EXPECT_NE(what.find("rank " + std::to_string(bad_rank)), std::string::npos) << what;
+    }
+  }
+  // Every rank can go on with good batches afterwards.
+  if (rank == bad_rank) indices[2][1] = 199;
+  bags.clear();
+  for (std::size_t t = 0; t < kTables.size(); ++t) bags.push_back({offsets[t], indices[t]});
+  EXPECT_NO_THROW(emb.forward(*stream, bags, 2, out.data()));
+  std::vector<float> grad(out.size(), 0.5f);
+  EXPECT_NO_THROW(emb.backward(*stream, grad.data()));
+}
+
+}  // namespace
