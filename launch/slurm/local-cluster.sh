@@ -148,35 +148,49 @@ start() {
   log "up: node $node ($(nproc) CPUs) idle; export SLURM_CONF=$conf"
 }
 
-stop_one() {  # TERM, wait up to 10 s, then KILL; only the recorded PID, only if it is the daemon
-  local name=$1 pid
-  pid=$(pid_of "$name")
-  if [[ -z "$pid" ]]; then
+alive() {  # alive <pid> <name>: the process exists, is that daemon, and is not a zombie
+  local stat
+  [[ "$(cat /proc/"$1"/comm 2>/dev/null)" == "$2" ]] || return 1
+  stat=$(cat /proc/"$1"/stat 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ "${stat%% *}" != Z ]]
+}
+
+stop_daemons() {  # TERM the named daemons together, wait up to 10 s, then KILL; recorded PIDs only
+  local name pid pids=() names=()
+  for name in "$@"; do
+    pid=$(pid_of "$name")
     rm -f "$state/pids/$name.pid"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do
-    [[ -d /proc/$pid && "$(cat /proc/"$pid"/comm 2>/dev/null)" == "${comm_of[$name]}" ]] || break
-    sleep 0.2
+    [[ -n "$pid" ]] || continue
+    kill -TERM "$pid" 2>/dev/null || true
+    pids+=("$pid") names+=("$name")
   done
-  if [[ -d /proc/$pid && "$(cat /proc/"$pid"/comm 2>/dev/null)" == "${comm_of[$name]}" ]]; then
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$state/pids/$name.pid"
-  log "stopped $name (pid $pid)"
+  local i left
+  for _ in $(seq 100); do
+    left=0
+    for i in "${!pids[@]}"; do alive "${pids[$i]}" "${comm_of[${names[$i]}]}" && left=1; done
+    ((left)) || break
+    sleep 0.1
+  done
+  for i in "${!pids[@]}"; do
+    if alive "${pids[$i]}" "${comm_of[${names[$i]}]}"; then
+      kill -KILL "${pids[$i]}" 2>/dev/null || true
+      log "killed ${names[$i]} (pid ${pids[$i]}) after 10 s"
+    else
+      log "stopped ${names[$i]} (pid ${pids[$i]})"
+    fi
+  done
 }
 
 stop() {
   [[ -d "$state/pids" ]] || { log "nothing recorded in $state"; return 0; }
   # End the jobs first so that no job step outlives its slurmd.
-  if [[ -n "$(pid_of slurmctld)" ]]; then
+  if [[ -n "$(pid_of slurmctld)" && -n "$(squeue -h -o %i 2>/dev/null)" ]]; then
     scancel --partition=local >/dev/null 2>&1 || true
     wait_for 10 "jobs" bash -c '[[ -z "$(squeue -h -o %i 2>/dev/null)" ]]' || true
   fi
-  stop_one slurmd
-  stop_one slurmctld
-  stop_one munged
+  stop_daemons slurmd
+  stop_daemons slurmctld munged
 }
 
 status() {
