@@ -2,9 +2,10 @@
 # Starts a one-node Slurm cluster (launch/slurm/local-cluster.sh), runs a 2-rank MPI program
 # under srun and through sbatch with launch/slurm/recmix.sbatch, checks that the ranks formed
 # one job, and always stops the cluster. Exits 77 (skipped) when Slurm or munge is missing.
-#   slurm_cluster_test.sh <source-dir> <rank_report binary> [<extra MPI test binary>]
+# With a fail_one_rank binary, also checks that a rank failing under srun ends the whole step.
+#   slurm_cluster_test.sh <source-dir> <rank_report binary> [<MPI test binary> [<fail_one_rank binary>]]
 set -uo pipefail
-src=$1 payload=$2 extra=${3:-}
+src=$1 payload=$2 extra=${3:-} failing=${4:-}
 for bin in munged munge slurmctld slurmd srun sbatch scontrol sinfo; do
   if ! command -v "$bin" >/dev/null 2>&1; then
     echo "SKIP: $bin not found (scripts/install-deps.sh --with-slurm installs Slurm and munge)"
@@ -68,6 +69,16 @@ if [[ -n "$extra" ]]; then
   out=$(timeout 60 srun --mpi=pmix --overcommit -n 2 "$extra" --gtest_brief=1 2>&1); rc=$?
   echo "srun $(basename "$extra") exit $rc:"; echo "$out" | tail -3 | sed 's/^/  | /'
   ((rc == 0)) || fail "$(basename "$extra") under srun exited with $rc"
+fi
+
+# One failing rank ends every rank of the step, with its one-line error, within seconds.
+if [[ -n "$failing" ]]; then
+  t0=$SECONDS
+  out=$(timeout 60 srun --mpi=pmix --overcommit -n 2 "$failing" blocking 2>&1); rc=$?
+  echo "srun with a failing rank: exit $rc after $((SECONDS - t0)) s:"; echo "$out" | head -5 | sed 's/^/  | /'
+  ((rc != 0 && rc != 124)) || fail "a failing rank under srun gave exit $rc (0: not failed, 124: hung)"
+  (((SECONDS - t0) < 30)) || fail "a failing rank took $((SECONDS - t0)) s to end the step"
+  [[ $(grep -c "recmix: data error:" <<<"$out") -eq 1 ]] || fail "expected the failing rank's error once"
 fi
 
 echo "total $((SECONDS - start)) s, $failures failure(s)"
