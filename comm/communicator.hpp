@@ -74,6 +74,7 @@ class Communicator {
                                                  device::Stream* stream = nullptr) = 0;
 
   // Ranks with the same color form a new communicator, ordered by key (then by old rank).
+  // A negative color leaves the calling rank out: it gets nullptr. Collective over this one.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   // Ends the whole job on every rank (used when one rank fails and the others must not hang).

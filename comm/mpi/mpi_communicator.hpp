@@ -18,6 +18,9 @@ struct MpiOptions {
 
 // A communicator over every rank of the job. Collective: every rank must call it. Requires MPI
 // to be initialised (runtime::ensure_mpi or MPI_Init_thread); throws CommError otherwise.
+// Collectives on one communicator must be issued in the same order on every rank; threads that
+// communicate concurrently (several jobs in one rank) each use their own communicator (split).
+// Errors (bad counts, MPI failures) throw CommError naming the call; nothing aborts by itself.
 std::unique_ptr<Communicator> make_mpi_world_communicator();
 std::unique_ptr<Communicator> make_mpi_world_communicator(const MpiOptions& options);
 
