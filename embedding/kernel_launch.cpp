@@ -1,5 +1,10 @@
 #include "embedding/kernel_launch.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
+
 #include "core/error.hpp"
 #include "device/launch.hpp"
 
@@ -9,13 +14,67 @@ namespace {
 // Work items below which a loop stays on the calling thread. Pooling and updates cost about
 // dim flops per item, so a few thousand items are needed before a second thread pays off.
 constexpr std::int64_t kGrain = 8192;
+// How many items ahead the CPU loops prefetch the rows they will read: lookups hit random rows of
+// tables far larger than the caches, and without prefetching each one waits for memory in turn.
+constexpr std::int64_t kAhead = 12;
+
+inline void prefetch_row(const float* p, std::int64_t dim) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (std::int64_t b = 0; b < dim * std::int64_t(sizeof(float)); b += 64) __builtin_prefetch(c + b);
+}
+
+struct PrefetchPool {
+  const kernels::PoolBags& f;
+  void operator()(std::int64_t j) const {
+    for (std::int64_t k = f.offsets[j]; k < f.offsets[j + 1]; ++k)
+      prefetch_row(f.weights + f.rows[k] * f.dim, f.dim);
+  }
+};
+
+struct PrefetchUpdate {
+  const kernels::UpdateRows& f;
+  void operator()(std::int64_t u) const {
+    const std::int64_t row = f.unique_rows[u];
+    prefetch_row(f.weights + row * f.dim, f.dim);
+    if (f.kind == SparseOptimizerKind::adagrad) prefetch_row(f.state + row * f.dim, f.dim);
+    if (f.kind == SparseOptimizerKind::rowwise_adagrad) __builtin_prefetch(f.state + row);
+    for (std::int64_t e = f.entry_offsets[u]; e < f.entry_offsets[u + 1]; ++e)
+      prefetch_row(f.grad + f.entry_grad[e] * f.dim, f.dim);
+  }
+};
+
+// The CPU loop with prefetching: each thread runs a contiguous block of items.
+template <class F, class P>
+void cpu_prefetched(int threads, std::int64_t n, const F& f, const P& prefetch, std::int64_t grain) {
+  auto block = [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < std::min(end, begin + kAhead); ++i) prefetch(i);
+    for (std::int64_t i = begin; i < end; ++i) {
+      if (i + kAhead < end) prefetch(i + kAhead);
+      f(i);
+    }
+  };
+  if (threads <= 1 || n < grain) {
+    block(0, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const std::int64_t parts = omp_get_num_threads(), me = omp_get_thread_num();
+    block(n * me / parts, n * (me + 1) / parts);
+  }
+}
 
 template <class F>
 void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const F& f,
          std::int64_t grain) {
   if (n <= 0) return;
   if (backend.kind() == device::BackendKind::cpu) {
-    device::cpu::parallel_for(backend.num_threads(), n, f, grain);
+    if constexpr (std::is_same_v<F, kernels::PoolBags>)
+      cpu_prefetched(backend.num_threads(), n, f, PrefetchPool{f}, grain);
+    else if constexpr (std::is_same_v<F, kernels::UpdateRows>)
+      cpu_prefetched(backend.num_threads(), n, f, PrefetchUpdate{f}, grain);
+    else
+      device::cpu::parallel_for(backend.num_threads(), n, f, grain);
     return;
   }
 #ifdef RECMIX_HAVE_CUDA

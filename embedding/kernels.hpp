@@ -54,41 +54,54 @@ struct UpdateRows {
   const float* entry_scale;  // nullptr: all 1
   const float* grad;
 
-  RECMIX_HOST_DEVICE float summed_grad(std::int64_t u, std::int64_t d) const {
-    float g = 0.f;
+  // Dims are processed in chunks held in registers / local memory.
+  static constexpr int kChunk = 64;
+
+  // g[0 .. n) = summed gradient of dims [d0, d0 + n) of unique row u.
+  RECMIX_HOST_DEVICE void sum_chunk(std::int64_t u, std::int64_t d0, int n, float* g) const {
+    for (int i = 0; i < n; ++i) g[i] = 0.f;
     for (std::int64_t e = entry_offsets[u]; e < entry_offsets[u + 1]; ++e) {
-      const float v = grad[entry_grad[e] * dim + d];
-      g += entry_scale ? v * entry_scale[e] : v;
+      const float* src = grad + entry_grad[e] * dim + d0;
+      if (entry_scale) {
+        const float sc = entry_scale[e];
+        for (int i = 0; i < n; ++i) g[i] += src[i] * sc;
+      } else {
+        for (int i = 0; i < n; ++i) g[i] += src[i];
+      }
     }
-    return g;
   }
 
   RECMIX_HOST_DEVICE void operator()(std::int64_t u) const {
     const std::int64_t row = unique_rows[u];
     float* w = weights + row * dim;
-    switch (kind) {
-      case SparseOptimizerKind::sgd:
-        for (std::int64_t d = 0; d < dim; ++d) w[d] -= lr * summed_grad(u, d);
-        break;
-      case SparseOptimizerKind::adagrad: {
-        float* s = state + row * dim;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          const float g = summed_grad(u, d);
-          s[d] += g * g;
-          w[d] -= lr * g / (sqrtf(s[d]) + eps);
-        }
-        break;
+    float g[kChunk];
+    if (kind == SparseOptimizerKind::rowwise_adagrad) {
+      float sum_sq = 0.f;
+      for (std::int64_t d0 = 0; d0 < dim; d0 += kChunk) {
+        const int n = dim - d0 < kChunk ? static_cast<int>(dim - d0) : kChunk;
+        sum_chunk(u, d0, n, g);
+        for (int i = 0; i < n; ++i) sum_sq += g[i] * g[i];
       }
-      case SparseOptimizerKind::rowwise_adagrad: {
-        float sum_sq = 0.f;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          const float g = summed_grad(u, d);
-          sum_sq += g * g;
+      state[row] += sum_sq / static_cast<float>(dim);
+      const float step = lr / (sqrtf(state[row]) + eps);
+      for (std::int64_t d0 = 0; d0 < dim; d0 += kChunk) {
+        const int n = dim - d0 < kChunk ? static_cast<int>(dim - d0) : kChunk;
+        if (dim > kChunk) sum_chunk(u, d0, n, g);  // recomputed: same values, same order
+        for (int i = 0; i < n; ++i) w[d0 + i] -= step * g[i];
+      }
+      return;
+    }
+    for (std::int64_t d0 = 0; d0 < dim; d0 += kChunk) {
+      const int n = dim - d0 < kChunk ? static_cast<int>(dim - d0) : kChunk;
+      sum_chunk(u, d0, n, g);
+      if (kind == SparseOptimizerKind::sgd) {
+        for (int i = 0; i < n; ++i) w[d0 + i] -= lr * g[i];
+      } else {  // adagrad
+        float* s = state + row * dim + d0;
+        for (int i = 0; i < n; ++i) {
+          s[i] += g[i] * g[i];
+          w[d0 + i] -= lr * g[i] / (sqrtf(s[i]) + eps);
         }
-        state[row] += sum_sq / static_cast<float>(dim);
-        const float step = lr / (sqrtf(state[row]) + eps);
-        for (std::int64_t d = 0; d < dim; ++d) w[d] -= step * summed_grad(u, d);
-        break;
       }
     }
   }

@@ -248,3 +248,41 @@ TEST(EmbeddingBagEdges, MemoryComesFromThePool) {
 }
 
 }  // namespace
+
+namespace {
+
+// Same batches on 1 and 2 threads: bit-identical outputs and weights (duplicate rows are summed
+// in batch order whatever the thread count).
+TEST(EmbeddingBagDeterminism, ThreadCountDoesNotChangeAnyBit) {
+  std::vector<TableSpec> tables{{20000, 12}, {9000, 12}};
+  std::vector<std::vector<float>> weights, outputs;
+  for (int threads : {1, 2}) {
+    auto backend = device::make_backend(device::BackendKind::cpu, threads);
+    device::MemoryPool pool(*backend, device::Tier::device, "test");
+    auto stream = backend->create_stream();
+    test::SelfCommunicator comm;
+    ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::mean, ShardingPlan::automatic(tables, 1),
+                         {"rowwise_adagrad", 0.1f}, 11);
+    std::mt19937_64 rng(5);
+    std::vector<float> all_out;
+    for (int step = 0; step < 2; ++step) {
+      auto batch = test::random_batch(tables, 6000, 4, false, rng);
+      std::vector<Bags> bags;
+      for (auto& tb : batch) bags.push_back(tb.view());
+      std::vector<float> out(6000 * 2 * 12);
+      emb.forward(*stream, bags, 6000, out.data());
+      all_out.insert(all_out.end(), out.begin(), out.end());
+      auto grad = test::random_vector(out.size(), rng);
+      emb.backward(*stream, grad.data());
+    }
+    outputs.push_back(all_out);
+    std::vector<float> w;
+    for (const auto& v : emb.local_shards())
+      w.insert(w.end(), v.weights, v.weights + (v.row_end - v.row_begin) * v.dim);
+    weights.push_back(w);
+  }
+  EXPECT_TRUE(outputs[0] == outputs[1]);
+  EXPECT_TRUE(weights[0] == weights[1]);
+}
+
+}  // namespace
