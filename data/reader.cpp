@@ -1,29 +1,508 @@
 #include "data/reader.hpp"
 
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
 #include "core/error.hpp"
+#include "core/random.hpp"
+#include "data/h5.hpp"
 
 namespace recmix::data {
+
+namespace {
+
+constexpr std::int64_t kDefaultShuffleBlock = 4096;
+constexpr std::size_t kChunkCacheBytes = 32u << 20;
+
+// Row runs [start, start+len) in file-local coordinates, and the matching hyperslab union.
+struct Run {
+  std::int64_t start, len;
+};
+
+// Selects the union of `runs` (rows, all `cols` columns) in `file_space`; an empty list selects none.
+void select_runs(hid_t file_space, const std::vector<Run>& runs, hsize_t cols, int ndims, const std::string& where) {
+  if (runs.empty()) {
+    RECMIX_H5_CHECK(H5Sselect_none(file_space), IoError, where);
+    return;
+  }
+  bool first = true;
+  for (const Run& r : runs) {
+    if (r.len == 0) continue;
+    hsize_t start[2] = {static_cast<hsize_t>(r.start), 0};
+    hsize_t count[2] = {static_cast<hsize_t>(r.len), cols};
+    RECMIX_H5_CHECK(H5Sselect_hyperslab(file_space, first ? H5S_SELECT_SET : H5S_SELECT_OR, start, nullptr,
+                                        count, nullptr),
+                    IoError, where);
+    (void)ndims;
+    first = false;
+  }
+  if (first) RECMIX_H5_CHECK(H5Sselect_none(file_space), IoError, where);
+}
+
+// Reads the union of `runs` of a 1-D (cols == 0) or 2-D dataset into `out` (rows in file order).
+template <class T>
+void read_runs(hid_t dataset, const std::vector<Run>& runs, hsize_t cols, std::vector<T>& out, hid_t transfer) {
+  const int ndims = cols == 0 ? 1 : 2;
+  const hsize_t width = cols == 0 ? 1 : cols;
+  std::int64_t total = 0;
+  for (const Run& r : runs) total += r.len;
+  out.resize(static_cast<std::size_t>(total) * width);
+  std::string where;  // built only on failure
+  h5::Dataspace file_space(RECMIX_H5_CHECK(H5Dget_space(dataset), IoError, h5::describe(dataset)));
+  select_runs(file_space, runs, width, ndims, h5::describe(dataset));
+  hsize_t mem_dims[2] = {static_cast<hsize_t>(std::max<std::int64_t>(total, 1)), width};
+  h5::Dataspace mem_space(RECMIX_H5_CHECK(H5Screate_simple(ndims, mem_dims, nullptr), IoError, h5::describe(dataset)));
+  if (total == 0) RECMIX_H5_CHECK(H5Sselect_none(mem_space), IoError, h5::describe(dataset));
+  T dummy{};
+  RECMIX_H5_CHECK(H5Dread(dataset, h5::native_type<T>(), mem_space, file_space, transfer,
+                          total ? static_cast<void*>(out.data()) : static_cast<void*>(&dummy)),
+                  IoError, h5::describe(dataset));
+}
+
+struct OpenFile {
+  h5::File file;
+  h5::Dataset dense, labels, sparse;
+  std::vector<h5::Dataset> offsets, indices;
+  std::vector<std::int64_t> nnz;  // per table, multi-hot
+};
+
+h5::Dataset open_cached(hid_t file, const std::string& name) {
+  if (!h5::exists(file, name)) throw DataError(h5::describe(file) + ": missing dataset /" + name);
+  h5::PropList dapl(RECMIX_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS), IoError, name));
+  RECMIX_H5_CHECK(H5Pset_chunk_cache(dapl, 4099, kChunkCacheBytes, 1.0), IoError, name);
+  return h5::Dataset(RECMIX_H5_CHECK(H5Dopen2(file, name.c_str(), dapl), IoError, h5::describe(file) + ":/" + name));
+}
+
+struct Item {
+  ReaderPosition pos;
+  Batch batch;
+  std::exception_ptr error;
+};
+
+}  // namespace
 
 class Reader::Impl {
  public:
   DatasetInfo info;
-  ReaderOptions options;
-  ReaderPosition position;
+  ReaderOptions opt;
+  bool collective = false;
+  std::vector<std::int64_t> file_start;  // first global row of each file, plus the total
+  std::vector<OpenFile> files;
+  h5::PropList transfer;
+  std::int64_t bpe = 0;
+  std::int64_t block = 0, window = 0;
+
+  // shuffle caches (guarded by shuffle_mutex)
+  mutable std::mutex shuffle_mutex;
+  mutable std::int64_t perm_epoch = -1;
+  mutable std::vector<std::int64_t> block_perm;
+  struct WindowPerm {
+    std::int64_t epoch = -1, window = -1;
+    std::vector<std::uint32_t> perm;
+  };
+  mutable WindowPerm window_cache[2];
+  mutable int window_next = 0;
+
+  // prefetch state (guarded by mutex)
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<Item> queue;
+  ReaderPosition produce_pos, consume_pos;
+  std::uint64_t generation = 0;
+  bool stop = false, paused = false, busy = false, failed = false;
+  std::thread worker;
+
+  void open(const std::vector<std::string>& names, void* comm) {
+    info = open_dataset_info(names);
+    RECMIX_REQUIRE(opt.global_batch > 0, ConfigError, "reader: global_batch must be positive");
+    RECMIX_REQUIRE(opt.world >= 1 && opt.rank >= 0 && opt.rank < opt.world, ConfigError,
+                   "reader: rank must be in [0, world)");
+    RECMIX_REQUIRE(opt.prefetch >= 0, ConfigError, "reader: prefetch must be >= 0");
+    file_start.assign(1, 0);
+    for (std::int64_t r : info.file_rows) file_start.push_back(file_start.back() + r);
+    bpe = opt.drop_last ? info.rows / opt.global_batch : (info.rows + opt.global_batch - 1) / opt.global_batch;
+    block = opt.shuffle_block > 0 ? opt.shuffle_block : kDefaultShuffleBlock;
+    window = opt.shuffle_window > 0 ? opt.shuffle_window : std::max<std::int64_t>(16 * block, opt.global_batch);
+    RECMIX_REQUIRE(window < (std::int64_t{1} << 32), ConfigError, "reader: shuffle_window too large");
+
+    h5::Lock lock(h5::api_mutex());
+    transfer = collective ? h5::transfer_mpio(true) : h5::PropList();
+    for (const std::string& name : info.files) {
+      OpenFile f;
+      f.file = collective ? h5::open_file_mpio(name, comm) : h5::open_file(name);
+      f.dense = open_cached(f.file, "dense");
+      f.labels = open_cached(f.file, "labels");
+      if (!info.multi_hot) {
+        if (info.num_tables() > 0) f.sparse = open_cached(f.file, "sparse");
+      } else {
+        for (int t = 0; t < info.num_tables(); ++t) {
+          std::string base = "sparse/" + std::to_string(t);
+          f.offsets.push_back(open_cached(f.file, base + "/offsets"));
+          f.indices.push_back(open_cached(f.file, base + "/indices"));
+          f.nnz.push_back(static_cast<std::int64_t>(h5::shape(f.indices.back())[0]));
+        }
+      }
+      files.push_back(std::move(f));
+    }
+  }
+
+  hid_t xfer() const { return transfer.valid() ? transfer.get() : H5P_DEFAULT; }
+
+  // --- sample order ---
+
+  // The order of the full blocks for `epoch`; a last, shorter block always stays at the end, so
+  // that windows that are multiples of the block size hold whole blocks.
+  void ensure_block_perm(std::int64_t epoch) const {
+    if (perm_epoch == epoch) return;
+    const std::int64_t nb = info.rows / block;
+    block_perm.resize(static_cast<std::size_t>(nb));
+    std::iota(block_perm.begin(), block_perm.end(), 0);
+    random::CounterRng rng(opt.seed, random::hash(0xB10C, static_cast<std::uint64_t>(epoch), 0));
+    for (std::int64_t i = nb - 1; i > 0; --i)
+      std::swap(block_perm[i], block_perm[rng.next_below(static_cast<std::uint64_t>(i + 1))]);
+    perm_epoch = epoch;
+  }
+
+  const std::vector<std::uint32_t>& window_perm(std::int64_t epoch, std::int64_t w) const {
+    for (const WindowPerm& c : window_cache)
+      if (c.epoch == epoch && c.window == w) return c.perm;
+    WindowPerm& c = window_cache[window_next];
+    window_next ^= 1;
+    const std::int64_t base = w * window;
+    const std::int64_t len = std::min(window, info.rows - base);
+    c.perm.resize(static_cast<std::size_t>(len));
+    std::iota(c.perm.begin(), c.perm.end(), 0u);
+    random::CounterRng rng(opt.seed, random::hash(0x3D0, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(w)));
+    for (std::int64_t i = len - 1; i > 0; --i)
+      std::swap(c.perm[i], c.perm[rng.next_below(static_cast<std::uint64_t>(i + 1))]);
+    c.epoch = epoch;
+    c.window = w;
+    return c.perm;
+  }
+
+  // Position p of the epoch's order -> dataset row. Caller holds shuffle_mutex.
+  std::int64_t row_locked(std::int64_t epoch, std::int64_t p) const {
+    if (!opt.shuffle) return p;
+    const std::int64_t w = p / window;
+    const std::int64_t q = w * window + window_perm(epoch, w)[static_cast<std::size_t>(p - w * window)];
+    ensure_block_perm(epoch);
+    const std::int64_t slot = q / block;
+    if (slot >= static_cast<std::int64_t>(block_perm.size())) return q;  // the short last block
+    return block_perm[static_cast<std::size_t>(slot)] * block + q % block;
+  }
+
+  std::int64_t sample_row(std::int64_t epoch, std::int64_t p) const {
+    std::lock_guard<std::mutex> lock(shuffle_mutex);
+    return row_locked(epoch, p);
+  }
+
+  // --- reading one batch ---
+
+  int file_of(std::int64_t row) const {
+    auto it = std::upper_bound(file_start.begin(), file_start.end(), row);
+    return static_cast<int>(it - file_start.begin()) - 1;
+  }
+
+  [[noreturn]] void bad_value(int f, const std::string& dataset, std::int64_t local_row, const std::string& what) const {
+    throw DataError(info.files[f] + ":/" + dataset + " row " + std::to_string(local_row) + ": " + what);
+  }
+
+  void read_batch(ReaderPosition pos, Batch& out) {
+    const std::int64_t G = opt.global_batch;
+    const std::int64_t g_lo = pos.batch * G, g_hi = std::min(info.rows, g_lo + G);
+    const std::int64_t g = g_hi - g_lo;
+    const std::int64_t per = g / opt.world, extra = g % opt.world;
+    const std::int64_t lo = g_lo + opt.rank * per + std::min<std::int64_t>(opt.rank, extra);
+    const std::int64_t n = per + (opt.rank < extra ? 1 : 0);
+    const int D = info.num_dense, T = info.num_tables();
+
+    // rows of this rank, and the files the whole global batch touches (collective mode)
+    std::vector<std::pair<std::int64_t, std::int64_t>> rows(static_cast<std::size_t>(n));  // (row, slot)
+    std::vector<char> touched(files.size(), 0);
+    {
+      std::lock_guard<std::mutex> lock(shuffle_mutex);
+      for (std::int64_t i = 0; i < n; ++i) rows[i] = {row_locked(pos.epoch, lo + i), i};
+      if (collective) {
+        if (!opt.shuffle) {
+          if (g > 0)
+            for (int f = file_of(g_lo); f <= file_of(g_hi - 1); ++f) touched[f] = 1;
+        } else {
+          for (std::int64_t p = g_lo; p < g_hi; ++p) touched[file_of(row_locked(pos.epoch, p))] = 1;
+        }
+      }
+    }
+    std::sort(rows.begin(), rows.end());
+
+    out.size = n;
+    out.global_index = pos.batch;
+    out.dense.assign(static_cast<std::size_t>(n * D), 0.0f);
+    out.labels.assign(static_cast<std::size_t>(n), 0.0f);
+    out.offsets.assign(T, {});
+    out.indices.assign(T, {});
+    // multi-hot: per table, each slot's index list gathered before packing into CSR
+    std::vector<std::vector<std::int64_t>> slot_begin(T), slot_len(T);
+    std::vector<std::vector<std::int64_t>> gathered(T);
+    if (info.multi_hot)
+      for (int t = 0; t < T; ++t) {
+        slot_begin[t].assign(n, 0);
+        slot_len[t].assign(n, 0);
+      }
+
+    h5::Lock lock(h5::api_mutex());
+    std::vector<float> fdense, flabels;
+    std::vector<std::int64_t> fsparse, foffsets, findices;
+    std::size_t k = 0;
+    for (int f = 0; f < static_cast<int>(files.size()); ++f) {
+      const std::size_t k0 = k;
+      while (k < rows.size() && rows[k].first < file_start[f + 1]) ++k;
+      if (k == k0 && !(collective && touched[f])) continue;
+      OpenFile& file = files[f];
+      std::vector<Run> runs;
+      for (std::size_t i = k0; i < k; ++i) {
+        std::int64_t r = rows[i].first - file_start[f];
+        if (!runs.empty() && runs.back().start + runs.back().len == r)
+          ++runs.back().len;
+        else
+          runs.push_back({r, 1});
+      }
+      read_runs(file.dense, runs, static_cast<hsize_t>(D), fdense, xfer());
+      read_runs(file.labels, runs, 0, flabels, xfer());
+      for (std::size_t i = k0; i < k; ++i) {
+        const std::int64_t slot = rows[i].second, m = static_cast<std::int64_t>(i - k0);
+        std::copy_n(fdense.data() + m * D, D, out.dense.data() + slot * D);
+        out.labels[slot] = flabels[m];
+        if (opt.validate) {
+          const std::int64_t local = rows[i].first - file_start[f];
+          for (int c = 0; c < D; ++c)
+            if (!std::isfinite(fdense[m * D + c]))
+              bad_value(f, "dense", local, "column " + std::to_string(c) + " is not finite");
+          const float y = flabels[m];
+          if (!(y >= 0.0f && y <= 1.0f)) bad_value(f, "labels", local, "label " + std::to_string(y) + " outside [0, 1]");
+        }
+      }
+      if (!info.multi_hot) {
+        if (T > 0) read_runs(file.sparse, runs, static_cast<hsize_t>(T), fsparse, xfer());
+        for (std::size_t i = k0; i < k; ++i) {
+          const std::int64_t slot = rows[i].second, m = static_cast<std::int64_t>(i - k0);
+          for (int t = 0; t < T; ++t) {
+            const std::int64_t v = fsparse[m * T + t];
+            if (opt.validate && (v < 0 || v >= info.table_rows[t]))
+              bad_value(f, "sparse", rows[i].first - file_start[f],
+                        "column " + std::to_string(t) + ": index " + std::to_string(v) + " outside table rows [0, " +
+                            std::to_string(info.table_rows[t]) + ")");
+            if (out.indices[t].empty()) out.indices[t].assign(n, 0);
+            out.indices[t][slot] = v;
+          }
+        }
+      } else {
+        for (int t = 0; t < T; ++t) {
+          const std::string name = "sparse/" + std::to_string(t);
+          std::vector<Run> offset_runs;
+          for (const Run& r : runs) offset_runs.push_back({r.start, r.len + 1});
+          read_runs(file.offsets[t], offset_runs, 0, foffsets, xfer());
+          std::vector<Run> index_runs;
+          std::size_t at = 0;
+          for (const Run& r : offset_runs) {
+            for (std::int64_t j = 0; j < r.len; ++j) {
+              const std::int64_t o = foffsets[at + j];
+              const bool bad = o < 0 || o > file.nnz[t] || (j > 0 && o < foffsets[at + j - 1]);
+              if (bad)
+                bad_value(f, name + "/offsets", r.start + j,
+                          "offset " + std::to_string(o) + " not non-decreasing within [0, " +
+                              std::to_string(file.nnz[t]) + "]");
+            }
+            index_runs.push_back({foffsets[at], foffsets[at + r.len - 1] - foffsets[at]});
+            at += static_cast<std::size_t>(r.len);
+          }
+          read_runs(file.indices[t], index_runs, 0, findices, xfer());
+          // walk samples in file order: sample m of run ri has its indices at a running position
+          std::size_t sample = k0, off_at = 0;
+          std::int64_t idx_at = 0;
+          for (const Run& r : offset_runs) {
+            for (std::int64_t j = 0; j + 1 < r.len; ++j, ++sample) {
+              const std::int64_t len = foffsets[off_at + j + 1] - foffsets[off_at + j];
+              const std::int64_t slot = rows[sample].second;
+              slot_begin[t][slot] = static_cast<std::int64_t>(gathered[t].size());
+              slot_len[t][slot] = len;
+              for (std::int64_t e = 0; e < len; ++e) {
+                const std::int64_t v = findices[idx_at + e];
+                if (opt.validate && (v < 0 || v >= info.table_rows[t]))
+                  bad_value(f, name + "/indices", foffsets[off_at + j] + e,
+                            "index " + std::to_string(v) + " outside table rows [0, " +
+                                std::to_string(info.table_rows[t]) + ") (sample row " +
+                                std::to_string(r.start + j) + ")");
+                gathered[t].push_back(v);
+              }
+              idx_at += len;
+            }
+            off_at += static_cast<std::size_t>(r.len);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      auto& offs = out.offsets[t];
+      offs.resize(static_cast<std::size_t>(n + 1));
+      offs[0] = 0;
+      if (!info.multi_hot) {
+        for (std::int64_t i = 0; i < n; ++i) offs[i + 1] = i + 1;
+        if (out.indices[t].empty()) out.indices[t].assign(n, 0);
+      } else {
+        auto& idx = out.indices[t];
+        idx.clear();
+        for (std::int64_t i = 0; i < n; ++i) {
+          const auto b = gathered[t].begin() + slot_begin[t][i];
+          idx.insert(idx.end(), b, b + slot_len[t][i]);
+          offs[i + 1] = static_cast<std::int64_t>(idx.size());
+        }
+      }
+    }
+  }
+
+  // --- prefetch ---
+
+  ReaderPosition advance(ReaderPosition p) const {
+    if (++p.batch >= bpe) return {p.epoch + 1, 0};
+    return p;
+  }
+
+  void run_worker() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      cv.wait(lock, [&] {
+        return stop || (!paused && !failed && bpe > 0 && static_cast<int>(queue.size()) < opt.prefetch);
+      });
+      if (stop) return;
+      Item item;
+      item.pos = produce_pos;
+      const std::uint64_t gen = generation;
+      produce_pos = advance(produce_pos);
+      busy = true;
+      lock.unlock();
+      try {
+        read_batch(item.pos, item.batch);
+      } catch (...) {
+        item.error = std::current_exception();
+      }
+      lock.lock();
+      busy = false;
+      if (gen == generation) {
+        if (item.error) failed = true;
+        queue.push_back(std::move(item));
+      }
+      cv.notify_all();
+    }
+  }
+
+  void wait_idle(std::unique_lock<std::mutex>& lock) {
+    cv.wait(lock, [&] { return !busy; });
+  }
 };
 
 Reader::Reader(std::vector<std::string> files, ReaderOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->info = open_dataset_info(files);
-  impl_->options = options;
+  impl_->opt = options;
+  impl_->open(files, nullptr);
+  if (impl_->opt.prefetch > 0) impl_->worker = std::thread([this] { impl_->run_worker(); });
 }
-Reader::Reader(std::vector<std::string> files, ReaderOptions options, void*) : Reader(std::move(files), options) {}
-Reader::~Reader() = default;
+
+Reader::Reader(std::vector<std::string> files, ReaderOptions options, void* mpi_comm)
+    : impl_(std::make_unique<Impl>()) {
+  RECMIX_REQUIRE(mpi_comm != nullptr, ConfigError, "reader: collective I/O needs a communicator");
+  MPI_Comm comm = *static_cast<MPI_Comm*>(mpi_comm);
+  MPI_Comm_rank(comm, &options.rank);
+  MPI_Comm_size(comm, &options.world);
+  if (options.prefetch > 0) {
+    int level = 0;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE) options.prefetch = 0;  // reads must stay on the calling thread
+  }
+  impl_->opt = options;
+  impl_->collective = true;
+  impl_->open(files, mpi_comm);
+  if (impl_->opt.prefetch > 0) impl_->worker = std::thread([this] { impl_->run_worker(); });
+}
+
+Reader::~Reader() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
 const DatasetInfo& Reader::info() const { return impl_->info; }
-const ReaderOptions& Reader::options() const { return impl_->options; }
-std::int64_t Reader::batches_per_epoch() const { return impl_->info.rows / impl_->options.global_batch; }
-bool Reader::next(Batch&) { throw Error("Reader::next: not implemented yet"); }
-ReaderPosition Reader::position() const { return impl_->position; }
-void Reader::seek(ReaderPosition p) { impl_->position = p; }
-void Reader::pause_prefetch() {}
-std::int64_t Reader::sample_row(std::int64_t, std::int64_t pos) const { return pos; }
+const ReaderOptions& Reader::options() const { return impl_->opt; }
+std::int64_t Reader::batches_per_epoch() const { return impl_->bpe; }
+
+bool Reader::next(Batch& out) {
+  Impl& m = *impl_;
+  if (m.opt.prefetch == 0) {
+    if (m.consume_pos.batch >= m.bpe) {
+      m.consume_pos = {m.consume_pos.epoch + 1, 0};
+      return false;
+    }
+    m.read_batch(m.consume_pos, out);
+    ++m.consume_pos.batch;
+    return true;
+  }
+  std::unique_lock<std::mutex> lock(m.mutex);
+  if (m.consume_pos.batch >= m.bpe) {
+    m.consume_pos = {m.consume_pos.epoch + 1, 0};
+    return false;
+  }
+  m.paused = false;
+  m.cv.notify_all();
+  m.cv.wait(lock, [&] { return !m.queue.empty(); });
+  // A failed read stays at the front (every later next() reports it) until a seek().
+  if (m.queue.front().error) std::rethrow_exception(m.queue.front().error);
+  Item item = std::move(m.queue.front());
+  m.queue.pop_front();
+  m.cv.notify_all();
+  if (!(item.pos == m.consume_pos)) throw Error("reader: prefetch queue out of order");
+  out = std::move(item.batch);
+  ++m.consume_pos.batch;
+  return true;
+}
+
+ReaderPosition Reader::position() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->consume_pos;
+}
+
+void Reader::seek(ReaderPosition p) {
+  Impl& m = *impl_;
+  RECMIX_REQUIRE(p.epoch >= 0 && p.batch >= 0 && p.batch <= m.bpe, ConfigError,
+                 "reader: position (epoch " + std::to_string(p.epoch) + ", batch " + std::to_string(p.batch) +
+                     ") outside the dataset (" + std::to_string(m.bpe) + " batches per epoch)");
+  std::unique_lock<std::mutex> lock(m.mutex);
+  m.wait_idle(lock);
+  ++m.generation;
+  m.queue.clear();
+  m.consume_pos = p;
+  m.produce_pos = p.batch >= m.bpe ? ReaderPosition{p.epoch + 1, 0} : p;
+  m.failed = false;
+  m.paused = false;
+  m.cv.notify_all();
+}
+
+void Reader::pause_prefetch() {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->paused = true;
+  impl_->wait_idle(lock);
+}
+
+std::int64_t Reader::sample_row(std::int64_t epoch, std::int64_t pos) const {
+  RECMIX_REQUIRE(pos >= 0 && pos < impl_->info.rows, ConfigError, "reader: sample position out of range");
+  return impl_->sample_row(epoch, pos);
+}
 
 }  // namespace recmix::data

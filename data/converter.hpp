@@ -1,0 +1,57 @@
+#pragma once
+// Streaming Criteo click-log -> HDF5 converter (raw TSV, or the CSV-with-header variant; plain or
+// gzip; files or stdin). Memory stays at one input block and one output chunk per split, plus
+// the vocabulary when categories are mapped through one.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace recmix::data {
+
+struct ConvertOptions {
+  std::vector<std::string> inputs;  // "-" reads stdin
+  std::string output;               // out.h5; with a split: out_train.h5, out_val.h5, out_test.h5
+  std::string format = "auto";      // auto | tsv | csv
+
+  // Categories -> table rows.
+  std::string mapping = "hash";             // hash | vocabulary
+  std::int64_t hash_rows = 10'000'000;      // hash: rows of every table (value mod rows) ...
+  std::vector<std::int64_t> table_rows;     // ... or per table (26 values); vocabulary: optional cap
+  std::int64_t min_count = 1;               // vocabulary: values seen fewer times map to the rare row
+
+  // Splits.
+  std::string split = "none";               // none | day | ratio
+  std::vector<double> ratios = {0.8, 0.1, 0.1};  // ratio: train, val, test
+  std::uint64_t seed = 0;                   // ratio: rows are assigned by hash(seed, row)
+
+  bool strict = false;                      // the first malformed line is an error
+  bool progress = true;                     // progress line on stderr, about once a second
+  int gzip_level = 0;                       // output compression
+  std::int64_t chunk_rows = 16384;
+  std::int64_t access_counts_limit = 1 << 22;  // write /access_counts when the tables hold at most this many rows
+  int max_reported = 20;                    // malformed lines listed on stderr
+};
+
+struct MalformedLine {
+  std::string file;
+  std::int64_t line = 0;  // 1-based
+  std::string reason;
+};
+
+struct ConvertStats {
+  std::int64_t lines = 0;        // lines read (header included)
+  std::int64_t rows = 0;         // rows written over all outputs
+  std::int64_t malformed = 0;    // malformed lines (skipped; CRLF lines are kept, their '\r' dropped)
+  std::int64_t bytes = 0;        // uncompressed input bytes
+  double seconds = 0;
+  std::vector<MalformedLine> reported;  // the first max_reported malformed lines
+  std::vector<std::string> outputs;
+  std::vector<std::int64_t> output_rows;
+  std::vector<std::int64_t> table_rows;
+};
+
+// Throws ConfigError for bad options, IoError for unreadable input or unwritable output, and
+// DataError for the first malformed line under strict. Nothing is left at the output paths on failure.
+ConvertStats convert_criteo(const ConvertOptions& options);
+
+}  // namespace recmix::data

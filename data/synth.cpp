@@ -1,0 +1,218 @@
+#include "data/synth.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/random.hpp"
+#include "data/writer.hpp"
+
+namespace recmix::data {
+
+namespace {
+
+__extension__ typedef unsigned __int128 uint128;
+
+double log1p_over_x(double x) { return std::abs(x) > 1e-8 ? std::log1p(x) / x : 1.0 - x * (0.5 - x / 3.0); }
+double expm1_over_x(double x) { return std::abs(x) > 1e-8 ? std::expm1(x) / x : 1.0 + x * 0.5 * (1.0 + x / 3.0); }
+
+// Random streams of the generator (one per kind of value).
+enum Stream : std::uint64_t {
+  kDense = 1,
+  kLabel = 2,
+  kDenseWeight = 3,
+  kPool = 4,
+  kTableBase = 1000,      // + table: index draws
+  kRowWeightBase = 5000,  // + table: hidden per-row weights
+};
+
+std::uint64_t coprime_stride(std::int64_t n, std::uint64_t seed, int t) {
+  if (n <= 1) return 1;
+  std::uint64_t a = random::hash(seed, 77, static_cast<std::uint64_t>(t)) % static_cast<std::uint64_t>(n);
+  auto un = static_cast<std::uint64_t>(n);
+  while (std::gcd(a, un) != 1) a = (a + 1) % un;
+  return a == 0 ? 1 : a;
+}
+
+}  // namespace
+
+ZipfSampler::ZipfSampler(std::int64_t n, double exponent) : n_(n), exponent_(exponent) {
+  RECMIX_REQUIRE(n >= 1, ConfigError, "zipf: need at least one row");
+  RECMIX_REQUIRE(exponent > 0, ConfigError, "zipf: exponent must be positive");
+  h_integral_x1_ = h_integral(1.5) - 1.0;
+  h_integral_n_ = h_integral(static_cast<double>(n) + 0.5);
+  s_ = 2.0 - h_integral_inverse(h_integral(2.5) - h(2.0));
+}
+
+double ZipfSampler::h(double x) const { return std::exp(-exponent_ * std::log(x)); }
+
+double ZipfSampler::h_integral(double x) const {
+  const double lx = std::log(x);
+  return expm1_over_x((1.0 - exponent_) * lx) * lx;
+}
+
+double ZipfSampler::h_integral_inverse(double x) const {
+  double t = x * (1.0 - exponent_);
+  if (t < -1.0) t = -1.0;
+  return std::exp(log1p_over_x(t) * x);
+}
+
+double expected_auc(std::vector<double> p) {
+  std::sort(p.begin(), p.end());
+  double neg_below = 0, pos_total = 0, neg_total = 0, self = 0, num = 0;
+  std::size_t i = 0;
+  while (i < p.size()) {
+    std::size_t j = i;
+    double pos_group = 0, neg_group = 0, self_group = 0;
+    while (j < p.size() && p[j] == p[i]) {
+      pos_group += p[j];
+      neg_group += 1.0 - p[j];
+      self_group += p[j] * (1.0 - p[j]);
+      ++j;
+    }
+    // positives of this group beat every lower negative, and tie with the group's other negatives
+    num += pos_group * neg_below + 0.5 * (pos_group * neg_group - self_group);
+    neg_below += neg_group;
+    pos_total += pos_group;
+    neg_total += neg_group;
+    self += self_group;
+    i = j;
+  }
+  const double den = pos_total * neg_total - self;
+  return den > 0 ? num / den : 0.5;
+}
+
+SynthStats synthesize(const SynthOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  RECMIX_REQUIRE(!o.output.empty(), ConfigError, "synth: no output file (-o)");
+  RECMIX_REQUIRE(o.rows >= 0, ConfigError, "synth: --rows must be non-negative");
+  RECMIX_REQUIRE(o.num_dense >= 0, ConfigError, "synth: --dense must be non-negative");
+  const int T = static_cast<int>(o.table_rows.size());
+  RECMIX_REQUIRE(o.zipf.size() == 1 || static_cast<int>(o.zipf.size()) == T, ConfigError,
+                 "synth: --zipf needs one exponent or one per table");
+  RECMIX_REQUIRE(o.pooling_min >= 0 && o.pooling_max >= o.pooling_min, ConfigError,
+                 "synth: pooling sizes need 0 <= min <= max");
+  RECMIX_REQUIRE(o.pooling_max <= 256, ConfigError, "synth: pooling size at most 256");
+  RECMIX_REQUIRE(o.multi_hot || (o.pooling_min == 1 && o.pooling_max == 1), ConfigError,
+                 "synth: pooling sizes other than 1 need --multi-hot");
+  std::vector<ZipfSampler> zipf;
+  std::vector<std::uint64_t> stride;
+  std::int64_t total_rows = 0;
+  for (int t = 0; t < T; ++t) {
+    RECMIX_REQUIRE(o.table_rows[t] >= 1, ConfigError, "synth: every table needs at least one row");
+    zipf.emplace_back(o.table_rows[t], o.zipf.size() == 1 ? o.zipf[0] : o.zipf[t]);
+    stride.push_back(coprime_stride(o.table_rows[t], o.seed, t));
+    total_rows += o.table_rows[t];
+  }
+  const bool record_counts = total_rows <= o.access_counts_limit;
+  std::vector<std::vector<std::int64_t>> counts(record_counts ? T : 0);
+  for (int t = 0; t < T && record_counts; ++t) counts[t].assign(static_cast<std::size_t>(o.table_rows[t]), 0);
+
+  // hidden dense weights, scaled to norm dense_signal
+  std::vector<double> w(static_cast<std::size_t>(o.num_dense));
+  double norm = 0;
+  for (int d = 0; d < o.num_dense; ++d) {
+    w[d] = random::normal(o.seed, kDenseWeight, static_cast<std::uint64_t>(d), 0.0f, 1.0f);
+    norm += w[d] * w[d];
+  }
+  for (double& x : w) x *= norm > 0 ? o.dense_signal / std::sqrt(norm) : 0.0;
+  const double row_weight_std = T > 0 ? o.sparse_signal / std::sqrt(static_cast<double>(T)) : 0.0;
+  auto row_weight = [&](int t, std::int64_t row) {
+    return row_weight_std *
+           random::normal(o.seed, kRowWeightBase + static_cast<std::uint64_t>(t), static_cast<std::uint64_t>(row), 0.0f, 1.0f);
+  };
+  // popularity rank -> row: a fixed stride coprime with the table size scatters the hot rows
+  auto draw_row = [&](int t, std::uint64_t counter) {
+    random::CounterRng rng(random::hash(o.seed, 0xD7A, counter), kTableBase + static_cast<std::uint64_t>(t));
+    const std::int64_t rank = zipf[t]([&] { return static_cast<double>(rng.next_u64() >> 11) * 0x1.0p-53; });
+    const auto n = static_cast<std::uint64_t>(o.table_rows[t]);
+    return static_cast<std::int64_t>((static_cast<uint128>(rank) * stride[t] + random::hash(o.seed, 78, t) % n) % n);
+  };
+
+  WriterOptions wopt;
+  wopt.chunk_rows = o.chunk_rows;
+  wopt.gzip_level = o.gzip_level;
+  DatasetWriter writer(o.output, o.num_dense, o.table_rows, o.multi_hot, wopt);
+
+  constexpr std::int64_t kBlock = 4096;
+  constexpr std::int64_t kAucSample = 1 << 20;
+  std::vector<double> probabilities;
+  probabilities.reserve(static_cast<std::size_t>(std::min(o.rows, kAucSample)));
+  std::vector<float> dense, labels;
+  std::vector<std::int64_t> sparse;
+  std::vector<std::vector<std::int64_t>> bags(T);
+  double label_sum = 0;
+  for (std::int64_t b = 0; b < o.rows; b += kBlock) {
+    const std::int64_t n = std::min(kBlock, o.rows - b);
+    dense.resize(static_cast<std::size_t>(n * o.num_dense));
+    labels.resize(static_cast<std::size_t>(n));
+    sparse.resize(static_cast<std::size_t>(n * T));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto row = static_cast<std::uint64_t>(o.first_row + b + i);
+      double logit = o.bias;
+      float* x = dense.data() + i * o.num_dense;
+      for (int d = 0; d < o.num_dense; ++d) {
+        x[d] = random::normal(o.seed, kDense, row * static_cast<std::uint64_t>(o.num_dense) + d, 0.0f, 1.0f);
+        logit += w[d] * x[d];
+      }
+      for (int t = 0; t < T; ++t) {
+        if (!o.multi_hot) {
+          const std::int64_t r = draw_row(t, row);
+          sparse[i * T + t] = r;
+          logit += row_weight(t, r);
+          if (record_counts) ++counts[t][r];
+        } else {
+          const std::uint64_t span = static_cast<std::uint64_t>(o.pooling_max - o.pooling_min + 1);
+          const int size = o.pooling_min +
+                           static_cast<int>(random::hash(o.seed, kPool, row * static_cast<std::uint64_t>(T) + t) % span);
+          bags[t].resize(static_cast<std::size_t>(size));
+          double mean = 0;
+          for (int k = 0; k < size; ++k) {
+            const std::int64_t r = draw_row(t, (row << 8) + static_cast<std::uint64_t>(k) + (std::uint64_t{1} << 63));
+            bags[t][k] = r;
+            mean += row_weight(t, r);
+            if (record_counts) ++counts[t][r];
+          }
+          if (size > 0) logit += mean / size;
+        }
+      }
+      const double p = 1.0 / (1.0 + std::exp(-logit));
+      labels[i] = random::uniform01(o.seed, kLabel, row) < p ? 1.0f : 0.0f;
+      label_sum += labels[i];
+      if (b + i < kAucSample) probabilities.push_back(p);
+      if (o.multi_hot) writer.append_multi_hot(x, labels[i], bags);
+    }
+    if (!o.multi_hot) writer.append(n, dense.data(), labels.data(), sparse.data());
+  }
+
+  SynthStats stats;
+  stats.rows = o.rows;
+  stats.label_mean = o.rows > 0 ? label_sum / static_cast<double>(o.rows) : 0.0;
+  stats.bayes_auc = expected_auc(std::move(probabilities));
+
+  hid_t file = writer.file();
+  h5::write_attribute(file, "producer", std::string("recmix data synth"));
+  h5::write_attribute(file, "seed", static_cast<std::int64_t>(o.seed));
+  std::vector<double> exponents;
+  for (int t = 0; t < T; ++t) exponents.push_back(o.zipf.size() == 1 ? o.zipf[0] : o.zipf[t]);
+  h5::write_attribute(file, "zipf_exponents", exponents);
+  h5::write_attribute(file, "pooling", std::vector<std::int64_t>{o.pooling_min, o.pooling_max});
+  h5::write_attribute(file, "hidden_model",
+                      std::string("p(click) = sigmoid(bias + dense_weights . dense + sum_t v_t[row]); dense ~ N(0,1); "
+                                  "v_t[row] ~ N(0, sparse_signal^2 / tables), averaged over a multi-hot bag"));
+  h5::write_attribute(file, "hidden_bias", o.bias);
+  h5::write_attribute(file, "hidden_dense_weights", w);
+  h5::write_attribute(file, "hidden_sparse_signal", o.sparse_signal);
+  h5::write_attribute(file, "bayes_auc", stats.bayes_auc);
+  h5::write_attribute(file, "label_mean", stats.label_mean);
+  if (record_counts)
+    for (int t = 0; t < T; ++t)
+      h5::write_array(file, "access_counts/" + std::to_string(t), counts[t].data(), {static_cast<hsize_t>(o.table_rows[t])});
+  writer.finish();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace recmix::data

@@ -1,0 +1,166 @@
+// recmix data convert criteo | synth | inspect: the command-line side of data/.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "core/error.hpp"
+#include "data/converter.hpp"
+#include "data/inspect.hpp"
+#include "data/synth.hpp"
+#include "runtime/cli/commands.hpp"
+
+namespace recmix::cli {
+
+namespace {
+
+// "10M" -> 10000000; plain integers, and k/M/G suffixes (powers of ten).
+std::int64_t parse_count(const std::string& text, const std::string& option) {
+  if (text.empty()) throw ConfigError(option + ": empty value");
+  std::int64_t scale = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 'k': case 'K': scale = 1000; break;
+    case 'm': case 'M': scale = 1000000; break;
+    case 'g': case 'G': scale = 1000000000; break;
+    default: break;
+  }
+  if (scale != 1) digits.pop_back();
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(digits, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != digits.size() || used == 0 || v < 0) throw ConfigError(option + ": '" + text + "' is not a count");
+  return static_cast<std::int64_t>(v) * scale;
+}
+
+std::vector<std::int64_t> parse_counts(const std::vector<std::string>& texts, const std::string& option) {
+  std::vector<std::int64_t> out;
+  for (const std::string& t : texts) out.push_back(parse_count(t, option));
+  return out;
+}
+
+void add_convert(CLI::App& data) {
+  auto* convert = data.add_subcommand("convert", "Convert click logs to HDF5 (docs/dataset-format.md)");
+  convert->require_subcommand(1);
+  auto* criteo = convert->add_subcommand("criteo", "Criteo TSV (Kaggle / Terabyte) or CSV with header; plain or gzip");
+  auto o = std::make_shared<data::ConvertOptions>();
+  auto hash_rows = std::make_shared<std::string>("10M");
+  auto table_rows = std::make_shared<std::vector<std::string>>();
+  auto quiet = std::make_shared<bool>(false);
+  criteo->add_option("inputs", o->inputs, "input files ('-' for stdin), one per day with --split day")->required();
+  criteo->add_option("-o,--output", o->output, "output .h5 (with a split: <name>_train.h5, _val.h5, _test.h5)")
+      ->required();
+  criteo->add_option("--format", o->format, "auto | tsv | csv")->capture_default_str();
+  criteo->add_option("--mapping", o->mapping, "hash (value mod rows) | vocabulary (frequency threshold, two passes)")
+      ->capture_default_str();
+  criteo->add_option("--hash-rows", *hash_rows, "hash: rows of every table (e.g. 10M)")->capture_default_str();
+  criteo->add_option("--table-rows", *table_rows, "rows per table (26 values); vocabulary: upper bound")
+      ->delimiter(',');
+  criteo->add_option("--min-count", o->min_count, "vocabulary: values seen fewer times share the 'rare' row")
+      ->capture_default_str();
+  criteo->add_option("--split", o->split, "none | day (last file test, the one before val) | ratio")
+      ->capture_default_str();
+  criteo->add_option("--ratios", o->ratios, "train,val,test fractions for --split ratio")->delimiter(',');
+  criteo->add_option("--seed", o->seed, "seed of the ratio split")->capture_default_str();
+  criteo->add_flag("--strict", o->strict, "fail on the first malformed line");
+  criteo->add_option("--gzip", o->gzip_level, "output compression level 0-9")->capture_default_str();
+  criteo->add_option("--chunk-rows", o->chunk_rows, "rows per HDF5 chunk")->capture_default_str();
+  criteo->add_flag("-q,--quiet", *quiet, "no progress line");
+  criteo->callback([o, hash_rows, table_rows, quiet] {
+    o->hash_rows = parse_count(*hash_rows, "--hash-rows");
+    o->table_rows = parse_counts(*table_rows, "--table-rows");
+    o->progress = !*quiet;
+    data::ConvertStats s = data::convert_criteo(*o);
+    for (const data::MalformedLine& m : s.reported)
+      std::fprintf(stderr, "malformed: %s:%lld: %s\n", m.file.c_str(), static_cast<long long>(m.line),
+                   m.reason.c_str());
+    if (s.malformed > static_cast<std::int64_t>(s.reported.size()))
+      std::fprintf(stderr, "malformed: ... and %lld more\n",
+                   static_cast<long long>(s.malformed - static_cast<std::int64_t>(s.reported.size())));
+    fmt::print("converted {} lines into {} rows ({} malformed) in {:.2f} s, {:.1f} MB/s\n", s.lines, s.rows,
+               s.malformed, s.seconds, s.bytes / 1e6 / std::max(s.seconds, 1e-9));
+    for (std::size_t i = 0; i < s.outputs.size(); ++i) fmt::print("  {}: {} rows\n", s.outputs[i], s.output_rows[i]);
+  });
+}
+
+void add_synth(CLI::App& data) {
+  auto* synth = data.add_subcommand("synth", "Generate a Zipf-skewed synthetic dataset with a planted signal");
+  auto o = std::make_shared<data::SynthOptions>();
+  auto rows = std::make_shared<std::string>("100k");
+  auto tables = std::make_shared<int>(8);
+  auto table_rows = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"1000"});
+  auto pooling = std::make_shared<std::vector<int>>();
+  synth->add_option("-o,--output", o->output, "output .h5")->required();
+  synth->add_option("--rows", *rows, "rows to generate (k/M/G suffixes)")->capture_default_str();
+  synth->add_option("--tables", *tables, "number of embedding tables")->capture_default_str();
+  synth->add_option("--table-rows", *table_rows, "rows per table: one value for all, or one per table")
+      ->delimiter(',')
+      ->capture_default_str();
+  synth->add_option("--dense", o->num_dense, "dense features")->capture_default_str();
+  synth->add_option("--zipf", o->zipf, "Zipf exponent: one for all tables, or one per table")
+      ->delimiter(',')
+      ->capture_default_str();
+  synth->add_flag("--multi-hot", o->multi_hot, "several indices per table and row (CSR)");
+  synth->add_option("--pooling", *pooling, "multi-hot bag size range min,max (uniform)")->delimiter(',');
+  synth->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  synth->add_option("--bias", o->bias, "hidden model: bias (sets the click rate)")->capture_default_str();
+  synth->add_option("--dense-signal", o->dense_signal, "hidden model: norm of the dense weights")
+      ->capture_default_str();
+  synth->add_option("--sparse-signal", o->sparse_signal, "hidden model: std of the summed per-row weights")
+      ->capture_default_str();
+  synth->add_option("--gzip", o->gzip_level, "output compression level 0-9")->capture_default_str();
+  synth->add_option("--chunk-rows", o->chunk_rows, "rows per HDF5 chunk")->capture_default_str();
+  synth->callback([o, rows, tables, table_rows, pooling] {
+    o->rows = parse_count(*rows, "--rows");
+    std::vector<std::int64_t> sizes = parse_counts(*table_rows, "--table-rows");
+    if (sizes.size() == 1) sizes.assign(static_cast<std::size_t>(std::max(*tables, 0)), sizes[0]);
+    if (static_cast<int>(sizes.size()) != *tables)
+      throw ConfigError("--table-rows: give one value or one per table (" + std::to_string(*tables) + ")");
+    o->table_rows = sizes;
+    if (!pooling->empty()) {
+      if (pooling->size() != 2) throw ConfigError("--pooling: give min,max");
+      o->pooling_min = (*pooling)[0];
+      o->pooling_max = (*pooling)[1];
+    } else if (o->multi_hot) {
+      o->pooling_min = 1;
+      o->pooling_max = 8;
+    }
+    data::SynthStats s = data::synthesize(*o);
+    fmt::print("wrote {} rows to {} in {:.2f} s: label mean {:.4f}, Bayes AUC of the hidden model {:.4f}\n", s.rows,
+               o->output, s.seconds, s.label_mean, s.bayes_auc);
+  });
+}
+
+void add_inspect(CLI::App& data) {
+  auto* inspect = data.add_subcommand("inspect", "Describe and validate dataset files");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto quick = std::make_shared<bool>(false);
+  inspect->add_option("files", *files, "dataset files")->required();
+  inspect->add_flag("--quick", *quick, "check the layout only, do not read every row");
+  inspect->callback([files, quick] {
+    std::string first_problem;
+    for (const std::string& f : *files) {
+      data::InspectReport r = data::inspect_file(f, !*quick);
+      fmt::print("{}", data::format_report(r));
+      if (!r.problem.empty() && first_problem.empty()) first_problem = r.problem;
+    }
+    if (!first_problem.empty()) throw DataError(first_problem);
+  });
+}
+
+}  // namespace
+
+void add_data_commands(CLI::App& app) {
+  auto* data = app.add_subcommand("data", "Convert, generate and inspect HDF5 datasets");
+  data->require_subcommand(1);
+  add_convert(*data);
+  add_synth(*data);
+  add_inspect(*data);
+}
+
+}  // namespace recmix::cli

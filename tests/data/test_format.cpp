@@ -1,0 +1,282 @@
+// The dataset format: write/read round trips, the HDF5 helpers, and every way a file can be
+// wrong (missing dataset, wrong type or shape, bad version, not HDF5, truncated, values out of range).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "data/format.hpp"
+#include "data/h5.hpp"
+#include "data/reader.hpp"
+#include "data/writer.hpp"
+#include "dataset_fixture.hpp"
+#include "test_util.hpp"
+
+namespace recmix::data {
+namespace {
+
+using test::ScratchDir;
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(H5Helpers, ArraysAndAttributes) {
+  ScratchDir dir;
+  const std::string path = dir / "a.h5";
+  {
+    h5::File f = h5::create_file(path);
+    std::vector<float> a = {1, 2, 3, 4, 5, 6};
+    h5::write_array(f, "group/a", a.data(), {2, 3}, {{1, 3}, 4, false});
+    std::vector<std::int64_t> b = {-1, 1LL << 40};
+    h5::write_array(f, "b", b.data(), {2});
+    h5::write_attribute(f, "name", std::string("hello"));
+    h5::write_attribute(f, "empty", std::string());
+    h5::write_attribute(f, "n", std::int64_t{42});
+    h5::write_attribute(f, "x", 2.5);
+    h5::write_attribute(f, "v", std::vector<std::int64_t>{3, 4, 5});
+    h5::Dataset rows = h5::create_dataset(f, "rows", H5T_IEEE_F32LE, {0, 2}, {{4, 2}, 0, true});
+    std::vector<float> r = {7, 8, 9, 10};
+    h5::extend_rows(rows, 2);
+    h5::write_rows(rows, 0, 2, r.data());
+  }
+  h5::File f = h5::open_file(path);
+  std::vector<hsize_t> dims;
+  EXPECT_EQ(h5::read_array<float>(f, "group/a", &dims), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(dims, (std::vector<hsize_t>{2, 3}));
+  EXPECT_EQ(h5::read_array<std::int64_t>(f, "b"), (std::vector<std::int64_t>{-1, 1LL << 40}));
+  EXPECT_EQ(h5::read_string_attribute(f, "name"), "hello");
+  EXPECT_EQ(h5::read_string_attribute(f, "empty"), "");
+  EXPECT_EQ(h5::read_int_attribute(f, "n"), 42);
+  EXPECT_EQ(h5::read_double_attribute(f, "x"), 2.5);
+  EXPECT_EQ(h5::read_int_vector_attribute(f, "v"), (std::vector<std::int64_t>{3, 4, 5}));
+  h5::Dataset rows = h5::open_dataset(f, "rows");
+  float second[2];
+  h5::read_rows(rows, 1, 1, second);
+  EXPECT_EQ(second[0], 9);
+  EXPECT_EQ(second[1], 10);
+  EXPECT_FALSE(h5::exists(f, "group/missing/deeper"));
+  // errors name the file and object
+  std::string e = error_of([&] { h5::read_array<float>(f, "nope"); });
+  EXPECT_NE(e.find("a.h5"), std::string::npos) << e;
+  EXPECT_NE(e.find("nope"), std::string::npos) << e;
+  e = error_of([&] { h5::read_array<float>(f, "b"); });  // int64 read as float
+  EXPECT_NE(e.find("/b"), std::string::npos) << e;
+  e = error_of([&] { h5::read_rows(rows, 1, 5, second); });
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { h5::read_int_attribute(f, "zz"); }).find("missing attribute zz"), std::string::npos);
+}
+
+TEST(H5Helpers, AtomicPathLeavesNothingOnFailure) {
+  ScratchDir dir;
+  {
+    h5::AtomicPath out(dir / "x.h5");
+    h5::File f = h5::create_file(out.temp());
+  }  // never committed
+  EXPECT_TRUE(dir.entries().empty());
+  {
+    h5::AtomicPath out(dir / "x.h5");
+    { h5::File f = h5::create_file(out.temp()); }
+    out.commit();
+  }
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"x.h5"});
+}
+
+TEST(Format, OneHotRoundTrip) {
+  ScratchDir dir;
+  const std::vector<std::int64_t> tables = {5, 100000, 3};
+  test::write_fixture(dir / "d.h5", 0, 1000, 4, tables, false, {.chunk_rows = 64});
+  DatasetInfo info = open_dataset_info({dir / "d.h5"});
+  EXPECT_EQ(info.rows, 1000);
+  EXPECT_EQ(info.num_dense, 4);
+  EXPECT_EQ(info.table_rows, tables);
+  EXPECT_FALSE(info.multi_hot);
+  // read back with the raw helpers, independent of the reader
+  h5::File f = h5::open_file(dir / "d.h5");
+  std::vector<hsize_t> dims;
+  auto dense = h5::read_array<float>(f, "dense", &dims);
+  ASSERT_EQ(dims, (std::vector<hsize_t>{1000, 4}));
+  auto sparse = h5::read_array<std::int64_t>(f, "sparse", &dims);
+  ASSERT_EQ(dims, (std::vector<hsize_t>{1000, 3}));
+  auto labels = h5::read_array<float>(f, "labels");
+  for (std::int64_t r = 0; r < 1000; ++r) {
+    for (int d = 0; d < 4; ++d) ASSERT_EQ(dense[r * 4 + d], test::fixture_dense(r, d));
+    for (int t = 0; t < 3; ++t) ASSERT_EQ(sparse[r * 3 + t], test::fixture_index(r, t, tables[t]));
+    ASSERT_EQ(labels[r], test::fixture_label(r));
+  }
+  std::size_t size = 0;
+  h5::Dataset s = h5::open_dataset(f, "sparse");
+  EXPECT_EQ(h5::type_class(s, &size), H5T_INTEGER);
+  EXPECT_EQ(size, 4u);  // every table fits int32
+}
+
+TEST(Format, MultiHotRoundTripCsr) {
+  ScratchDir dir;
+  const std::vector<std::int64_t> tables = {10, 7};
+  test::write_fixture(dir / "m.h5", 0, 300, 2, tables, true, {.chunk_rows = 32, .gzip_level = 3});
+  DatasetInfo info = open_dataset_info({dir / "m.h5"});
+  EXPECT_TRUE(info.multi_hot);
+  h5::File f = h5::open_file(dir / "m.h5");
+  for (int t = 0; t < 2; ++t) {
+    auto offsets = h5::read_array<std::int64_t>(f, "sparse/" + std::to_string(t) + "/offsets");
+    auto indices = h5::read_array<std::int64_t>(f, "sparse/" + std::to_string(t) + "/indices");
+    ASSERT_EQ(offsets.size(), 301u);
+    ASSERT_EQ(offsets[0], 0);
+    for (std::int64_t r = 0; r < 300; ++r) {
+      auto bag = test::fixture_bag(r, t, tables[t]);
+      ASSERT_EQ(offsets[r + 1] - offsets[r], static_cast<std::int64_t>(bag.size()));
+      for (std::size_t k = 0; k < bag.size(); ++k) ASSERT_EQ(indices[offsets[r] + k], bag[k]);
+    }
+  }
+}
+
+// Builds a valid file, then lets `damage` break it with raw HDF5 calls.
+template <class Damage>
+std::string open_error_after(const std::string& path, Damage&& damage) {
+  test::write_fixture(path, 0, 50, 3, {4, 4}, false);
+  {
+    h5::File f = h5::open_file(path, true);
+    damage(f);
+  }
+  return error_of([&] { open_dataset_info({path}); });
+}
+
+TEST(Format, LayoutErrorsNameFileAndDataset) {
+  ScratchDir dir;
+  std::string e = open_error_after(dir / "a.h5", [](hid_t f) { H5Ldelete(f, "labels", H5P_DEFAULT); });
+  EXPECT_NE(e.find("a.h5"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing dataset labels"), std::string::npos) << e;
+
+  e = open_error_after(dir / "b.h5", [](hid_t f) {
+    H5Ldelete(f, "dense", H5P_DEFAULT);
+    std::vector<std::int32_t> wrong(150, 0);
+    h5::write_array(f, "dense", wrong.data(), {50, 3});
+  });
+  EXPECT_NE(e.find("b.h5:/dense"), std::string::npos) << e;
+  EXPECT_NE(e.find("float32"), std::string::npos) << e;
+
+  e = open_error_after(dir / "c.h5", [](hid_t f) {
+    H5Ldelete(f, "dense", H5P_DEFAULT);
+    std::vector<float> wrong(49 * 3, 0);
+    h5::write_array(f, "dense", wrong.data(), {49, 3});
+  });
+  EXPECT_NE(e.find("c.h5:/dense: shape [49, 3], expected [50, 3]"), std::string::npos) << e;
+
+  e = open_error_after(dir / "d.h5", [](hid_t f) { h5::write_attribute(f, "format_version", std::int64_t{99}); });
+  EXPECT_NE(e.find("format_version 99"), std::string::npos) << e;
+
+  e = open_error_after(dir / "e.h5", [](hid_t f) { h5::write_attribute(f, "format", std::string("other")); });
+  EXPECT_NE(e.find("not a recmix dataset"), std::string::npos) << e;
+
+  e = open_error_after(dir / "f.h5", [](hid_t f) { H5Ldelete(f, "sparse", H5P_DEFAULT); });
+  EXPECT_NE(e.find("missing dataset sparse"), std::string::npos) << e;
+}
+
+TEST(Format, NotHdf5AndTruncatedFiles) {
+  ScratchDir dir;
+  test::write_text(dir / "text.h5", "label\tI1\n0\t1\n");
+  std::string e = error_of([&] { open_dataset_info({dir / "text.h5"}); });
+  EXPECT_NE(e.find("text.h5"), std::string::npos) << e;
+  EXPECT_NE(e.find("not an HDF5 file"), std::string::npos) << e;
+
+  EXPECT_NE(error_of([&] { open_dataset_info({dir / "absent.h5"}); }).find("absent.h5: no such file"),
+            std::string::npos);
+
+  // a real file cut in the middle: must give an error, never a crash
+  test::write_fixture(dir / "full.h5", 0, 20000, 13, {1000, 1000}, false);
+  const auto size = std::filesystem::file_size(dir / "full.h5");
+  for (double keep : {0.5, 0.9, 0.999}) {
+    std::filesystem::copy_file(dir / "full.h5", dir / "cut.h5", std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::resize_file(dir / "cut.h5", static_cast<std::uintmax_t>(size * keep));
+    e = error_of([&] {
+      Reader reader({dir / "cut.h5"}, {.global_batch = 4096, .prefetch = 0});
+      Batch b;
+      while (reader.next(b)) {
+      }
+    });
+    EXPECT_NE(e.find("cut.h5"), std::string::npos) << keep << ": " << e;
+  }
+}
+
+TEST(Format, MultiFileMustAgree) {
+  ScratchDir dir;
+  test::write_fixture(dir / "a.h5", 0, 10, 3, {4, 4}, false);
+  test::write_fixture(dir / "b.h5", 10, 10, 3, {4, 5}, false);
+  std::string e = error_of([&] { open_dataset_info({dir / "a.h5", dir / "b.h5"}); });
+  EXPECT_NE(e.find("b.h5"), std::string::npos) << e;
+  EXPECT_NE(e.find("must agree"), std::string::npos) << e;
+}
+
+// Writes a file with one bad value and reads it: the error names file, dataset and row.
+TEST(Format, ValueErrorsOnReadNameRow) {
+  ScratchDir dir;
+  auto read_all = [](const std::string& path, bool validate) {
+    return error_of([&] {
+      Reader reader({path}, {.global_batch = 16, .prefetch = 2, .drop_last = false, .validate = validate});
+      Batch b;
+      while (reader.next(b)) {
+      }
+    });
+  };
+  auto write_with = [&](const std::string& name, std::int64_t bad_row, auto&& change) {
+    DatasetWriter w(dir / name, 2, {10, 10}, false, {.chunk_rows = 8});
+    for (std::int64_t r = 0; r < 40; ++r) {
+      float dense[2] = {1, 2}, label = 0;
+      std::int64_t idx[2] = {1, 2};
+      if (r == bad_row) change(dense, label, idx);
+      w.append(1, dense, &label, idx);
+    }
+    w.finish();
+  };
+  write_with("idx.h5", 27, [](float*, float&, std::int64_t* idx) { idx[1] = 10; });
+  std::string e = read_all(dir / "idx.h5", true);
+  EXPECT_NE(e.find("idx.h5:/sparse row 27"), std::string::npos) << e;
+  EXPECT_NE(e.find("index 10 outside table rows [0, 10)"), std::string::npos) << e;
+  EXPECT_EQ(read_all(dir / "idx.h5", false), "(no error)");
+
+  write_with("neg.h5", 3, [](float*, float&, std::int64_t* idx) { idx[0] = -1; });
+  EXPECT_NE(read_all(dir / "neg.h5", true).find("neg.h5:/sparse row 3"), std::string::npos);
+
+  write_with("nan.h5", 33, [](float* d, float&, std::int64_t*) { d[1] = std::numeric_limits<float>::quiet_NaN(); });
+  e = read_all(dir / "nan.h5", true);
+  EXPECT_NE(e.find("nan.h5:/dense row 33: column 1 is not finite"), std::string::npos) << e;
+
+  write_with("inf.h5", 0, [](float* d, float&, std::int64_t*) { d[0] = std::numeric_limits<float>::infinity(); });
+  EXPECT_NE(read_all(dir / "inf.h5", true).find("inf.h5:/dense row 0"), std::string::npos);
+
+  write_with("label.h5", 39, [](float*, float& y, std::int64_t*) { y = 2; });
+  e = read_all(dir / "label.h5", true);
+  EXPECT_NE(e.find("label.h5:/labels row 39"), std::string::npos) << e;
+  EXPECT_NE(e.find("outside [0, 1]"), std::string::npos) << e;
+
+  // multi-hot: an index beyond the table, and broken offsets
+  {
+    DatasetWriter w(dir / "mh.h5", 1, {6}, true, {.chunk_rows = 8});
+    for (std::int64_t r = 0; r < 20; ++r) {
+      float d = 0;
+      w.append_multi_hot(&d, 1, {r == 13 ? std::vector<std::int64_t>{1, 6} : std::vector<std::int64_t>{1, 2}});
+    }
+    w.finish();
+  }
+  e = read_all(dir / "mh.h5", true);
+  EXPECT_NE(e.find("mh.h5:/sparse/0/indices row 27"), std::string::npos) << e;  // 13 * 2 + 1
+  EXPECT_NE(e.find("sample row 13"), std::string::npos) << e;
+  {
+    h5::File f = h5::open_file(dir / "mh.h5", true);
+    h5::Dataset off = h5::open_dataset(f, "sparse/0/offsets");
+    std::int64_t bad = 100;
+    h5::write_rows(off, 5, 1, &bad);
+  }
+  e = read_all(dir / "mh.h5", false);
+  EXPECT_NE(e.find("mh.h5:/sparse/0/offsets row 5"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace recmix::data
