@@ -2,7 +2,7 @@
 // the receiving rank owns):
 //   indices, requester -> owner (i64): [local_batch][lengths of shard 0 .. k-1, local_batch each]
 //                                      [shard 0's indices (shard-local rows)] ... [shard k-1's]
-//   pooled, owner -> requester (f32):  [shard 0: local_batch x dim] ... [shard k-1]
+//   pooled, owner -> requester (f32):  [shard 0: dim floats per bag with rows in it] ... [shard k-1]
 //   gradients, requester -> owner:     the pooled layout again
 // A row-wise shard returns a partial sum per bag; the requester adds the partial sums of a
 // table's shards and, for mean pooling, divides by the whole bag's length (and scales the
@@ -76,7 +76,8 @@ struct ShardedEmbedding::Impl {
   bool have_forward = false;
   int batch = 0;
   std::vector<std::int64_t> bag_length;     // [num_tables x batch]: whole-bag lengths (mean pooling)
-  std::vector<std::int64_t> source_batch;   // per source rank: its local batch
+  std::vector<std::int64_t> from_source;    // owner: non-empty bags pooled for each source rank
+  std::vector<std::int64_t> from_owner;     // requester: non-empty bags each owner pools for it
   std::vector<std::int64_t> own_offsets;    // owner side CSR over the bags it pools
   std::vector<std::int64_t> own_rows;       // rows in `weights`
   std::vector<float> own_scale;             // local_only + mean: 1 / bag length per bag
@@ -259,23 +260,24 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
   }
   all_to_all(send_i64, send_counts, recv_i64, recv_counts);
 
-  // 3. Owner: one CSR over the bags of every source, in (source, shard, bag) order.
+  // 3. Owner: one CSR over the non-empty bags of every source, in (source, shard, bag) order.
   const auto& mine = rank_shards[rank];
   const std::int64_t n_mine = static_cast<std::int64_t>(mine.size());
-  source_batch.assign(world, 0);
+  from_source.assign(world, 0);
   own_offsets.assign(1, 0);
   own_rows.clear();
   std::size_t at = 0;
   for (int p = 0; p < world; ++p) {
     const std::int64_t* msg = recv_i64.data() + at;
     const std::int64_t bp = msg[0];
-    source_batch[p] = bp;
     const std::int64_t* lengths = msg + 1;
     const std::int64_t* indices = lengths + n_mine * bp;
     for (std::int64_t k = 0; k < n_mine; ++k) {
       const Shard& sh = plan.shards()[mine[k]];
       const std::int64_t base = shard_base[mine[k]], shard_rows = sh.row_end - sh.row_begin;
       for (std::int64_t b = 0; b < bp; ++b) {
+        if (lengths[k * bp + b] == 0) continue;  // nothing of this bag here: nothing sent back
+        ++from_source[p];
         for (std::int64_t i = 0; i < lengths[k * bp + b]; ++i) {
           const std::int64_t r = *indices++;
           RECMIX_REQUIRE(r >= 0 && r < shard_rows, CommError,
@@ -304,9 +306,13 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
   if (!on_host) backend.copy(send_f32.data(), pooled, n_bags * dim * sizeof(float), stream);
   stream.synchronize();
 
-  // 5. Pooled vectors back to the requesters; add the partial sums of each table.
-  for (int p = 0; p < world; ++p) send_counts[p] = static_cast<std::size_t>(source_batch[p] * n_mine * dim);
-  for (int q = 0; q < world; ++q) recv_counts[q] = static_cast<std::size_t>(std::int64_t(B) * rank_shards[q].size() * dim);
+  // 5. Pooled vectors of the non-empty bags back to the requesters; add the partial sums.
+  from_owner.assign(world, 0);
+  for (int q = 0; q < world; ++q)
+    for (int s : rank_shards[q])
+      for (int b = 0; b < B; ++b) from_owner[q] += shard_lengths[s][b] > 0;
+  for (int p = 0; p < world; ++p) send_counts[p] = static_cast<std::size_t>(from_source[p] * dim);
+  for (int q = 0; q < world; ++q) recv_counts[q] = static_cast<std::size_t>(from_owner[q] * dim);
   all_to_all(send_f32, send_counts, recv_f32, recv_counts);
   float* result = out;
   if (!on_host) {
@@ -318,9 +324,11 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
   for (int q = 0; q < world; ++q)
     for (int s : rank_shards[q]) {
       const int t = plan.shards()[s].table;
-      for (int b = 0; b < B; ++b, part += dim) {
+      for (int b = 0; b < B; ++b) {
+        if (shard_lengths[s][b] == 0) continue;
         float* o = result + (std::size_t(b) * num_tables + t) * dim;
         for (int d = 0; d < dim; ++d) o[d] += part[d];
+        part += dim;
       }
     }
   if (pooling == Pooling::mean)
@@ -529,15 +537,17 @@ void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
   }
   // Gradients of the pooled vectors to the owners, in the pooled layout (mean: scaled by 1/length).
   std::vector<std::size_t> send_counts(m.world), recv_counts(m.world);
-  m.send_f32.resize(std::max<std::size_t>(std::size_t(B) * m.plan.shards().size() * D, 1));
+  std::size_t total = 0;
+  for (int q = 0; q < m.world; ++q) total += static_cast<std::size_t>(m.from_owner[q]);
+  m.send_f32.resize(std::max<std::size_t>(total * D, 1));
   float* o = m.send_f32.data();
-  const std::int64_t n_mine = static_cast<std::int64_t>(m.rank_shards[m.rank].size());
   for (int q = 0; q < m.world; ++q) {
-    send_counts[q] = std::size_t(B) * m.rank_shards[q].size() * D;
-    recv_counts[q] = static_cast<std::size_t>(m.source_batch[q] * n_mine * D);
+    send_counts[q] = static_cast<std::size_t>(m.from_owner[q] * D);
+    recv_counts[q] = static_cast<std::size_t>(m.from_source[q] * D);
     for (int s : m.rank_shards[q]) {
       const int t = m.plan.shards()[s].table;
-      for (int b = 0; b < B; ++b, o += D) {
+      for (int b = 0; b < B; ++b) {
+        if (m.shard_lengths[s][b] == 0) continue;
         const float* g = grad + (std::size_t(b) * T + t) * D;
         float scale = 1.f;
         if (m.pooling == Pooling::mean) {
@@ -545,6 +555,7 @@ void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
           scale = len > 0 ? 1.0f / static_cast<float>(len) : 0.f;
         }
         for (int d = 0; d < D; ++d) o[d] = g[d] * scale;
+        o += D;
       }
     }
   }

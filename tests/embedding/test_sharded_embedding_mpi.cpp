@@ -149,4 +149,32 @@ TEST(DistributedEmbeddingErrors, ABadIndexOnOneRankFailsEveryRankWithoutHanging)
   EXPECT_NO_THROW(emb.backward(*stream, grad.data()));
 }
 
+// Traffic accounting worked out by hand for 2 ranks: table rows [0, 5) on rank 0, [5, 10) on
+// rank 1, three one-hot bags per rank. Rank 0 looks up {1, 7, 8}, rank 1 {2, 9, 3}.
+// Each rank sends: its message size (8 bytes); to its peer [batch, 3 lengths, 2 rows] (6 x 8);
+// the 2 pooled vectors of the peer's bags that fall in its rows (2 x 4 floats); the gradients
+// of the 2 vectors the peer pooled for it (2 x 4 floats): 8 + 48 + 32 + 32 = 120 bytes.
+// Bags without rows in a shard move no vector either way.
+TEST(DistributedEmbeddingTraffic, RowWiseTrafficWorkedOutByHand) {
+  auto comm = comm::make_mpi_world_communicator();
+  if (comm->size() != 2) GTEST_SKIP() << "worked out for 2 ranks";
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  std::vector<TableSpec> tables{{10, 4}};
+  ShardedEmbedding emb(*comm, *backend, pool, tables, Pooling::sum,
+                       ShardingPlan::parse("0:rowwise", tables, 2), {"sgd", 1.0f}, 9);
+  std::vector<std::int64_t> offsets{0, 1, 2, 3};
+  std::vector<std::int64_t> indices = comm->rank() == 0 ? std::vector<std::int64_t>{1, 7, 8}
+                                                        : std::vector<std::int64_t>{2, 9, 3};
+  std::vector<Bags> bags{{offsets, indices}};
+  std::vector<float> out(3 * 4), grad(3 * 4, 1.f);
+  emb.forward(*stream, bags, 3, out.data());
+  for (int b = 0; b < 3; ++b)
+    for (int d = 0; d < 4; ++d)
+      EXPECT_EQ(out[b * 4 + d], initial_weight(9, 0, 10, 4, indices[b], d));
+  emb.backward(*stream, grad.data());
+  EXPECT_EQ(emb.bytes_sent_last_step(), 120u);
+}
+
 }  // namespace
