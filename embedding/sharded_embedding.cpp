@@ -507,6 +507,8 @@ void ShardedEmbedding::forward(device::Stream& stream, std::span<const Bags> bag
     }
     m.forward_distributed(stream, bags, out, !error.empty(), error);
   }
+  // Device backends: the host CSRs are reused by the next call, so their copies must be done.
+  if (!m.on_host) stream.synchronize();
   m.have_forward = true;
 }
 
@@ -525,6 +527,7 @@ void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
       m.backend.copy(m.host_out.data(), grad_out, m.host_out.size() * sizeof(float), stream);
       stream.synchronize();
       m.update(stream, m.host_out.data(), std::size_t(B) * T);
+      stream.synchronize();
     }
     return;
   }

@@ -1,0 +1,62 @@
+// The CUDA backend runs the same functors as the CPU: with a GPU, the same steps give the same
+// outputs and weights on both (to fp32 rounding). Without one the test skips.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "embedding/sharded_embedding.hpp"
+#include "reference.hpp"
+#include "self_communicator.hpp"
+
+using namespace recmix;
+using namespace recmix::embedding;
+
+TEST(EmbeddingCuda, MatchesTheCpuBackend) {
+  if (!device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  const std::vector<TableSpec> tables{{300, 12}, {40, 12}};
+  for (const char* plan_text : {"0:r0,1:r0", "0:0-100@r0+100-300@r0,1:r0"}) {
+    std::vector<std::vector<float>> outs(2), weights(2);
+    for (int which = 0; which < 2; ++which) {
+      auto backend = device::make_backend(which ? device::BackendKind::cuda : device::BackendKind::cpu, 1);
+      device::MemoryPool pool(*backend, device::Tier::device, "test");
+      auto stream = backend->create_stream();
+      test::SelfCommunicator comm;
+      ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::mean,
+                           ShardingPlan::parse(plan_text, tables, 1), {"rowwise_adagrad", 0.1f}, 3);
+      std::mt19937_64 rng(8);
+      for (int step = 0; step < 3; ++step) {
+        auto batch = test::random_batch(tables, 50, 4, false, rng);
+        std::vector<Bags> bags;
+        for (auto& tb : batch) bags.push_back(tb.view());
+        const std::size_t n = 50 * 2 * 12;
+        auto grad = test::random_vector(n, rng);
+        void* dev_out = backend->allocate(n * sizeof(float), device::Tier::device);
+        void* dev_grad = backend->allocate(n * sizeof(float), device::Tier::device);
+        emb.forward(*stream, bags, 50, static_cast<float*>(dev_out));
+        std::vector<float> out(n);
+        backend->copy(out.data(), dev_out, n * sizeof(float), *stream);
+        backend->copy(dev_grad, grad.data(), n * sizeof(float), *stream);
+        stream->synchronize();
+        emb.backward(*stream, static_cast<const float*>(dev_grad));
+        stream->synchronize();
+        outs[which].insert(outs[which].end(), out.begin(), out.end());
+        backend->deallocate(dev_out, device::Tier::device);
+        backend->deallocate(dev_grad, device::Tier::device);
+      }
+      for (const auto& v : emb.local_shards()) {
+        std::vector<float> w((v.row_end - v.row_begin) * v.dim);
+        backend->copy(w.data(), v.weights, w.size() * sizeof(float), *stream);
+        stream->synchronize();
+        weights[which].insert(weights[which].end(), w.begin(), w.end());
+      }
+    }
+    ASSERT_EQ(outs[0].size(), outs[1].size());
+    for (std::size_t i = 0; i < outs[0].size(); ++i) ASSERT_TRUE(test::close(outs[1][i], outs[0][i])) << i;
+    ASSERT_EQ(weights[0].size(), weights[1].size());
+    for (std::size_t i = 0; i < weights[0].size(); ++i)
+      ASSERT_TRUE(test::close(weights[1][i], weights[0][i])) << i;
+  }
+}
