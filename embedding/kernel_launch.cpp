@@ -16,7 +16,7 @@ namespace {
 constexpr std::int64_t kGrain = 8192;
 // How many items ahead the CPU loops prefetch the rows they will read: lookups hit random rows of
 // tables far larger than the caches, and without prefetching each one waits for memory in turn.
-constexpr std::int64_t kAhead = 12;
+constexpr std::int64_t kAhead = 16;
 
 inline void prefetch_row(const float* p, std::int64_t dim) {
   const char* c = reinterpret_cast<const char*>(p);
