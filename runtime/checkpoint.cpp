@@ -1,0 +1,185 @@
+#include "runtime/checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "comm/mpi/mpi_handle.hpp"
+#include "core/error.hpp"
+#include "data/h5.hpp"
+#include "runtime/dlrm_model.hpp"
+
+namespace recmix::runtime {
+namespace {
+
+using h5::Lock;
+
+// Per-row widths of the embedding optimizer state, named; every rank must agree on them to
+// create the datasets collectively, so they are taken from the first rank that owns a shard.
+std::vector<std::pair<std::string, std::int64_t>> embedding_state_layout(DlrmModel& model, comm::Communicator& comm) {
+  constexpr std::size_t kMax = 512;
+  std::string mine;
+  for (auto& shard : model.embedding().local_shards()) {
+    std::int64_t rows = shard.row_end - shard.row_begin;
+    if (rows == 0) continue;
+    for (std::size_t i = 0; i < shard.state.size(); ++i)
+      mine += fmt::format("{}={};", shard.state[i].first, static_cast<std::int64_t>(shard.state_counts[i]) / rows);
+    mine += "|";
+    break;
+  }
+  if (mine.size() >= kMax) throw Error("embedding optimizer state description too long");
+  std::vector<std::uint8_t> local(kMax, 0), all(kMax * comm.size(), 0);
+  std::memcpy(local.data(), mine.data(), mine.size());
+  comm.all_gather(local.data(), all.data(), kMax, comm::DataType::u8);
+  std::string chosen;
+  for (int r = 0; r < comm.size() && chosen.empty(); ++r)
+    chosen = std::string(reinterpret_cast<const char*>(all.data() + r * kMax));
+  std::vector<std::pair<std::string, std::int64_t>> layout;
+  std::size_t pos = 0;
+  while (pos < chosen.size() && chosen[pos] != '|') {
+    auto eq = chosen.find('=', pos), semi = chosen.find(';', pos);
+    layout.emplace_back(chosen.substr(pos, eq - pos), std::stoll(chosen.substr(eq + 1, semi - eq - 1)));
+    pos = semi + 1;
+  }
+  return layout;
+}
+
+h5::Dataset create_floats(hid_t loc, const std::string& name, hsize_t rows, hsize_t cols) {
+  return h5::create_dataset(loc, name, h5::native_type<float>(), {rows, cols});
+}
+
+// Reads rows [first, first + count) of a [* x cols] float dataset after checking its shape.
+void read_float_rows(hid_t file, const std::string& name, hsize_t first, hsize_t count, hsize_t cols, float* out,
+                     const std::string& path) {
+  auto dset = h5::open_dataset(file, name);
+  auto dims = h5::shape(dset);
+  if (dims.size() != 2 || dims[1] != cols || first + count > dims[0])
+    throw DataError(fmt::format("{}: dataset '{}' has shape [{}], the model needs rows {}..{} of width {}", path, name,
+                                fmt::join(dims, ", "), first, first + count, cols));
+  h5::read_rows(dset, first, count, out);
+}
+
+h5::File open_checkpoint(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw IoError(fmt::format("checkpoint '{}' does not exist", path));
+  auto file = h5::open_file(path);
+  if (!h5::has_attribute(file, "format") || h5::read_string_attribute(file, "format") != kCheckpointFormat)
+    throw DataError(fmt::format("{}: not a recmix checkpoint (attribute 'format')", path));
+  auto version = h5::read_int_attribute(file, "version");
+  if (version != kCheckpointVersion)
+    throw DataError(fmt::format("{}: checkpoint version {} is not supported (this build reads {})", path, version,
+                                kCheckpointVersion));
+  return file;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta, comm::Communicator& comm) {
+  const std::string tmp = path + ".tmp";
+  const int rank = comm.rank();
+  auto state_layout = embedding_state_layout(model, comm);
+  auto parent = std::filesystem::path(path).parent_path();
+  if (rank == 0 && !parent.empty()) std::filesystem::create_directories(parent);
+  comm.barrier();
+  MPI_Comm mpi = comm::mpi_handle(comm);
+  try {
+    Lock lock(h5::api_mutex());  // the reader's prefetch thread must not call HDF5 meanwhile
+    auto file = h5::create_file_mpio(tmp, &mpi);
+    // Metadata calls are collective: every rank makes them with the same values.
+    h5::write_attribute(file, "format", std::string(kCheckpointFormat));
+    h5::write_attribute(file, "version", std::int64_t{kCheckpointVersion});
+    h5::write_attribute(file, "step", meta.step);
+    h5::write_attribute(file, "data_epoch", meta.position.epoch);
+    h5::write_attribute(file, "data_batch", meta.position.batch);
+    h5::write_attribute(file, "seed", static_cast<std::int64_t>(meta.seed));
+    h5::write_attribute(file, "world_size", std::int64_t{meta.world_size});
+    h5::write_attribute(file, "table_rows", meta.table_rows);
+    h5::write_attribute(file, "num_dense", std::int64_t{meta.num_dense});
+    h5::write_attribute(file, "job_spec", meta.job_spec);
+
+    // Dense parameters and optimizer state are replicated: rank 0 writes them.
+    auto dense = h5::create_group(file, "dense");
+    for (auto& p : model.dense_parameters()) {
+      auto d = create_floats(dense, p.name, p.count, 1);
+      if (rank == 0) h5::write_rows(d, 0, p.count, p.value);
+    }
+    auto dense_opt = h5::create_group(file, "dense_optimizer");
+    h5::write_attribute(dense_opt, "step_count", model.dense_optimizer().step_count());
+    for (auto& s : model.dense_optimizer().state()) {
+      auto d = create_floats(dense_opt, s.name, s.count, 1);
+      if (rank == 0) h5::write_rows(d, 0, s.count, s.value);
+    }
+
+    // Embedding tables, logical and unsharded: each owner writes its own rows.
+    auto emb = h5::create_group(file, "embedding");
+    auto shards = model.embedding().local_shards();
+    const int dim = model.embedding().dim();
+    for (int t = 0; t < model.num_tables(); ++t) {
+      auto group = h5::create_group(emb, std::to_string(t));
+      const hsize_t rows = model.table_rows()[t];
+      auto weights = create_floats(group, "weights", rows, dim);
+      std::vector<h5::Dataset> states;
+      for (auto& [name, width] : state_layout) states.push_back(create_floats(group, name, rows, width));
+      for (auto& shard : shards) {
+        if (shard.table != t) continue;
+        const hsize_t n = shard.row_end - shard.row_begin;
+        h5::write_rows(weights, shard.row_begin, n, shard.weights);
+        for (std::size_t i = 0; i < state_layout.size(); ++i) {
+          if (i >= shard.state.size() || shard.state[i].first != state_layout[i].first)
+            throw Error(fmt::format("table {}: embedding optimizer state differs between shards", t));
+          h5::write_rows(states[i], shard.row_begin, n, shard.state[i].second);
+        }
+      }
+    }
+  } catch (...) {
+    if (rank == 0) std::filesystem::remove(tmp);
+    throw;
+  }
+  comm.barrier();
+  if (rank == 0) {
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw IoError(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+  }
+  comm.barrier();
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& path) {
+  auto file = open_checkpoint(path);
+  CheckpointMeta m;
+  m.step = h5::read_int_attribute(file, "step");
+  m.position.epoch = h5::read_int_attribute(file, "data_epoch");
+  m.position.batch = h5::read_int_attribute(file, "data_batch");
+  m.seed = static_cast<std::uint64_t>(h5::read_int_attribute(file, "seed"));
+  m.world_size = static_cast<int>(h5::read_int_attribute(file, "world_size"));
+  m.table_rows = h5::read_int_vector_attribute(file, "table_rows");
+  m.num_dense = static_cast<int>(h5::read_int_attribute(file, "num_dense"));
+  m.job_spec = h5::read_string_attribute(file, "job_spec");
+  return m;
+}
+
+void load_checkpoint(const std::string& path, DlrmModel& model) {
+  auto file = open_checkpoint(path);
+  auto table_rows = h5::read_int_vector_attribute(file, "table_rows");
+  if (table_rows != model.table_rows())
+    throw DataError(fmt::format("{}: the checkpoint's tables ({}) differ from the model's ({})", path,
+                                fmt::join(table_rows, ", "), fmt::join(model.table_rows(), ", ")));
+  for (auto& p : model.dense_parameters()) read_float_rows(file, "dense/" + p.name, 0, p.count, 1, p.value, path);
+  auto dense_opt = h5::open_group(file, "dense_optimizer");
+  model.dense_optimizer().set_step_count(h5::read_int_attribute(dense_opt, "step_count"));
+  for (auto& s : model.dense_optimizer().state())
+    read_float_rows(file, "dense_optimizer/" + s.name, 0, s.count, 1, s.value, path);
+  const int dim = model.embedding().dim();
+  for (auto& shard : model.embedding().local_shards()) {
+    const hsize_t n = shard.row_end - shard.row_begin;
+    if (n == 0) continue;
+    std::string base = fmt::format("embedding/{}/", shard.table);
+    read_float_rows(file, base + "weights", shard.row_begin, n, dim, shard.weights, path);
+    for (std::size_t i = 0; i < shard.state.size(); ++i)
+      read_float_rows(file, base + shard.state[i].first, shard.row_begin, n, shard.state_counts[i] / n,
+                      shard.state[i].second, path);
+  }
+}
+
+}  // namespace recmix::runtime

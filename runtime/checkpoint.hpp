@@ -1,0 +1,37 @@
+#pragma once
+// Checkpoints: one self-describing HDF5 file holding the logical (unsharded) model, so a job
+// saved on N ranks resumes on M. Layout in docs/checkpoint-format.md. Written collectively
+// through parallel HDF5 (each owner writes its embedding rows) to a temporary name, then renamed.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "data/reader.hpp"
+
+namespace recmix::runtime {
+
+class DlrmModel;
+
+struct CheckpointMeta {
+  std::int64_t step = 0;
+  data::ReaderPosition position;  // the next global batch to train on
+  std::uint64_t seed = 0;
+  int world_size = 1;
+  std::string job_spec;  // TOML text the job was started with
+  std::vector<std::int64_t> table_rows;
+  int num_dense = 0;
+};
+
+inline constexpr const char* kCheckpointFormat = "recmix-checkpoint";
+inline constexpr int kCheckpointVersion = 1;
+
+// Collective over comm (an MPI communicator). Overwrites path atomically.
+void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta,
+                     comm::Communicator& comm);
+// Reads only the metadata (any rank, no communication).
+CheckpointMeta read_checkpoint_meta(const std::string& path);
+// Loads weights and optimizer state into a model built with the same shape (any sharding).
+void load_checkpoint(const std::string& path, DlrmModel& model);
+
+}  // namespace recmix::runtime

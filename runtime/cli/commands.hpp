@@ -1,0 +1,14 @@
+#pragma once
+// Each command group registers its subcommands on the top-level app. The callback of a
+// subcommand does the work and throws recmix::Error on failure; main reports it.
+namespace CLI {
+class App;
+}
+
+namespace recmix::cli {
+
+void add_train_commands(CLI::App& app);  // train, eval         (train_commands.cpp)
+void add_data_commands(CLI::App& app);   // data convert/synth/inspect (data_commands.cpp)
+void add_sim_command(CLI::App& app);     // sim                 (sim_command.cpp)
+
+}  // namespace recmix::cli

@@ -1,0 +1,180 @@
+// recmix sim: runs the scheduler's policies over a cluster trace in the discrete-event
+// simulator and prints their metrics side by side (table, JSON, utilisation timeline CSV).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "runtime/cli/commands.hpp"
+#include "sched/machine_model.hpp"
+#include "sched/policy.hpp"
+#include "sched/sim/cluster_config.hpp"
+#include "sched/sim/report.hpp"
+#include "sched/sim/simulator.hpp"
+#include "sched/sim/trace_reader.hpp"
+#include "sched/sim/workload.hpp"
+
+namespace recmix::cli {
+namespace {
+
+struct SimArgs {
+  std::string trace, trace_format = "auto", traces_dir, cluster_file, machine = "a100-dgx";
+  int nodes = 0, gpus = 0, gpus_per_node = 0, max_jobs_per_gpu = 0;
+  double gpu_mem_gib = 0, host_mem_gib = 0, intra_gbps = 0, inter_gbps = 0;
+  int host_cores = 0;
+  std::string policy = "all", mix = "dlrm-heavy", json, timeline_csv;
+  std::uint64_t seed = 1;
+  double arrival_scale = 1.0;
+  std::size_t max_jobs = 0;
+  sched::PolicyOptions policy_options;
+  double restart_overhead = 60;
+  bool quiet = false;
+};
+
+std::string default_traces_dir(const std::string& trace) {
+  namespace fs = std::filesystem;
+  const fs::path beside = fs::path(trace).parent_path();
+  if (fs::exists(beside / "lucid_single_jobs.csv")) return beside.string();
+  if (const char* shared = std::getenv("RECMIX_SHARED_DIR")) return (fs::path(shared) / "traces").string();
+  return beside.string();
+}
+
+sched::ClusterSpec make_cluster(const SimArgs& a) {
+  sched::ClusterSpec spec = sched::cluster_spec_for(sched::machine_model(a.machine), 1);
+  if (!a.cluster_file.empty()) spec = sched::load_cluster_spec(a.cluster_file, spec);
+  if (a.gpus_per_node > 0) spec.gpus_per_node = a.gpus_per_node;
+  if (a.nodes > 0) spec.nodes = a.nodes;
+  if (a.gpus > 0) {
+    RECMIX_REQUIRE(a.nodes == 0 || a.nodes * spec.gpus_per_node == a.gpus, ConfigError,
+                   "--gpus and --nodes disagree with --gpus-per-node");
+    RECMIX_REQUIRE(a.gpus % spec.gpus_per_node == 0, ConfigError,
+                   fmt::format("--gpus {} is not a multiple of {} GPUs per node", a.gpus, spec.gpus_per_node));
+    spec.nodes = a.gpus / spec.gpus_per_node;
+  }
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  if (a.gpu_mem_gib > 0) spec.gpu_memory_bytes = a.gpu_mem_gib * kGiB;
+  if (a.host_mem_gib > 0) spec.host_memory_bytes = a.host_mem_gib * kGiB;
+  if (a.host_cores > 0) spec.host_cores = a.host_cores;
+  if (a.intra_gbps > 0) spec.intra_node_bandwidth = a.intra_gbps * 1e9;
+  if (a.inter_gbps > 0) spec.inter_node_bandwidth = a.inter_gbps * 1e9;
+  if (a.max_jobs_per_gpu > 0) spec.max_jobs_per_gpu = a.max_jobs_per_gpu;
+  sched::validate(spec);
+  return spec;
+}
+
+std::vector<std::string> policies_to_run(const std::string& arg) {
+  if (arg == "all") return sched::policy_names();
+  std::vector<std::string> out;
+  std::stringstream ss(arg);
+  for (std::string name; std::getline(ss, name, ',');) {
+    sched::make_policy(name);  // validates the name
+    out.push_back(name);
+  }
+  RECMIX_REQUIRE(!out.empty(), ConfigError, "--policy: no policy named");
+  return out;
+}
+
+void run_sim(const SimArgs& a) {
+  const sched::ClusterSpec cluster = make_cluster(a);
+  const auto names = policies_to_run(a.policy);
+  const sched::Trace trace = sched::read_trace(a.trace, sched::parse_trace_format(a.trace_format));
+  auto env = sched::make_environment(cluster, a.traces_dir.empty() ? default_traces_dir(a.trace) : a.traces_dir);
+  sched::WorkloadOptions wo;
+  wo.mix = a.mix;
+  wo.seed = a.seed;
+  wo.arrival_scale = a.arrival_scale;
+  wo.max_jobs = a.max_jobs;
+  const sched::Workload workload = sched::build_workload(trace, cluster, *env, wo);
+  std::fprintf(stderr, "recmix sim: %zu jobs from %s (%s), %zu skipped, %zu too large for a GPU; %d nodes x %d GPUs (%s)\n",
+               workload.jobs.size(), a.trace.c_str(), std::string(sched::trace_format_name(trace.format)).c_str(),
+               trace.skipped, workload.unplaceable, cluster.nodes, cluster.gpus_per_node, cluster.machine.c_str());
+  std::vector<sched::SimResult> results;
+  for (const auto& name : names) {
+    auto policy = sched::make_policy(name, a.policy_options);
+    sched::SimOptions so;
+    so.restart_overhead_s = a.restart_overhead;
+    auto last = std::chrono::steady_clock::now();
+    if (!a.quiet) {
+      so.progress = [&, name](double t, std::size_t done, std::size_t total) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last < std::chrono::seconds(1)) return;
+        last = now;
+        std::fprintf(stderr, "\r  %s: simulated %.1f h, %zu / %zu jobs finished   ", name.c_str(), t / 3600.0, done, total);
+        std::fflush(stderr);
+      };
+    }
+    results.push_back(sched::simulate(cluster, workload.jobs, *policy, *env->truth, env->model, so));
+    if (!a.quiet) std::fprintf(stderr, "\r  %s: done in %.1f s%40s\n", name.c_str(), results.back().wall_s, "");
+  }
+  std::cout << sched::format_table(results);
+  if (!a.json.empty()) {
+    nlohmann::json j;
+    j["trace"] = a.trace;
+    j["mix"] = a.mix;
+    j["arrival_scale"] = a.arrival_scale;
+    j["cluster"] = {{"nodes", cluster.nodes}, {"gpus_per_node", cluster.gpus_per_node},
+                    {"gpu_memory_bytes", cluster.gpu_memory_bytes}, {"machine", cluster.machine},
+                    {"max_jobs_per_gpu", cluster.max_jobs_per_gpu}};
+    j["unplaceable_jobs"] = workload.unplaceable;
+    for (const auto& r : results) j["policies"].push_back(sched::to_json(r));
+    if (a.json == "-") {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::ofstream out(a.json);
+      RECMIX_REQUIRE(out, IoError, "cannot write " + a.json);
+      out << j.dump(2) << "\n";
+    }
+  }
+  if (!a.timeline_csv.empty()) {
+    std::ofstream out(a.timeline_csv);
+    RECMIX_REQUIRE(out, IoError, "cannot write " + a.timeline_csv);
+    sched::write_timeline_csv(out, results, cluster.gpu_count());
+  }
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app) {
+  auto args = std::make_shared<SimArgs>();
+  auto* sim = app.add_subcommand("sim", "Simulate scheduling policies on a cluster trace");
+  sim->add_option("--trace", args->trace, "Trace file (philly, gavel, muri, alibaba or recmix CSV)")->required();
+  sim->add_option("--trace-format", args->trace_format, "auto|philly|gavel|muri|alibaba|recmix");
+  sim->add_option("--traces-dir", args->traces_dir, "Directory with lucid_*.csv and gavel_throughputs.json");
+  sim->add_option("--cluster", args->cluster_file, "TOML file with a [cluster] table");
+  sim->add_option("--machine", args->machine, "Machine model: cpu-zen3-2vcpu, v100-dgx1, a100-dgx, h100-dgx");
+  sim->add_option("--nodes", args->nodes, "Nodes");
+  sim->add_option("--gpus", args->gpus, "Total GPUs (a multiple of GPUs per node)");
+  sim->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node");
+  sim->add_option("--gpu-mem-gib", args->gpu_mem_gib, "GPU memory (GiB)");
+  sim->add_option("--host-mem-gib", args->host_mem_gib, "Host memory per node (GiB)");
+  sim->add_option("--host-cores", args->host_cores, "Host cores per node");
+  sim->add_option("--intra-gbps", args->intra_gbps, "Intra-node bandwidth per GPU (GB/s)");
+  sim->add_option("--inter-gbps", args->inter_gbps, "Inter-node bandwidth per GPU (GB/s)");
+  sim->add_option("--max-jobs-per-gpu", args->max_jobs_per_gpu, "Co-location degree allowed");
+  sim->add_option("--policy", args->policy, "Policy name, comma list, or 'all'");
+  sim->add_option("--mix", args->mix, "dlrm-heavy|mixed|dlrm-only|other-only|trace");
+  sim->add_option("--seed", args->seed, "Seed for the workload mapping and ground truth");
+  sim->add_option("--arrival-scale", args->arrival_scale, "Compress arrivals by this factor (raises load)");
+  sim->add_option("--max-jobs", args->max_jobs, "Use only the first N jobs of the trace");
+  sim->add_option("--window", args->policy_options.window, "Queued jobs a round looks at");
+  sim->add_option("--slowdown-limit", args->policy_options.slowdown_limit, "Interference-aware: default slowdown limit");
+  sim->add_option("--dispatch-interval", args->policy_options.dispatch_interval_s, "Complementary: seconds between rounds");
+  sim->add_option("--restart-cost", args->restart_overhead, "Seconds of work a preempted job redoes");
+  sim->add_option("--json", args->json, "Write metrics as JSON to a file ('-' for stdout)");
+  sim->add_option("--timeline-csv", args->timeline_csv, "Write the GPU utilisation timeline as CSV");
+  sim->add_flag("--quiet", args->quiet, "No progress line");
+  sim->callback([args] {
+    args->policy_options.restart_cost_s = args->restart_overhead;
+    run_sim(*args);
+  });
+}
+
+}  // namespace recmix::cli

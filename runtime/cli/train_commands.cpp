@@ -1,0 +1,113 @@
+// recmix train / recmix eval.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "comm/mpi/mpi_communicator.hpp"
+#include "core/error.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/demo.hpp"
+#include "runtime/job_spec.hpp"
+#include "runtime/mpi_session.hpp"
+#include "runtime/trainer.hpp"
+
+namespace recmix::cli {
+namespace {
+
+struct TrainArgs {
+  std::string job_file;
+  bool demo = false;
+  std::string resume;
+  bool resume_latest = false;
+  std::int64_t steps = -1;
+  std::int64_t stop_after = 0;
+  int threads = 0;
+  std::string run_dir;
+};
+
+struct EvalArgs {
+  std::string checkpoint;
+  std::vector<std::string> data;
+  std::int64_t batch_size = 0;
+  std::int64_t max_batches = 0;
+  int threads = 0;
+};
+
+void run_train(const TrainArgs& a) {
+  runtime::ensure_mpi();
+  auto comm = comm::make_mpi_world_communicator();
+  runtime::JobSpec spec;
+  if (a.demo) {
+    if (!a.job_file.empty()) throw ConfigError("train: give either a job spec or --demo, not both");
+    spec = runtime::prepare_demo_job(a.run_dir.empty() ? "runs/demo" : a.run_dir, *comm);
+  } else {
+    if (a.job_file.empty()) throw ConfigError("train: a job spec (TOML) is required, or --demo for the built-in example");
+    spec = runtime::load_job_spec(a.job_file);
+    if (!a.run_dir.empty()) {
+      spec.run_dir = a.run_dir;
+      spec.checkpoint.dir = (std::filesystem::path(a.run_dir) / "checkpoints").string();
+    }
+  }
+  if (a.steps >= 0) spec.train.steps = a.steps;
+  if (a.threads > 0) spec.device.threads = a.threads;
+  runtime::TrainOptions options;
+  options.resume = a.resume_latest ? "latest" : a.resume;
+  options.stop_after = a.stop_after;
+  runtime::Trainer trainer(spec, *comm);
+  auto result = trainer.train(options);
+  if (comm->rank() == 0 && result.eval)
+    std::printf("final: step %lld  loss %.6f  eval AUC %.6f  logloss %.6f\n", static_cast<long long>(result.steps),
+                result.last_loss, result.eval->auc, result.eval->log_loss);
+}
+
+void run_eval(const EvalArgs& a) {
+  runtime::ensure_mpi();
+  auto comm = comm::make_mpi_world_communicator();
+  auto meta = runtime::read_checkpoint_meta(a.checkpoint);
+  auto spec = runtime::parse_job_spec(meta.job_spec, a.checkpoint + " (job spec)");
+  if (a.batch_size > 0) spec.train.batch_size = a.batch_size;
+  if (a.threads > 0) spec.device.threads = a.threads;
+  spec.data.prefetch = 1;
+  runtime::Trainer trainer(spec, *comm, runtime::DatasetShape{meta.table_rows, meta.num_dense});
+  trainer.load(a.checkpoint);
+  auto r = trainer.evaluate(a.data, a.max_batches);
+  if (comm->rank() == 0)
+    std::printf("checkpoint %s (step %lld): AUC %.6f  logloss %.6f  samples %lld\n", a.checkpoint.c_str(),
+                static_cast<long long>(meta.step), r.auc, r.log_loss, static_cast<long long>(r.samples));
+}
+
+}  // namespace
+
+void add_train_commands(CLI::App& app) {
+  auto targs = std::make_shared<TrainArgs>();
+  auto* train = app.add_subcommand("train", "Train one DLRM job from a job spec (TOML; see docs/job-spec.md)");
+  train->add_option("job", targs->job_file, "Job spec file (TOML)")->check(CLI::ExistingFile);
+  train->add_flag("--demo", targs->demo,
+                  "Run the built-in example: a small synthetic dataset (generated into the run directory) and model");
+  auto* resume = train->add_option("--resume", targs->resume, "Resume from this checkpoint file");
+  train->add_flag("--resume-latest", targs->resume_latest, "Resume from the newest checkpoint of the job")->excludes(resume);
+  train->add_option("--steps", targs->steps, "Override train.steps (total steps)")->check(CLI::NonNegativeNumber);
+  train->add_option("--stop-after", targs->stop_after,
+                    "Stop after this many steps of this run, writing a checkpoint (to resume later)")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--threads", targs->threads, "Override device.threads (threads per rank)")->check(CLI::PositiveNumber);
+  train->add_option("--run-dir", targs->run_dir, "Override run_dir (logs, metrics, checkpoints)");
+  train->footer(
+      "Run under MPI for several ranks: launch/recmix-mpirun -np 4 recmix train job.toml\n"
+      "The run directory receives train.log, metrics.jsonl and checkpoints/.");
+  train->callback([targs] { run_train(*targs); });
+
+  auto eargs = std::make_shared<EvalArgs>();
+  auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on HDF5 data: exact AUC and logloss");
+  eval->add_option("checkpoint", eargs->checkpoint, "Checkpoint file (.h5)")->required()->check(CLI::ExistingFile);
+  eval->add_option("data", eargs->data, "Dataset file(s) (.h5)")->required()->check(CLI::ExistingFile);
+  eval->add_option("--batch-size", eargs->batch_size, "Global batch size (default: the job's)")->check(CLI::PositiveNumber);
+  eval->add_option("--max-batches", eargs->max_batches, "Evaluate only this many global batches")->check(CLI::PositiveNumber);
+  eval->add_option("--threads", eargs->threads, "Threads per rank")->check(CLI::PositiveNumber);
+  eval->callback([eargs] { run_eval(*eargs); });
+}
+
+}  // namespace recmix::cli

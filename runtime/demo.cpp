@@ -1,0 +1,75 @@
+#include "runtime/demo.hpp"
+
+#include <filesystem>
+
+#include "data/synth.hpp"
+
+namespace recmix::runtime {
+namespace fs = std::filesystem;
+
+const std::string& demo_job_toml() {
+  static const std::string text = R"(# The built-in example job: `recmix train --demo`.
+name = "demo"
+seed = 42
+
+[model]
+embedding_dim = 16
+bottom_mlp = [64, 32, 16]
+top_mlp = [64, 32, 1]
+interaction = "dot"
+
+[optimizer]
+dense = "adagrad"
+sparse = "rowwise_adagrad"
+lr = 0.05
+
+[data]
+train = "data/train.h5"
+eval = "data/eval.h5"
+shuffle = true
+
+[train]
+batch_size = 256
+epochs = 1
+eval_interval = 100
+log_interval_s = 1.0
+
+[checkpoint]
+interval = 100
+
+[device]
+threads = 1
+memory_capacity = "1GiB"
+)";
+  return text;
+}
+
+JobSpec prepare_demo_job(const std::string& run_dir, comm::Communicator& comm) {
+  const fs::path data_dir = fs::path(run_dir) / "data";
+  if (comm.rank() == 0) {
+    fs::create_directories(data_dir);
+    const std::vector<std::int64_t> tables = {1000, 5000, 200, 20000, 50, 3000, 10000, 500};
+    auto make = [&](const std::string& name, std::int64_t rows, std::uint64_t seed) {
+      if (fs::exists(data_dir / name)) return;
+      data::SynthOptions o;
+      o.output = (data_dir / name).string();
+      o.rows = rows;
+      o.num_dense = 13;
+      o.table_rows = tables;
+      o.zipf = {1.05};
+      // The eval split draws different rows from the same hidden model (same model seed).
+      o.seed = 42;
+      o.first_row = static_cast<std::int64_t>(seed);
+      data::synthesize(o);
+    };
+    make("train.h5", 100'000, 0);
+    make("eval.h5", 20'000, 100'000);
+  }
+  comm.barrier();
+  auto spec = parse_job_spec(demo_job_toml(), "<built-in demo job>", run_dir);
+  spec.run_dir = run_dir;
+  spec.checkpoint.dir = (fs::path(run_dir) / "checkpoints").string();
+  return spec;
+}
+
+}  // namespace recmix::runtime

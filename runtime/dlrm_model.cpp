@@ -1,0 +1,131 @@
+#include "runtime/dlrm_model.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace recmix::runtime {
+
+DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
+                     comm::Communicator& comm, device::Backend& backend, device::MemoryPool& pool,
+                     std::int64_t max_local_batch, const embedding::ShardingPlan& plan)
+    : comm_(comm),
+      backend_(backend),
+      stream_(backend.create_stream()),
+      table_rows_(table_rows),
+      num_dense_(num_dense),
+      dim_(spec.model.embedding_dim),
+      max_local_batch_(std::max<std::int64_t>(1, max_local_batch)) {
+  const int k = static_cast<int>(table_rows.size());
+  const int max_batch = static_cast<int>(max_local_batch_);
+  // Parameters are initialised from counter-based streams keyed by the seed, so every rank
+  // builds identical MLP replicas and every shard layout the same embedding rows.
+  std::vector<int> bottom_sizes = {num_dense};
+  bottom_sizes.insert(bottom_sizes.end(), spec.model.bottom_mlp.begin(), spec.model.bottom_mlp.end());
+  bottom_ = std::make_unique<mlp::Mlp>(backend, pool, "bottom", bottom_sizes, mlp::Activation::relu,
+                                       spec.seed * 4 + 1, max_batch);
+  interaction_ = mlp::make_interaction(spec.model.interaction, backend, pool, k, dim_, max_batch);
+  std::vector<int> top_sizes = {interaction_->out_features()};
+  top_sizes.insert(top_sizes.end(), spec.model.top_mlp.begin(), spec.model.top_mlp.end());
+  top_ = std::make_unique<mlp::Mlp>(backend, pool, "top", top_sizes, mlp::Activation::sigmoid,
+                                    spec.seed * 4 + 2, max_batch);
+
+  std::vector<embedding::TableSpec> tables;
+  for (auto rows : table_rows) tables.push_back({rows, dim_});
+  embedding::SparseOptimizerConfig sparse;
+  sparse.kind = spec.optimizer.sparse;
+  sparse.lr = spec.optimizer.sparse_lr > 0 ? spec.optimizer.sparse_lr : spec.optimizer.lr;
+  if (spec.optimizer.eps >= 0) sparse.eps = spec.optimizer.eps;
+  sparse.initial_accumulator = spec.optimizer.initial_accumulator;
+  embedding_ = std::make_unique<embedding::ShardedEmbedding>(
+      comm, backend, pool, tables,
+      spec.model.pooling == "mean" ? embedding::Pooling::mean : embedding::Pooling::sum, plan, sparse,
+      spec.seed * 4 + 3);
+
+  bottom_params_ = bottom_->parameters();
+  top_params_ = top_->parameters();
+  mlp::DenseOptimizerConfig dense;
+  dense.kind = spec.optimizer.dense;
+  dense.lr = spec.optimizer.lr;
+  if (spec.optimizer.eps >= 0) dense.eps = spec.optimizer.eps;
+  dense.initial_accumulator = spec.optimizer.initial_accumulator;
+  dense_optimizer_ = mlp::make_dense_optimizer(dense, backend, pool, dense_parameters());
+
+  dense_in_ = device::Buffer<float>(pool, max_local_batch_ * num_dense, "dense input");
+  labels_ = device::Buffer<float>(pool, max_local_batch_, "labels");
+  pooled_ = device::Buffer<float>(pool, max_local_batch_ * k * dim_, "pooled embeddings");
+  grad_pooled_ = device::Buffer<float>(pool, max_local_batch_ * k * dim_, "pooled embedding gradients");
+  grad_bottom_ = device::Buffer<float>(pool, max_local_batch_ * dim_, "bottom MLP output gradient");
+  grad_prob_ = device::Buffer<float>(pool, max_local_batch_, "loss gradient");
+}
+
+std::vector<mlp::Param> DlrmModel::dense_parameters() {
+  std::vector<mlp::Param> all = bottom_params_;
+  all.insert(all.end(), top_params_.begin(), top_params_.end());
+  return all;
+}
+
+void DlrmModel::stage_inputs(const data::Batch& batch) {
+  if (batch.size > max_local_batch_)
+    throw ConfigError(fmt::format("local batch of {} samples exceeds the model's maximum of {}", batch.size,
+                                  max_local_batch_));
+  if (static_cast<int>(batch.offsets.size()) != num_tables())
+    throw DataError(fmt::format("batch has {} tables but the model has {}", batch.offsets.size(), num_tables()));
+  backend_.copy(dense_in_.data(), batch.dense.data(), batch.dense.size() * sizeof(float), *stream_);
+  backend_.copy(labels_.data(), batch.labels.data(), batch.labels.size() * sizeof(float), *stream_);
+}
+
+const float* DlrmModel::forward(const data::Batch& batch) {
+  stage_inputs(batch);
+  const int b = static_cast<int>(batch.size);
+  std::vector<embedding::Bags> bags(num_tables());
+  for (int t = 0; t < num_tables(); ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
+  embedding_->forward(*stream_, bags, b, pooled_.data());
+  const float* bottom_out = bottom_->forward(*stream_, dense_in_.data(), b);
+  const float* z = interaction_->forward(*stream_, bottom_out, pooled_.data(), b);
+  return top_->forward(*stream_, z, b);
+}
+
+double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch) {
+  const int b = static_cast<int>(batch.size);
+  const float* prob = forward(batch);
+  double local_loss_sum = b > 0 ? mlp::bce_loss(backend_, *stream_, prob, labels_.data(), b) * b : 0.0;
+
+  // Each rank scales by the global batch, so summing gradients over ranks gives the gradient of
+  // the global mean loss, exactly as one rank holding the whole batch computes it.
+  mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
+                         grad_prob_.data());
+  const float* grad_z = top_->backward(*stream_, grad_prob_.data(), true);
+  std::vector<std::unique_ptr<comm::Request>> pending;
+  const bool reduce = comm_.size() > 1;
+  if (reduce) {
+    stream_->synchronize();
+    for (auto& p : top_params_)
+      pending.push_back(comm_.iall_reduce_sum(p.grad, p.grad, p.count, comm::DataType::f32, stream_.get()));
+  }
+  interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
+  bottom_->backward(*stream_, grad_bottom_.data(), false);
+  if (reduce) {
+    stream_->synchronize();
+    for (auto& p : bottom_params_)
+      pending.push_back(comm_.iall_reduce_sum(p.grad, p.grad, p.count, comm::DataType::f32, stream_.get()));
+  }
+  // The embedding backward's all-to-all runs while the MLP reductions are in flight.
+  embedding_->backward(*stream_, grad_pooled_.data());
+  double loss_sum = local_loss_sum;
+  if (reduce) {
+    comm_.all_reduce_sum(&local_loss_sum, &loss_sum, 1, comm::DataType::f64);
+    for (auto& r : pending) r->wait();
+  }
+  dense_optimizer_->step(*stream_);
+  stream_->synchronize();
+  return loss_sum / static_cast<double>(global_batch);
+}
+
+void DlrmModel::predict(const data::Batch& batch, float* probs) {
+  const float* prob = forward(batch);
+  backend_.copy(probs, prob, batch.size * sizeof(float), *stream_);
+  stream_->synchronize();
+}
+
+}  // namespace recmix::runtime

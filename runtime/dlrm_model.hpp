@@ -1,0 +1,65 @@
+#pragma once
+// DlrmModel: one rank's share of a hybrid-parallel DLRM. The embedding layer is model-parallel
+// (ShardedEmbedding over the job's communicator), the MLPs are data-parallel replicas whose
+// gradients are all-reduced in two buckets (top, then bottom), started as soon as each bucket
+// is ready so the reduction overlaps the rest of the backward pass.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "data/reader.hpp"
+#include "device/backend.hpp"
+#include "device/buffer.hpp"
+#include "embedding/sharded_embedding.hpp"
+#include "mlp/interaction.hpp"
+#include "mlp/loss.hpp"
+#include "mlp/mlp.hpp"
+#include "mlp/dense_optimizer.hpp"
+#include "runtime/job_spec.hpp"
+
+namespace recmix::runtime {
+
+class DlrmModel {
+ public:
+  // table_rows and num_dense come from the dataset (checked against the spec by the caller).
+  DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
+            comm::Communicator& comm, device::Backend& backend, device::MemoryPool& device_pool,
+            std::int64_t max_local_batch, const embedding::ShardingPlan& plan);
+
+  // One training step on this rank's slice of a global batch of global_batch samples.
+  // Collective over the communicator. Returns the loss of the whole global batch.
+  double train_step(const data::Batch& batch, std::int64_t global_batch);
+
+  // Forward only: writes the click probability of each local sample to probs (size batch.size).
+  // Collective (the embedding lookup is).
+  void predict(const data::Batch& batch, float* probs);
+
+  std::vector<mlp::Param> dense_parameters();  // bottom then top
+  mlp::DenseOptimizer& dense_optimizer() { return *dense_optimizer_; }
+  embedding::ShardedEmbedding& embedding() { return *embedding_; }
+  int num_tables() const { return static_cast<int>(table_rows_.size()); }
+  int num_dense() const { return num_dense_; }
+  const std::vector<std::int64_t>& table_rows() const { return table_rows_; }
+
+ private:
+  const float* forward(const data::Batch& batch);
+  void stage_inputs(const data::Batch& batch);
+
+  comm::Communicator& comm_;
+  device::Backend& backend_;
+  std::unique_ptr<device::Stream> stream_;
+  std::vector<std::int64_t> table_rows_;
+  int num_dense_;
+  int dim_;
+  std::int64_t max_local_batch_;
+  std::unique_ptr<mlp::Mlp> bottom_;
+  std::unique_ptr<mlp::Mlp> top_;
+  std::unique_ptr<mlp::Interaction> interaction_;
+  std::unique_ptr<embedding::ShardedEmbedding> embedding_;
+  std::unique_ptr<mlp::DenseOptimizer> dense_optimizer_;
+  std::vector<mlp::Param> bottom_params_, top_params_;
+  device::Buffer<float> dense_in_, labels_, pooled_, grad_pooled_, grad_bottom_, grad_prob_;
+};
+
+}  // namespace recmix::runtime

@@ -1,0 +1,81 @@
+#pragma once
+// JobSpec: everything one training job needs, read from a TOML file (docs/job-spec.md).
+// Unknown keys and bad values are ConfigErrors that name the key.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace recmix::runtime {
+
+struct ModelSpec {
+  std::vector<std::int64_t> table_rows;  // empty: take from the dataset
+  int embedding_dim = 16;
+  std::vector<int> bottom_mlp = {512, 256, 64, 16};  // layer widths after the dense input
+  std::vector<int> top_mlp = {512, 256, 1};          // layer widths after the interaction
+  std::string interaction = "dot";                   // dot | cat
+  std::string pooling = "sum";                       // sum | mean
+};
+
+struct OptimizerSpec {
+  std::string dense = "sgd";   // sgd | adagrad | adam
+  std::string sparse = "sgd";  // sgd | adagrad | rowwise_adagrad
+  float lr = 0.1f;
+  float sparse_lr = -1.f;  // < 0: same as lr
+  float eps = -1.f;        // < 0: the optimizer's default
+  float initial_accumulator = 0.f;
+};
+
+struct DataSpec {
+  std::vector<std::string> train;
+  std::vector<std::string> eval;
+  bool shuffle = false;
+  std::int64_t shuffle_window = 0;
+  int prefetch = 2;
+};
+
+struct TrainSpec {
+  std::int64_t batch_size = 128;  // global batch, split over ranks
+  std::int64_t steps = 0;         // 0: run `epochs` epochs
+  std::int64_t epochs = 1;
+  std::int64_t eval_interval = 0;  // steps; 0: only at the end (when eval data is given)
+  std::int64_t eval_batches = 0;   // 0: the whole eval set
+  double log_interval_s = 2.0;     // seconds between progress lines
+};
+
+struct CheckpointSpec {
+  std::string dir;           // empty: <run_dir>/checkpoints
+  std::int64_t interval = 0;  // steps; 0: only at the end
+  int keep = 2;              // most recent checkpoints kept
+};
+
+struct DeviceSpec {
+  std::string kind = "cpu";  // cpu | cuda
+  int threads = 1;           // per rank
+  std::uint64_t memory_capacity = 0;       // bytes of device memory; 0: unlimited
+  std::uint64_t host_memory_capacity = 0;  // bytes of host-tier memory; 0: unlimited
+};
+
+struct JobSpec {
+  std::string name = "job";
+  std::uint64_t seed = 1;
+  std::string run_dir;   // empty: runs/<name>
+  std::string sharding = "auto";  // "auto" or a plan in embedding::ShardingPlan::parse syntax
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  DataSpec data;
+  TrainSpec train;
+  CheckpointSpec checkpoint;
+  DeviceSpec device;
+  std::string source_text;  // the TOML as given, stored in checkpoints
+};
+
+// Parses TOML text; `origin` names the file in errors. Relative data paths resolve against
+// base_dir when it is not empty.
+JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin,
+                       const std::string& base_dir = "");
+JobSpec load_job_spec(const std::string& path);
+
+// "4GiB", "512 MiB", "1000000" -> bytes; ConfigError naming key on bad text.
+std::uint64_t parse_byte_size(const std::string& text, const std::string& key);
+
+}  // namespace recmix::runtime

@@ -1,0 +1,32 @@
+// recmix: the command line. Subcommands live in runtime/cli/; errors end here as one line.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdio>
+
+#include "core/error.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/mpi_session.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"recmix: DLRM training and co-location of training jobs on GPU clusters"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "recmix 0.1.0");
+  recmix::cli::add_train_commands(app);
+  recmix::cli::add_data_commands(app);
+  recmix::cli::add_sim_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const recmix::Error& e) {
+    std::fprintf(stderr, "recmix: %s: %s\n", e.kind(), e.what());
+    recmix::runtime::abort_other_ranks_on_failure();
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "recmix: error: %s\n", e.what());
+    recmix::runtime::abort_other_ranks_on_failure();
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,52 @@
+#include "runtime/mpi_session.hpp"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "core/error.hpp"
+
+namespace recmix::runtime {
+namespace {
+bool g_we_initialised = false;
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+}  // namespace
+
+int ensure_mpi() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+      throw CommError("MPI_Init_thread failed");
+    g_we_initialised = true;
+    std::atexit(finalize_at_exit);
+  }
+  return world_rank();
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+void abort_other_ranks_on_failure() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+}  // namespace recmix::runtime

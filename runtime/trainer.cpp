@@ -1,0 +1,307 @@
+#include "runtime/trainer.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "core/error.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/dlrm_model.hpp"
+#include "runtime/metrics.hpp"
+
+namespace recmix::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  auto s = static_cast<std::int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m{:02}s", s / 3600, (s / 60) % 60, s % 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+// Rank 0 logs to stderr and <run_dir>/train.log; other ranks only report warnings and errors.
+std::shared_ptr<spdlog::logger> make_logger(const JobSpec& spec, int rank, bool quiet) {
+  std::vector<spdlog::sink_ptr> sinks;
+  auto console = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  console->set_pattern(rank == 0 ? std::string("%v") : fmt::format("[rank {}] %v", rank));
+  console->set_level(rank == 0 && !quiet ? spdlog::level::info : spdlog::level::warn);
+  sinks.push_back(console);
+  if (rank == 0) {
+    auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path(spec.run_dir) / "train.log").string());
+    file->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
+    sinks.push_back(file);
+  }
+  auto logger = std::make_shared<spdlog::logger>(spec.name, sinks.begin(), sinks.end());
+  logger->set_level(spdlog::level::info);
+  logger->flush_on(spdlog::level::info);
+  return logger;
+}
+
+// Appends one JSON object per line to <run_dir>/metrics.jsonl (rank 0 only).
+class MetricsWriter {
+ public:
+  MetricsWriter(const std::string& run_dir, bool enabled) {
+    if (enabled) out_.open(fs::path(run_dir) / "metrics.jsonl", std::ios::app);
+  }
+  void write(const nlohmann::json& j) {
+    if (out_) out_ << j.dump() << '\n' << std::flush;
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+template <class T>
+std::vector<T> gather_to_root(comm::Communicator& comm, const std::vector<T>& local) {
+  const int p = comm.size();
+  std::int64_t n = static_cast<std::int64_t>(local.size());
+  std::vector<std::int64_t> counts(p);
+  comm.all_gather(&n, counts.data(), 1, comm::DataType::i64);
+  std::vector<std::size_t> send_counts(p, 0), send_displs(p, 0), recv_counts(p, 0), recv_displs(p, 0);
+  send_counts[0] = local.size();
+  std::size_t total = 0;
+  if (comm.rank() == 0)
+    for (int r = 0; r < p; ++r) {
+      recv_counts[r] = counts[r];
+      recv_displs[r] = total;
+      total += counts[r];
+    }
+  std::vector<T> all(total);
+  comm.all_to_all_v(local.data(), send_counts, send_displs, all.data(), recv_counts, recv_displs,
+                    comm::data_type_of<T>());
+  return all;
+}
+
+}  // namespace
+
+Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
+    : spec_(std::move(spec)), comm_(comm) {
+  const auto kind = spec_.device.kind == "cuda" ? device::BackendKind::cuda : device::BackendKind::cpu;
+  backend_ = device::make_backend(kind, spec_.device.threads);
+  device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
+                                                      spec_.device.memory_capacity);
+
+  if (!shape) {
+    auto info = data::open_dataset_info(spec_.data.train);
+    shape = DatasetShape{info.table_rows, info.num_dense};
+  }
+  num_dense_ = shape->num_dense;
+  table_rows_ = shape->table_rows;
+  if (!spec_.model.table_rows.empty() && spec_.model.table_rows != table_rows_)
+    throw ConfigError(fmt::format(
+        "'model.tables' ({} tables) disagrees with the dataset '{}' ({} tables of {} rows): remove the key to "
+        "take the sizes from the data",
+        spec_.model.table_rows.size(), spec_.data.train.front(), table_rows_.size(), fmt::join(table_rows_, ", ")));
+  if (table_rows_.empty()) throw DataError(fmt::format("dataset '{}' has no categorical features", spec_.data.train.front()));
+  if (spec_.train.batch_size < comm_.size())
+    throw ConfigError(fmt::format("'train.batch_size' = {} is smaller than the number of ranks ({})",
+                                  spec_.train.batch_size, comm_.size()));
+
+  std::vector<embedding::TableSpec> tables;
+  for (auto rows : table_rows_) tables.push_back({rows, spec_.model.embedding_dim});
+  plan_ = std::make_unique<embedding::ShardingPlan>(
+      spec_.sharding == "auto" ? embedding::ShardingPlan::automatic(tables, comm_.size())
+                               : embedding::ShardingPlan::parse(spec_.sharding, tables, comm_.size()));
+  const std::int64_t max_local = (spec_.train.batch_size + comm_.size() - 1) / comm_.size();
+  model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, *backend_, *device_pool_, max_local, *plan_);
+}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::checkpoint_path(std::int64_t step) const {
+  return (fs::path(spec_.checkpoint.dir) / fmt::format("ckpt-{:09}.h5", step)).string();
+}
+
+std::string Trainer::latest_checkpoint() const {
+  std::string best;
+  if (!fs::exists(spec_.checkpoint.dir)) return best;
+  static const std::regex pattern("ckpt-[0-9]+\\.h5");
+  for (auto& e : fs::directory_iterator(spec_.checkpoint.dir)) {
+    auto name = e.path().filename().string();
+    if (std::regex_match(name, pattern) && (best.empty() || e.path().string() > best)) best = e.path().string();
+  }
+  return best;
+}
+
+void Trainer::prune_checkpoints() const {
+  std::vector<std::string> all;
+  static const std::regex pattern("ckpt-[0-9]+\\.h5");
+  for (auto& e : fs::directory_iterator(spec_.checkpoint.dir))
+    if (std::regex_match(e.path().filename().string(), pattern)) all.push_back(e.path().string());
+  std::sort(all.begin(), all.end());
+  for (std::size_t i = 0; i + spec_.checkpoint.keep < all.size(); ++i) fs::remove(all[i]);
+}
+
+void Trainer::save(const std::string& path, std::int64_t step) {
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.position = resume_position_;
+  meta.seed = spec_.seed;
+  meta.world_size = comm_.size();
+  meta.job_spec = spec_.source_text;
+  meta.table_rows = table_rows_;
+  meta.num_dense = num_dense_;
+  save_checkpoint(path, *model_, meta, comm_);
+}
+
+std::int64_t Trainer::load(const std::string& path) {
+  auto meta = read_checkpoint_meta(path);
+  if (meta.num_dense != num_dense_)
+    throw DataError(fmt::format("{}: checkpoint has {} dense features, the dataset {}", path, meta.num_dense, num_dense_));
+  load_checkpoint(path, *model_);
+  resume_position_ = meta.position;
+  return meta.step;
+}
+
+TrainResult Trainer::train(const TrainOptions& options) {
+  const int rank = comm_.rank();
+  if (rank == 0) {
+    fs::create_directories(spec_.run_dir);
+    fs::create_directories(spec_.checkpoint.dir);
+  }
+  comm_.barrier();
+  auto log = make_logger(spec_, rank, options.quiet);
+  MetricsWriter metrics(spec_.run_dir, rank == 0);
+
+  data::ReaderOptions ro;
+  ro.global_batch = spec_.train.batch_size;
+  ro.rank = rank;
+  ro.world = comm_.size();
+  ro.shuffle = spec_.data.shuffle;
+  ro.seed = spec_.seed;
+  ro.shuffle_window = spec_.data.shuffle_window;
+  ro.prefetch = spec_.data.prefetch;
+  ro.drop_last = true;
+  data::Reader reader(spec_.data.train, ro);
+  if (reader.batches_per_epoch() == 0)
+    throw DataError(fmt::format("'{}' holds {} rows, fewer than one global batch of {}", spec_.data.train.front(),
+                                reader.info().rows, spec_.train.batch_size));
+  const std::int64_t total_steps =
+      spec_.train.steps > 0 ? spec_.train.steps : spec_.train.epochs * reader.batches_per_epoch();
+
+  std::int64_t step = 0;
+  if (!options.resume.empty()) {
+    std::string path = options.resume == "latest" ? latest_checkpoint() : options.resume;
+    if (path.empty()) throw IoError(fmt::format("--resume: no checkpoint in '{}'", spec_.checkpoint.dir));
+    step = load(path);
+    reader.seek(resume_position_);
+    log->info("resumed from {} at step {} (epoch {}, batch {})", path, step, resume_position_.epoch,
+              resume_position_.batch);
+  }
+  log->info("job '{}': {} rank(s), {}, {} tables, {} dense features, global batch {}, {} steps ({} per epoch)",
+            spec_.name, comm_.size(), backend_->description(), table_rows_.size(), num_dense_,
+            spec_.train.batch_size, total_steps, reader.batches_per_epoch());
+  log->info("sharding plan:\n{}", plan_->describe());
+
+  TrainResult result;
+  data::Batch batch;
+  const auto start = Clock::now();
+  auto last_log = start;
+  std::int64_t steps_since_log = 0, steps_this_run = 0;
+  double loss = 0;
+  auto do_eval = [&](std::int64_t at_step) {
+    auto r = evaluate(spec_.data.eval, spec_.train.eval_batches);
+    log->info("eval at step {}: AUC {:.6f}  logloss {:.6f}  ({} samples)", at_step, r.auc, r.log_loss, r.samples);
+    metrics.write({{"type", "eval"}, {"step", at_step}, {"auc", r.auc}, {"logloss", r.log_loss}, {"samples", r.samples}});
+    return r;
+  };
+  auto do_checkpoint = [&](std::int64_t at_step) {
+    std::string path = checkpoint_path(at_step);
+    save(path, at_step);
+    if (rank == 0) prune_checkpoints();
+    result.last_checkpoint = path;
+    log->info("checkpoint written: {}", path);
+  };
+
+  bool stopped_early = false;
+  while (step < total_steps) {
+    if (!reader.next(batch)) continue;  // end of an epoch: the next call starts the next one
+    loss = model_->train_step(batch, spec_.train.batch_size);
+    ++step;
+    ++steps_this_run;
+    ++steps_since_log;
+    resume_position_ = reader.position();
+    if (!std::isfinite(loss))
+      throw Error(fmt::format("training diverged: the loss is {} at step {} (learning rate {} too high?)", loss, step,
+                              spec_.optimizer.lr));
+    auto now = Clock::now();
+    double since = std::chrono::duration<double>(now - last_log).count();
+    if (rank == 0 && (since >= spec_.train.log_interval_s || step == total_steps)) {
+      double elapsed = std::chrono::duration<double>(now - start).count();
+      double rate = steps_since_log * spec_.train.batch_size / std::max(since, 1e-9);
+      double eta = (total_steps - step) * (elapsed / steps_this_run);
+      log->info("step {}/{} ({:.0f}%)  epoch {}  loss {:.5f}  {:.0f} samples/s  ETA {}", step, total_steps,
+                100.0 * step / total_steps, resume_position_.epoch, loss, rate, format_duration(eta));
+      metrics.write({{"type", "train"}, {"step", step}, {"epoch", resume_position_.epoch}, {"loss", loss},
+                     {"samples_per_s", rate}, {"elapsed_s", elapsed},
+                     {"device_peak_bytes", device_pool_->peak_bytes()}});
+      last_log = now;
+      steps_since_log = 0;
+    }
+    if (spec_.checkpoint.interval > 0 && step % spec_.checkpoint.interval == 0 && step < total_steps) do_checkpoint(step);
+    if (!spec_.data.eval.empty() && spec_.train.eval_interval > 0 && step % spec_.train.eval_interval == 0 &&
+        step < total_steps)
+      do_eval(step);
+    if (options.stop_after > 0 && steps_this_run >= options.stop_after && step < total_steps) {
+      stopped_early = true;
+      break;
+    }
+  }
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.steps = step;
+  result.last_loss = loss;
+  result.samples_per_second = steps_this_run * spec_.train.batch_size / std::max(seconds, 1e-9);
+  do_checkpoint(step);
+  if (!stopped_early && !spec_.data.eval.empty()) result.eval = do_eval(step);
+  log->info("{} after {} steps in {}: {:.0f} samples/s, peak device memory {}",
+            stopped_early ? "stopped" : "done", step, format_duration(seconds), result.samples_per_second,
+            device::format_bytes(device_pool_->peak_bytes()));
+  return result;
+}
+
+EvalResult Trainer::evaluate(const std::vector<std::string>& files, std::int64_t max_batches) {
+  data::ReaderOptions ro;
+  ro.global_batch = spec_.train.batch_size;
+  ro.rank = comm_.rank();
+  ro.world = comm_.size();
+  ro.prefetch = spec_.data.prefetch;
+  ro.drop_last = false;
+  data::Reader reader(files, ro);
+  if (reader.info().num_dense != num_dense_ || reader.info().table_rows != table_rows_)
+    throw DataError(fmt::format("'{}' has {} dense features and {} tables; the model was built for {} and {}",
+                                files.front(), reader.info().num_dense, reader.info().table_rows.size(), num_dense_,
+                                table_rows_.size()));
+  std::vector<float> probs, labels;
+  data::Batch batch;
+  std::vector<float> buf;
+  for (std::int64_t n = 0; (max_batches == 0 || n < max_batches) && reader.next(batch); ++n) {
+    buf.resize(batch.size);
+    model_->predict(batch, buf.data());
+    probs.insert(probs.end(), buf.begin(), buf.end());
+    labels.insert(labels.end(), batch.labels.begin(), batch.labels.end());
+  }
+  auto all_probs = gather_to_root(comm_, probs);
+  auto all_labels = gather_to_root(comm_, labels);
+  double out[3] = {0, 0, 0};
+  if (comm_.rank() == 0) {
+    out[0] = roc_auc(all_probs, all_labels);
+    out[1] = log_loss(all_probs, all_labels);
+    out[2] = static_cast<double>(all_probs.size());
+  }
+  comm_.broadcast(out, 3, comm::DataType::f64, 0);
+  return {out[0], out[1], static_cast<std::int64_t>(out[2])};
+}
+
+}  // namespace recmix::runtime

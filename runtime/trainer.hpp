@@ -1,0 +1,81 @@
+#pragma once
+// Trainer: runs one job on the ranks of a communicator: builds the backend, memory pool, reader
+// and model from a JobSpec, trains with progress lines and JSON-lines metrics in the run
+// directory, evaluates (exact AUC, log loss), writes and resumes checkpoints.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "data/reader.hpp"
+#include "embedding/sharding_plan.hpp"
+#include "runtime/job_spec.hpp"
+
+namespace recmix::runtime {
+
+class DlrmModel;
+
+struct EvalResult {
+  double auc = 0;
+  double log_loss = 0;
+  std::int64_t samples = 0;
+};
+
+struct TrainResult {
+  std::int64_t steps = 0;          // total steps done (including those before a resume)
+  double last_loss = 0;            // loss of the last global batch
+  std::optional<EvalResult> eval;  // the final evaluation when eval data is given
+  std::string last_checkpoint;
+  double samples_per_second = 0;
+};
+
+struct TrainOptions {
+  std::string resume;        // "" (none), "latest" or a checkpoint path
+  std::int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps in this run; 0: never
+  bool quiet = false;        // no progress lines (tests)
+};
+
+// The shape a model is built for: from the training data, or from a checkpoint for eval.
+struct DatasetShape {
+  std::vector<std::int64_t> table_rows;
+  int num_dense = 0;
+};
+
+class Trainer {
+ public:
+  // Without a shape, the training data's metadata gives it (and is checked against the spec).
+  Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape = std::nullopt);
+  ~Trainer();
+
+  TrainResult train(const TrainOptions& options = {});
+  // Evaluates the current model on files (all of them, or max_batches global batches).
+  EvalResult evaluate(const std::vector<std::string>& files, std::int64_t max_batches = 0);
+  void save(const std::string& path, std::int64_t step);
+  // Loads a checkpoint into the model; returns the step it was taken at.
+  std::int64_t load(const std::string& path);
+
+  DlrmModel& model() { return *model_; }
+  device::MemoryPool& device_pool() { return *device_pool_; }
+  const JobSpec& spec() const { return spec_; }
+  const embedding::ShardingPlan& plan() const { return *plan_; }
+
+ private:
+  std::string checkpoint_path(std::int64_t step) const;
+  std::string latest_checkpoint() const;
+  void prune_checkpoints() const;
+
+  JobSpec spec_;
+  comm::Communicator& comm_;
+  std::unique_ptr<device::Backend> backend_;
+  std::unique_ptr<device::MemoryPool> device_pool_;
+  std::vector<std::int64_t> table_rows_;
+  int num_dense_ = 0;
+  std::unique_ptr<embedding::ShardingPlan> plan_;
+  std::unique_ptr<DlrmModel> model_;
+  data::ReaderPosition resume_position_;
+};
+
+}  // namespace recmix::runtime

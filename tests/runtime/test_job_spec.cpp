@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "runtime/job_spec.hpp"
+
+using namespace recmix;
+using namespace recmix::runtime;
+
+namespace {
+
+const char* kMinimal = R"(
+name = "t"
+[data]
+train = "train.h5"
+)";
+
+std::string expect_config_error(const std::string& text) {
+  try {
+    parse_job_spec(text, "job.toml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ConfigError for:\n" << text;
+  return "";
+}
+
+}  // namespace
+
+TEST(JobSpec, DefaultsFollowTheReferenceKaggleModel) {
+  auto spec = parse_job_spec(kMinimal, "job.toml", "/base");
+  EXPECT_EQ(spec.model.embedding_dim, 16);
+  EXPECT_EQ(spec.model.bottom_mlp, (std::vector<int>{512, 256, 64, 16}));
+  EXPECT_EQ(spec.model.top_mlp, (std::vector<int>{512, 256, 1}));
+  EXPECT_EQ(spec.model.interaction, "dot");
+  ASSERT_EQ(spec.data.train.size(), 1u);
+  EXPECT_EQ(spec.data.train[0], "/base/train.h5");  // relative to the spec's folder
+  EXPECT_EQ(spec.run_dir, "/base/runs/t");
+  EXPECT_EQ(spec.checkpoint.dir, "/base/runs/t/checkpoints");
+}
+
+TEST(JobSpec, ReadsEverySection) {
+  auto spec = parse_job_spec(R"(
+name = "full"
+seed = 7
+sharding = "auto"
+[model]
+tables = [10, 20]
+embedding_dim = 4
+bottom_mlp = [8, 4]
+top_mlp = [6, 1]
+interaction = "cat"
+pooling = "mean"
+[optimizer]
+dense = "adam"
+sparse = "rowwise_adagrad"
+lr = 0.5
+sparse_lr = 0.25
+[data]
+train = ["/a.h5", "/b.h5"]
+eval = "/c.h5"
+shuffle = true
+[train]
+batch_size = 64
+steps = 100
+eval_interval = 10
+[checkpoint]
+dir = "/ck"
+interval = 50
+[device]
+threads = 2
+memory_capacity = "1.5GiB"
+)", "job.toml");
+  EXPECT_EQ(spec.seed, 7u);
+  EXPECT_EQ(spec.model.table_rows, (std::vector<std::int64_t>{10, 20}));
+  EXPECT_EQ(spec.model.pooling, "mean");
+  EXPECT_EQ(spec.optimizer.dense, "adam");
+  EXPECT_FLOAT_EQ(spec.optimizer.sparse_lr, 0.25f);
+  EXPECT_EQ(spec.data.train.size(), 2u);
+  EXPECT_TRUE(spec.data.shuffle);
+  EXPECT_EQ(spec.train.steps, 100);
+  EXPECT_EQ(spec.checkpoint.dir, "/ck");
+  EXPECT_EQ(spec.device.memory_capacity, static_cast<std::uint64_t>(1.5 * 1024 * 1024 * 1024));
+}
+
+TEST(JobSpec, UnknownKeysAreNamed) {
+  auto msg = expect_config_error(std::string(kMinimal) + "[train]\nbatchsize = 3\n");
+  EXPECT_NE(msg.find("train.batchsize"), std::string::npos) << msg;
+  msg = expect_config_error(std::string("colour = 1\n") + kMinimal);
+  EXPECT_NE(msg.find("'colour'"), std::string::npos) << msg;
+}
+
+TEST(JobSpec, BadValuesAreNamed) {
+  auto msg = expect_config_error(std::string(kMinimal) + "[train]\nbatch_size = 0\n");
+  EXPECT_NE(msg.find("train.batch_size"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[optimizer]\ndense = \"lamb\"\n");
+  EXPECT_NE(msg.find("optimizer.dense"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[model]\nbottom_mlp = [8, 5]\n");
+  EXPECT_NE(msg.find("model.bottom_mlp"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[model]\ntop_mlp = [8, 2]\n");
+  EXPECT_NE(msg.find("model.top_mlp"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[device]\nmemory_capacity = \"4 parsecs\"\n");
+  EXPECT_NE(msg.find("device.memory_capacity"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[train]\nsteps = \"ten\"\n");
+  EXPECT_NE(msg.find("train.steps"), std::string::npos) << msg;
+  msg = expect_config_error("name = \"x\"\n");
+  EXPECT_NE(msg.find("data.train"), std::string::npos) << msg;
+}
+
+TEST(JobSpec, SyntaxErrorsGiveLineAndColumn) {
+  auto msg = expect_config_error("name = \"x\n[data]\n");
+  EXPECT_NE(msg.find("job.toml:1:"), std::string::npos) << msg;
+}
+
+TEST(JobSpec, MissingFileIsAnIoError) {
+  EXPECT_THROW(load_job_spec("/nonexistent/job.toml"), IoError);
+}
+
+TEST(JobSpec, ByteSizes) {
+  EXPECT_EQ(parse_byte_size("1024", "k"), 1024u);
+  EXPECT_EQ(parse_byte_size("2KiB", "k"), 2048u);
+  EXPECT_EQ(parse_byte_size("3 MB", "k"), 3000000u);
+  EXPECT_THROW(parse_byte_size("GiB", "k"), ConfigError);
+}

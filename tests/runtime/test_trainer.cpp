@@ -1,0 +1,395 @@
+// End-to-end trainer tests under MPI (registered at 1, 2 and 4 ranks): learning a planted
+// signal, N-rank = 1-rank equivalence, determinism, checkpoint/resume (also across rank counts),
+// and bad input. Weights are compared through checkpoints, which hold the logical tables
+// whatever the sharding.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "comm/mpi/mpi_communicator.hpp"
+#include "core/error.hpp"
+#include "data/h5.hpp"
+#include "data/reader.hpp"
+#include "data/synth.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/dlrm_model.hpp"
+#include "runtime/trainer.hpp"
+
+using namespace recmix;
+using namespace recmix::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::int64_t> kTables = {50, 300, 7, 1000};
+
+// A scratch folder shared by all ranks, and the synthetic datasets in it (made once).
+class World : public testing::Environment {
+ public:
+  void SetUp() override {
+    comm = comm::make_mpi_world_communicator();
+    char path[4096] = {};
+    if (comm->rank() == 0) {
+      std::string templ = (fs::temp_directory_path() / "recmix-trainer-XXXXXX").string();
+      std::strncpy(path, templ.c_str(), sizeof path - 1);
+      if (!mkdtemp(path)) std::abort();
+      auto make = [&](const std::string& name, std::int64_t rows, std::int64_t first, bool multi_hot) {
+        data::SynthOptions o;
+        o.output = (fs::path(path) / name).string();
+        o.rows = rows;
+        o.num_dense = 5;
+        o.table_rows = kTables;
+        o.seed = 11;
+        o.first_row = first;
+        o.multi_hot = multi_hot;
+        if (multi_hot) o.pooling_min = 0, o.pooling_max = 4;
+        o.dense_signal = 1.5;
+        o.sparse_signal = 2.0;
+        data::synthesize(o);
+      };
+      make("train.h5", 40000, 0, false);
+      make("eval.h5", 8000, 40000, false);
+      make("multi.h5", 4000, 0, true);
+    }
+    comm->broadcast(path, sizeof path, comm::DataType::u8, 0);
+    dir = path;
+  }
+  void TearDown() override {
+    comm->barrier();
+    if (comm->rank() == 0) fs::remove_all(dir);
+    comm.reset();
+  }
+  std::unique_ptr<comm::Communicator> comm;
+  std::string dir;
+};
+World* world = nullptr;
+
+JobSpec small_spec(const std::string& name, const std::string& data = "train.h5") {
+  std::string text = fmt::format(R"(
+name = "{}"
+seed = 5
+[model]
+embedding_dim = 8
+bottom_mlp = [16, 8]
+top_mlp = [16, 1]
+[optimizer]
+lr = 0.1
+[data]
+train = "{}"
+eval = "eval.h5"
+prefetch = 1
+[train]
+batch_size = 64
+steps = 20
+log_interval_s = 1000
+)",
+                                 name, data);
+  auto spec = parse_job_spec(text, "test", world->dir);
+  return spec;
+}
+
+struct Tensor {
+  std::string name;
+  std::vector<float> values;
+};
+
+// Every weight in a checkpoint, in a fixed order.
+std::vector<Tensor> read_weights(const std::string& path) {
+  auto file = h5::open_file(path);
+  std::vector<Tensor> out;
+  for (const char* group : {"dense", "embedding"}) {
+    std::vector<std::string> names;
+    auto g = h5::open_group(file, group);
+    H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+               [](hid_t, const char* n, const H5L_info_t*, void* op) -> herr_t {
+                 static_cast<std::vector<std::string>*>(op)->push_back(n);
+                 return 0;
+               },
+               &names);
+    for (auto& n : names) {
+      std::string full = std::string(group) + "/" + n + (std::string(group) == "embedding" ? "/weights" : "");
+      out.push_back({full, h5::read_array<float>(file, full)});
+    }
+  }
+  return out;
+}
+
+// Largest relative difference of a tensor, max|a - b| / max|b|, over all tensors; -1 when the
+// checkpoints hold different tensors. (Element-wise ratios would blow up fp32 summation-order
+// noise on weights near zero.)
+double max_relative_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return -1;
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].values.size() != b[i].values.size()) return -1;
+    double diff = 0, scale = 0;
+    for (std::size_t j = 0; j < a[i].values.size(); ++j) {
+      diff = std::max(diff, std::abs(double(a[i].values[j]) - b[i].values[j]));
+      scale = std::max(scale, std::abs(double(b[i].values[j])));
+    }
+    worst = std::max(worst, scale > 0 ? diff / scale : diff);
+  }
+  return worst;
+}
+
+bool bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].values.size() != b[i].values.size() ||
+        std::memcmp(a[i].values.data(), b[i].values.data(), a[i].values.size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+std::string run_dir(const std::string& name) { return (fs::path(world->dir) / "runs" / name).string(); }
+
+// Trains `steps` steps on comm, driving the model directly; returns the loss of every step and
+// writes a checkpoint to `checkpoint`.
+std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, int steps, const std::string& checkpoint) {
+  spec.run_dir = run_dir(spec.name);
+  Trainer trainer(spec, comm);
+  data::ReaderOptions ro;
+  ro.global_batch = spec.train.batch_size;
+  ro.rank = comm.rank();
+  ro.world = comm.size();
+  ro.prefetch = 0;
+  data::Reader reader(spec.data.train, ro);
+  std::vector<double> losses;
+  data::Batch batch;
+  while (static_cast<int>(losses.size()) < steps)
+    if (reader.next(batch)) losses.push_back(trainer.model().train_step(batch, spec.train.batch_size));
+  trainer.save(checkpoint, steps);
+  return losses;
+}
+
+std::string plan_text(const std::string& kind, int world_size, int tables) {
+  std::string text;
+  for (int t = 0; t < tables; ++t) {
+    bool rowwise = kind == "rowwise" || (kind == "mixed" && t % 2 == 1);
+    text += fmt::format("{}{}:{}", t ? "," : "", t, rowwise ? "rowwise" : fmt::format("r{}", (t + 1) % world_size));
+  }
+  return text;
+}
+
+struct EquivalenceCase {
+  const char* plan;
+  const char* data;
+  const char* sparse;
+  const char* dense;
+};
+
+class MultiRankEquivalence : public testing::TestWithParam<EquivalenceCase> {};
+
+// N ranks training on the same global batches as 1 rank: same loss per step, same weights.
+TEST_P(MultiRankEquivalence, MatchesSingleRank) {
+  auto c = GetParam();
+  auto& comm = *world->comm;
+  auto self = comm.split(comm.rank(), 0);
+  auto spec = small_spec(fmt::format("eq-{}-{}-{}", c.plan, c.sparse, c.data), c.data);
+  spec.optimizer.sparse = c.sparse;
+  spec.optimizer.dense = c.dense;
+  spec.sharding = plan_text(c.plan, comm.size(), static_cast<int>(kTables.size()));
+  const std::string dir = run_dir(spec.name);
+  auto many = train_steps(spec, comm, 12, dir + "/many.h5");
+  // Every rank also runs the single-rank reference on its own communicator.
+  auto single_spec = spec;
+  single_spec.sharding = "auto";
+  single_spec.name += fmt::format("-single{}", comm.rank());
+  auto one = train_steps(single_spec, *self, 12, dir + fmt::format("/one{}.h5", comm.rank()));
+  ASSERT_EQ(many.size(), one.size());
+  for (std::size_t i = 0; i < many.size(); ++i)
+    EXPECT_NEAR(many[i], one[i], 1e-5 * std::abs(one[i])) << "step " << i;
+  double diff = max_relative_difference(read_weights(dir + "/many.h5"), read_weights(dir + fmt::format("/one{}.h5", comm.rank())));
+  EXPECT_GE(diff, 0) << "checkpoints hold different tensors";
+  EXPECT_LE(diff, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plans, MultiRankEquivalence,
+    testing::Values(EquivalenceCase{"tablewise", "train.h5", "sgd", "sgd"},
+                    EquivalenceCase{"rowwise", "train.h5", "rowwise_adagrad", "adagrad"},
+                    EquivalenceCase{"mixed", "train.h5", "sgd", "adam"},
+                    EquivalenceCase{"mixed", "multi.h5", "rowwise_adagrad", "sgd"},
+                    EquivalenceCase{"rowwise", "multi.h5", "adagrad", "sgd"}),
+    [](const auto& info) {
+      return fmt::format("{}_{}_{}_{}", info.param.plan, std::string(info.param.data).substr(0, 5),
+                         info.param.sparse, info.param.dense);
+    });
+
+TEST(Trainer, LearnsPlantedSignal) {
+  auto spec = small_spec("learn");
+  spec.train.steps = 400;
+  spec.train.batch_size = 128;
+  spec.optimizer.dense = "adagrad";
+  spec.optimizer.sparse = "rowwise_adagrad";
+  spec.run_dir = run_dir(spec.name);
+  spec.checkpoint.dir = spec.run_dir + "/checkpoints";
+  Trainer trainer(spec, *world->comm);
+  TrainOptions options;
+  options.quiet = true;
+  auto result = trainer.train(options);
+  ASSERT_TRUE(result.eval.has_value());
+  EXPECT_GE(result.eval->auc, 0.75);
+  EXPECT_EQ(result.eval->samples, 8000);
+  EXPECT_EQ(result.steps, 400);
+  if (world->comm->rank() == 0) {
+    EXPECT_TRUE(fs::exists(spec.run_dir + "/metrics.jsonl"));
+    EXPECT_TRUE(fs::exists(spec.run_dir + "/train.log"));
+  }
+}
+
+TEST(Trainer, SameSeedSameBits) {
+  auto a = small_spec("det-a");
+  a.data.shuffle = true;
+  auto b = a;
+  b.name = "det-b";
+  train_steps(a, *world->comm, 10, run_dir("det-a") + "/w.h5");
+  train_steps(b, *world->comm, 10, run_dir("det-b") + "/w.h5");
+  EXPECT_TRUE(bitwise_equal(read_weights(run_dir("det-a") + "/w.h5"), read_weights(run_dir("det-b") + "/w.h5")));
+  // A different seed gives different weights (the comparison can fail).
+  auto c = a;
+  c.name = "det-c";
+  c.seed = 6;
+  train_steps(c, *world->comm, 10, run_dir("det-c") + "/w.h5");
+  EXPECT_FALSE(bitwise_equal(read_weights(run_dir("det-a") + "/w.h5"), read_weights(run_dir("det-c") + "/w.h5")));
+}
+
+TEST(Trainer, StopAndResumeIsBitwiseEqual) {
+  auto spec = small_spec("resume");
+  spec.data.shuffle = true;
+  spec.optimizer.dense = "adam";
+  spec.optimizer.sparse = "adagrad";
+  spec.train.steps = 30;
+  spec.data.eval.clear();
+  TrainOptions quiet;
+  quiet.quiet = true;
+
+  auto straight = spec;
+  straight.run_dir = run_dir("resume-straight");
+  straight.checkpoint.dir = straight.run_dir + "/ck";
+  auto full = Trainer(straight, *world->comm).train(quiet);
+
+  auto stopped = spec;
+  stopped.run_dir = run_dir("resume-stopped");
+  stopped.checkpoint.dir = stopped.run_dir + "/ck";
+  TrainOptions first = quiet;
+  first.stop_after = 13;
+  auto part = Trainer(stopped, *world->comm).train(first);
+  EXPECT_EQ(part.steps, 13);
+  TrainOptions second = quiet;
+  second.resume = "latest";
+  auto rest = Trainer(stopped, *world->comm).train(second);
+  EXPECT_EQ(rest.steps, 30);
+  EXPECT_EQ(rest.last_loss, full.last_loss);
+  EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+}
+
+// A checkpoint saved by 2 ranks (or 1 when the world has 1) resumes on every rank count.
+TEST(Trainer, SaveOnTwoRanksResumeOnOthers) {
+  auto& comm = *world->comm;
+  const int group = comm.rank() < 2 ? 0 : 1;
+  auto pair = comm.split(group, comm.rank());
+  auto self = comm.split(comm.rank(), 0);
+  auto spec = small_spec("nm");
+  spec.optimizer.sparse = "rowwise_adagrad";
+  spec.sharding = "auto";
+  TrainOptions quiet;
+  quiet.quiet = true;
+
+  // Saved on 2 ranks after 10 steps.
+  auto saver = spec;
+  saver.train.steps = 10;
+  saver.run_dir = run_dir(fmt::format("nm-save{}", group));
+  saver.checkpoint.dir = saver.run_dir + "/ck";
+  auto saved = Trainer(saver, *pair).train(quiet);
+
+  // Uninterrupted reference on the whole world.
+  auto reference = spec;
+  reference.train.steps = 20;
+  reference.run_dir = run_dir("nm-ref");
+  reference.checkpoint.dir = reference.run_dir + "/ck";
+  auto ref = Trainer(reference, comm).train(quiet);
+
+  // Group 0's checkpoint resumed on every rank (the world) and on each rank alone.
+  std::string ckpt = fmt::format("{}/ck/ckpt-{:09}.h5", run_dir("nm-save0"), 10);
+  auto on_world = reference;
+  on_world.run_dir = run_dir("nm-world");
+  on_world.checkpoint.dir = on_world.run_dir + "/ck";
+  TrainOptions resume = quiet;
+  resume.resume = ckpt;
+  auto w = Trainer(on_world, comm).train(resume);
+  auto on_one = reference;
+  on_one.run_dir = run_dir(fmt::format("nm-one{}", comm.rank()));
+  on_one.checkpoint.dir = on_one.run_dir + "/ck";
+  auto o = Trainer(on_one, *self).train(resume);
+
+  EXPECT_EQ(w.steps, 20);
+  EXPECT_EQ(o.steps, 20);
+  auto ref_weights = read_weights(ref.last_checkpoint);
+  EXPECT_LE(max_relative_difference(read_weights(w.last_checkpoint), ref_weights), 1e-5);
+  EXPECT_GE(max_relative_difference(read_weights(w.last_checkpoint), ref_weights), 0);
+  EXPECT_LE(max_relative_difference(read_weights(o.last_checkpoint), ref_weights), 1e-5);
+  EXPECT_NEAR(w.last_loss, ref.last_loss, 1e-5 * std::abs(ref.last_loss));
+  (void)saved;
+}
+
+TEST(Trainer, TablesDisagreeingWithDataAreAConfigError) {
+  auto spec = small_spec("bad-tables");
+  spec.model.table_rows = {50, 300, 7};
+  try {
+    Trainer t(spec, *world->comm);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.tables"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, MissingDataFileIsAnIoError) {
+  auto spec = small_spec("missing");
+  spec.data.train = {world->dir + "/nope.h5"};
+  EXPECT_THROW(Trainer(spec, *world->comm), Error);
+}
+
+TEST(Trainer, ModelPastMemoryCapacityIsOutOfMemory) {
+  auto spec = small_spec("oom");
+  spec.device.memory_capacity = 20000;  // bytes: less than the tables and MLPs need
+  try {
+    Trainer t(spec, *world->comm);
+    FAIL() << "no error";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("oom"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, CorruptCheckpointIsNamed) {
+  auto& comm = *world->comm;
+  std::string bad = world->dir + fmt::format("/bad{}.h5", comm.rank());
+  {
+    std::FILE* f = std::fopen(bad.c_str(), "wb");
+    std::fputs("not hdf5 at all", f);
+    std::fclose(f);
+  }
+  auto spec = small_spec("corrupt");
+  spec.run_dir = run_dir(fmt::format("corrupt{}", comm.rank()));
+  auto self = comm.split(comm.rank(), 0);
+  Trainer t(spec, *self);
+  try {
+    t.load(bad);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+int register_world = [] {
+  world = new World;
+  testing::AddGlobalTestEnvironment(world);
+  return 0;
+}();
