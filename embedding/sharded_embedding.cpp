@@ -150,7 +150,7 @@ void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_b
     if (static_cast<std::int64_t>(off.size()) != local_batch + 1)
       return fail(fmt::format("embedding table {}: {} bag offsets for a local batch of {} (need {})",
                               t, off.size(), local_batch, local_batch + 1));
-    if (off[0] != 0) return fail(fmt::format("embedding table {}: bag offsets start at {}, not 0", t, off[0]));
+    if (off[0] < 0) return fail(fmt::format("embedding table {}: bag offsets start at {}", t, off[0]));
     for (int b = 0; b < local_batch; ++b)
       if (off[b + 1] < off[b])
         return fail(fmt::format("embedding table {}: bag offsets decrease at bag {} ({} then {})", t,
@@ -176,7 +176,7 @@ void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<con
   own_offsets.resize(n_bags + 1);
   own_offsets[0] = 0;
   std::int64_t nnz = 0;
-  for (int t = 0; t < num_tables; ++t) nnz += bags[t].offsets[batch];
+  for (int t = 0; t < num_tables; ++t) nnz += bags[t].offsets[batch] - bags[t].offsets[0];
   own_rows.resize(nnz);
   const bool mean = pooling == Pooling::mean;
   own_scale.resize(mean ? n_bags : 0);

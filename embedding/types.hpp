@@ -16,7 +16,8 @@ struct TableSpec {
 };
 
 // One table's bags over the local batch: bag b holds indices[offsets[b] .. offsets[b+1]).
-// offsets has local_batch + 1 entries and starts at 0; an empty bag pools to zeros.
+// offsets has local_batch + 1 non-decreasing entries, usually starting at 0 (a slice of a larger
+// CSR may start further on); an empty bag pools to zeros.
 struct Bags {
   std::span<const std::int64_t> offsets;
   std::span<const std::int64_t> indices;

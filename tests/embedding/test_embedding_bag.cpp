@@ -154,6 +154,24 @@ TEST(EmbeddingBagEdges, EmptyBagsGiveZerosAndLeaveRowsUntouched) {
   }
 }
 
+// Offsets may index into a larger CSR (a slice of a global batch): same result as the
+// compacted bags, on the direct path and on the general one.
+TEST(EmbeddingBagEdges, OffsetsMayStartInsideALargerCsr) {
+  Fixture f;
+  std::vector<TableSpec> tables{{30, 5}};
+  for (const char* plan : {"0:r0", "0:0-10@r0+10-30@r0"}) {
+    ShardedEmbedding a(f.comm, *f.backend, f.pool, tables, Pooling::mean, ShardingPlan::parse(plan, tables, 1), {}, 4);
+    std::vector<std::int64_t> off_full{3, 5, 5, 8}, idx_full{29, 29, 29, 1, 12, 7, 7, 25};
+    std::vector<std::int64_t> off{0, 2, 2, 5}, idx{1, 12, 7, 7, 25};
+    std::vector<float> out_full(3 * 5), out(3 * 5);
+    std::vector<Bags> full{{off_full, idx_full}}, compact{{off, idx}};
+    a.forward(*f.stream, full, 3, out_full.data());
+    a.forward(*f.stream, compact, 3, out.data());
+    EXPECT_EQ(out_full, out);
+    EXPECT_NE(out[0], 0.f);
+  }
+}
+
 TEST(EmbeddingBagEdges, InitialWeightsFollowTheFormulaWhateverTheLayout) {
   Fixture f;
   std::vector<TableSpec> tables{{100, 4}, {37, 4}};
@@ -200,7 +218,12 @@ TEST(EmbeddingBagEdges, OutOfRangeIndexIsADataErrorNamingTableIndexAndBag) {
       EXPECT_THROW(emb.backward(*f.stream, out.data()), Error);
     }
     // Broken offsets are data errors too.
-    std::vector<std::int64_t> bad_off{0, 2, 1, 3}, idx{1, 1, 1};
+    std::vector<std::int64_t> bad_off{0, 2, 1, 3}, idx{1, 1, 1}, neg_off{-1, 0, 1, 2}, long_off{0, 1, 2, 4};
+    for (auto* o : {&neg_off, &long_off}) {
+      std::vector<Bags> b{{off0, idx0}, {*o, idx}};
+      std::vector<float> out(3 * 2 * 2);
+      EXPECT_THROW(emb.forward(*f.stream, b, 3, out.data()), DataError);
+    }
     std::vector<Bags> bags{{off0, idx0}, {bad_off, idx}};
     std::vector<float> out(3 * 2 * 2);
     EXPECT_THROW(emb.forward(*f.stream, bags, 3, out.data()), DataError);
