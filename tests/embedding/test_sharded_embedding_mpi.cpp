@@ -13,6 +13,7 @@
 #include "device/memory_pool.hpp"
 #include "embedding/sharded_embedding.hpp"
 #include "reference.hpp"
+#include "self_communicator.hpp"
 
 using namespace recmix;
 using namespace recmix::embedding;
@@ -57,6 +58,10 @@ TEST_P(DistributedEmbedding, EqualsTheUnshardedReference) {
   ShardedEmbedding emb(*comm, *backend, pool, kTables, c.mean ? Pooling::mean : Pooling::sum,
                        make_plan(c.plan, world), opt, seed);
   ReferenceEmbedding ref(kTables, c.mean, c.optimizer, opt.lr, opt.eps, opt.initial_accumulator, seed);
+  // The same layer on one rank (its own one-rank communicator) over the whole global batch.
+  test::SelfCommunicator self;
+  ShardedEmbedding one_rank(self, *backend, pool, kTables, c.mean ? Pooling::mean : Pooling::sum,
+                            ShardingPlan::automatic(kTables, 1), opt, seed);
   const int T = static_cast<int>(kTables.size()), D = kTables[0].dim;
   std::mt19937_64 rng(7);  // same stream on every rank: the same global batches
   const int global_batches[] = {23, 8, 1, 16};  // uneven slices, and a rank with an empty slice
@@ -77,12 +82,31 @@ TEST_P(DistributedEmbedding, EqualsTheUnshardedReference) {
           << "rank " << rank << " step " << step << " element " << i;
     emb.backward(*stream, grad.data() + std::size_t(begin) * T * D);
     ref.backward(batch, grad);
+    std::vector<Bags> all_bags;
+    for (auto& tb : batch) all_bags.push_back(tb.view());
+    std::vector<float> one_out(std::size_t(G) * T * D);
+    one_rank.forward(*stream, all_bags, G, one_out.data());
+    for (std::size_t i = 0; i < std::size_t(B) * T * D; ++i)
+      ASSERT_TRUE(test::close(out[i], one_out[std::size_t(begin) * T * D + i], 1e-5, 1e-7))
+          << "rank " << rank << " step " << step << " element " << i << " differs from one rank";
+    one_rank.backward(*stream, grad.data());
     if (world > 1 && B > 0) {
       EXPECT_GT(emb.bytes_sent_last_step(), 0u);
     }
     if (world == 1) {
       EXPECT_EQ(emb.bytes_sent_last_step(), 0u);
     }
+  }
+  // N ranks equal one rank: every owned row against the one-rank layer's (1e-5 relative).
+  const auto whole = one_rank.local_shards();
+  for (const auto& v : emb.local_shards()) {
+    const LocalShardView* w = nullptr;
+    for (const auto& x : whole)
+      if (x.table == v.table) w = &x;
+    ASSERT_NE(w, nullptr);
+    for (std::int64_t i = 0; i < (v.row_end - v.row_begin) * D; ++i)
+      ASSERT_TRUE(test::close(v.weights[i], w->weights[v.row_begin * D + i], 1e-5, 1e-7))
+          << "rank " << rank << " table " << v.table << " element " << i << " differs from one rank";
   }
   for (const auto& v : emb.local_shards()) {
     for (std::int64_t r = v.row_begin; r < v.row_end; ++r)
