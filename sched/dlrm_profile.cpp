@@ -1,0 +1,99 @@
+#include "sched/dlrm_profile.hpp"
+
+#include <algorithm>
+
+#include "sched/memory_estimator.hpp"
+
+namespace recmix::sched {
+
+std::string_view resource_name(Resource r) {
+  switch (r) {
+    case Resource::compute: return "compute";
+    case Resource::memory_bandwidth: return "memory_bw";
+    case Resource::host_device: return "host_device";
+    case Resource::host_cpu: return "host_cpu";
+    case Resource::network: return "network";
+  }
+  return "?";
+}
+
+namespace {
+double mlp_macs(const std::vector<int>& widths, int input) {
+  double macs = 0;
+  double in = input;
+  for (int w : widths) {
+    macs += in * w;
+    in = w;
+  }
+  return macs;
+}
+}  // namespace
+
+StepCost dlrm_step_cost(const JobSpec& spec) {
+  validate(spec);
+  const auto& s = spec.shape;
+  const double b = spec.local_batch();
+  const double global = b * spec.ranks;
+  const double tables = static_cast<double>(s.tables.size());
+  const double owned = tables / spec.ranks;  // even share of the lookups
+  const double d = s.embedding_dim();
+  const double f = tables + 1;
+  const double state = optimizer_state_per_param(spec.optimizer);
+  const double hit = spec.tiering.enabled ? spec.tiering.hot_hit_rate : 1.0;
+  StepCost c;
+  const std::vector<int> bottom(s.bottom_mlp.begin() + 1, s.bottom_mlp.end());
+  const double macs = mlp_macs(bottom, s.dense_features()) + mlp_macs(s.top_mlp, s.interaction_width()) +
+                      f * f * d / 2;
+  c.gemm_flops = 3.0 * 2.0 * macs * b;  // forward, input gradient, weight gradient
+  const double lookups = global * owned * s.pooling;
+  // Pooling reads each row once; the sparse update reads the gradient, reads and writes the row
+  // and its optimizer state.
+  const double embedding_bytes = lookups * hit * d * kFloatBytes * (1.0 + 1.0 + 2.0 * (1.0 + state));
+  const double dense = static_cast<double>(s.dense_params());
+  const double activation_traffic = 2.0 * activation_bytes(spec);  // written once, read once
+  const double weight_traffic = dense * kFloatBytes * (3.0 + 2.0 * (1.0 + state));
+  c.device_bytes = embedding_bytes + activation_traffic + weight_traffic;
+  const double batch_bytes = b * (s.dense_features() * kFloatBytes + tables * s.pooling * kIndexBytes + kFloatBytes);
+  const double cold_rows = lookups * (1.0 - hit);
+  c.host_device_bytes = batch_bytes + 2.0 * cold_rows * d * kFloatBytes;  // rows in, gradients out
+  // Host: read and assemble the batch, gather cold rows, apply their optimizer update.
+  c.host_bytes = 3.0 * batch_bytes + cold_rows * d * kFloatBytes * (2.0 + 2.0 * (1.0 + state));
+  if (spec.ranks > 1) {
+    const double others = (spec.ranks - 1.0) / spec.ranks;
+    const double a2a = others * (b * tables * s.pooling * kIndexBytes + 2.0 * b * tables * d * kFloatBytes);
+    const double all_reduce = 2.0 * others * dense * kFloatBytes;
+    c.network_bytes = a2a + all_reduce;
+  }
+  const double mlp_layers = static_cast<double>(bottom.size() + s.top_mlp.size());
+  c.kernels = static_cast<int>(6 * mlp_layers + 4 * owned + 12);
+  return c;
+}
+
+JobProfile dlrm_profile(const JobSpec& spec, const MachineModel& machine) {
+  const StepCost c = dlrm_step_cost(spec);
+  const double peak = std::max(machine.tf32_flops, machine.fp32_flops) * machine.gemm_efficiency;
+  const double t_compute = c.gemm_flops / peak;
+  const double t_memory = c.device_bytes / machine.memory_bandwidth;
+  const double t_launch = c.kernels * machine.kernel_launch_s;
+  const double t_device = t_compute + t_memory + t_launch;
+  const double t_transfer = c.host_device_bytes / machine.host_device_bandwidth;
+  const double host_bw_share = machine.host_memory_bandwidth / std::max(machine.devices_per_node, 1);
+  const double t_host = c.host_bytes / host_bw_share;
+  const double t_network = c.network_bytes / machine.intra_node_bandwidth;
+  // The reader and the cold tier overlap the device work; communication is on the critical path.
+  const double step = std::max({t_device, t_transfer, t_host}) + t_network;
+  JobProfile p;
+  p.type = spec.name;
+  p.dlrm = true;
+  p.solo_step_s = step;
+  p.util[Resource::compute] = std::min(1.0, t_compute / step);
+  p.util[Resource::memory_bandwidth] = std::min(1.0, t_memory / step);
+  p.util[Resource::host_device] = std::min(1.0, t_transfer / step);
+  p.util[Resource::host_cpu] = std::min(1.0, t_host / step);
+  p.util[Resource::network] = std::min(1.0, t_network / step);
+  p.comm_fraction = t_network / step;
+  p.peak_memory_bytes = estimate_peak_memory(spec, machine).total();
+  return p;
+}
+
+}  // namespace recmix::sched

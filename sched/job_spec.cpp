@@ -1,0 +1,130 @@
+#include "sched/job_spec.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+
+namespace recmix::sched {
+
+Optimizer parse_optimizer(std::string_view name) {
+  if (name == "sgd") return Optimizer::sgd;
+  if (name == "adagrad") return Optimizer::adagrad;
+  if (name == "adam") return Optimizer::adam;
+  throw ConfigError("optimizer '" + std::string(name) + "' is not one of sgd, adagrad, adam");
+}
+
+std::string_view optimizer_name(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::sgd: return "sgd";
+    case Optimizer::adagrad: return "adagrad";
+    case Optimizer::adam: return "adam";
+  }
+  return "?";
+}
+
+int optimizer_state_per_param(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::sgd: return 0;
+    case Optimizer::adagrad: return 1;
+    case Optimizer::adam: return 2;
+  }
+  return 0;
+}
+
+int DlrmShape::interaction_width() const {
+  const int f = static_cast<int>(tables.size()) + 1;
+  return embedding_dim() + f * (f - 1) / 2;
+}
+
+std::int64_t DlrmShape::embedding_params() const {
+  std::int64_t n = 0;
+  for (const auto& t : tables) n += t.rows * t.dim;
+  return n;
+}
+
+namespace {
+std::int64_t mlp_params(const std::vector<int>& widths, int input) {
+  std::int64_t n = 0;
+  int in = input;
+  for (int w : widths) {
+    n += static_cast<std::int64_t>(in) * w + w;
+    in = w;
+  }
+  return n;
+}
+}  // namespace
+
+std::int64_t DlrmShape::dense_params() const {
+  if (bottom_mlp.size() < 2) return mlp_params(top_mlp, interaction_width());
+  const std::vector<int> bottom_layers(bottom_mlp.begin() + 1, bottom_mlp.end());
+  return mlp_params(bottom_layers, bottom_mlp.front()) + mlp_params(top_mlp, interaction_width());
+}
+
+void validate(const JobSpec& spec) {
+  const std::string where = "job '" + spec.name + "': ";
+  RECMIX_REQUIRE(!spec.shape.tables.empty(), ConfigError, where + "tables: at least one table is needed");
+  for (std::size_t i = 0; i < spec.shape.tables.size(); ++i) {
+    const auto& t = spec.shape.tables[i];
+    RECMIX_REQUIRE(t.rows > 0 && t.dim > 0, ConfigError,
+                   where + "tables[" + std::to_string(i) + "]: rows and dim must be positive");
+    RECMIX_REQUIRE(t.dim == spec.shape.tables.front().dim, ConfigError,
+                   where + "tables[" + std::to_string(i) + "]: all tables need the same dim (dot interaction)");
+  }
+  RECMIX_REQUIRE(spec.shape.bottom_mlp.size() >= 2, ConfigError, where + "bottom_mlp: needs input and output widths");
+  RECMIX_REQUIRE(spec.shape.bottom_mlp.back() == spec.shape.embedding_dim(), ConfigError,
+                 where + "bottom_mlp: last width must equal the embedding dim");
+  RECMIX_REQUIRE(!spec.shape.top_mlp.empty(), ConfigError, where + "top_mlp: needs at least one layer");
+  for (int w : spec.shape.bottom_mlp) RECMIX_REQUIRE(w > 0, ConfigError, where + "bottom_mlp: widths must be positive");
+  for (int w : spec.shape.top_mlp) RECMIX_REQUIRE(w > 0, ConfigError, where + "top_mlp: widths must be positive");
+  RECMIX_REQUIRE(spec.shape.pooling > 0, ConfigError, where + "pooling must be positive");
+  RECMIX_REQUIRE(spec.global_batch > 0, ConfigError, where + "batch must be positive");
+  RECMIX_REQUIRE(spec.ranks > 0, ConfigError, where + "ranks must be positive");
+  RECMIX_REQUIRE(spec.steps > 0, ConfigError, where + "steps must be positive");
+  RECMIX_REQUIRE(spec.tiering.hot_fraction > 0 && spec.tiering.hot_fraction <= 1, ConfigError,
+                 where + "tiering.hot_fraction must be in (0, 1]");
+  RECMIX_REQUIRE(spec.tiering.hot_hit_rate >= 0 && spec.tiering.hot_hit_rate <= 1, ConfigError,
+                 where + "tiering.hot_hit_rate must be in [0, 1]");
+}
+
+const std::vector<std::string>& dlrm_preset_names() {
+  static const std::vector<std::string> names = {"dlrm-small", "dlrm-medium", "dlrm-large", "dlrm-xlarge"};
+  return names;
+}
+
+JobSpec dlrm_preset(std::string_view name) {
+  JobSpec spec;
+  spec.name = std::string(name);
+  auto tables = [&](std::int64_t rows, int dim) {
+    spec.shape.tables.assign(26, TableShape{rows, dim});
+  };
+  if (name == "dlrm-small") {
+    tables(100'000, 16);
+    spec.shape.bottom_mlp = {13, 512, 256, 64, 16};
+    spec.shape.top_mlp = {512, 256, 1};
+    spec.global_batch = 2048;
+  } else if (name == "dlrm-medium") {
+    tables(1'000'000, 64);
+    spec.shape.bottom_mlp = {13, 512, 256, 64};
+    spec.shape.top_mlp = {512, 512, 256, 1};
+    spec.global_batch = 4096;
+  } else if (name == "dlrm-large") {
+    tables(10'000'000, 128);
+    spec.shape.bottom_mlp = {13, 512, 256, 128};
+    spec.shape.top_mlp = {1024, 1024, 512, 256, 1};
+    spec.global_batch = 8192;
+    spec.tiering = Tiering{true, 0.1, 0.9};
+  } else if (name == "dlrm-xlarge") {
+    tables(40'000'000, 128);
+    spec.shape.bottom_mlp = {13, 512, 256, 128};
+    spec.shape.top_mlp = {1024, 1024, 512, 256, 1};
+    spec.global_batch = 16384;
+    spec.tiering = Tiering{true, 0.05, 0.85};
+  } else {
+    std::string known;
+    for (const auto& n : dlrm_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError("unknown DLRM preset '" + std::string(name) + "' (known: " + known + ")");
+  }
+  return spec;
+}
+
+}  // namespace recmix::sched

@@ -1,0 +1,65 @@
+#pragma once
+// What the scheduler knows about a DLRM training job before it runs: the model shape, batch,
+// optimizer, tiering, rank count, length and priority. The memory estimator and the roofline
+// profile are functions of this spec alone.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace recmix::sched {
+
+enum class Optimizer { sgd, adagrad, adam };
+Optimizer parse_optimizer(std::string_view name);  // "sgd" | "adagrad" | "adam"; ConfigError otherwise
+std::string_view optimizer_name(Optimizer optimizer);
+// Optimizer state values held per parameter (SGD 0, Adagrad 1 accumulator, Adam 2 moments).
+int optimizer_state_per_param(Optimizer optimizer);
+
+struct TableShape {
+  std::int64_t rows = 0;
+  int dim = 0;
+};
+
+struct DlrmShape {
+  std::vector<TableShape> tables;
+  std::vector<int> bottom_mlp;  // layer widths including the input: {13, 512, 256, 64, 16}
+  std::vector<int> top_mlp;     // layer widths excluding the interaction input: {512, 256, 1}
+  int pooling = 1;              // indices per bag (1 = one-hot)
+  int dense_features() const { return bottom_mlp.empty() ? 0 : bottom_mlp.front(); }
+  int embedding_dim() const { return tables.empty() ? 0 : tables.front().dim; }
+  // Width of the dot interaction output fed to the top MLP: dim + F(F-1)/2, F = tables + 1.
+  int interaction_width() const;
+  std::int64_t embedding_params() const;  // sum rows x dim
+  std::int64_t dense_params() const;      // weights + biases of both MLPs
+};
+
+struct Tiering {
+  bool enabled = false;
+  double hot_fraction = 1.0;  // share of each table's rows kept on the device
+  double hot_hit_rate = 0.9;  // share of lookups served by hot rows (Zipf-skewed data)
+};
+
+struct JobSpec {
+  std::string name;
+  DlrmShape shape;
+  int global_batch = 2048;  // samples per step over all ranks
+  Optimizer optimizer = Optimizer::adagrad;
+  Tiering tiering;
+  int ranks = 1;
+  std::int64_t steps = 1000;
+  int priority = 0;
+  double arrival_s = 0;
+  int local_batch() const { return (global_batch + ranks - 1) / ranks; }
+};
+
+// Throws ConfigError naming the field when a spec is not usable (no tables, widths < 1, ...).
+void validate(const JobSpec& spec);
+
+// Reference shapes used by the simulator's workload mixes (docs/scheduler.md lists them):
+// "dlrm-small" (Criteo Kaggle-like, 26 x 1e5 rows, dim 16), "dlrm-medium" (26 x 1e6, dim 64),
+// "dlrm-large" (26 x 1e7, dim 128, tiered, hot 10%), "dlrm-xlarge" (Criteo Terabyte-like
+// 26 x 4e7, dim 128, tiered, hot 5%).
+JobSpec dlrm_preset(std::string_view name);
+const std::vector<std::string>& dlrm_preset_names();
+
+}  // namespace recmix::sched

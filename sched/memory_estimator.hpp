@@ -1,0 +1,76 @@
+#pragma once
+// Analytic peak device memory of one rank of a DLRM job, term by term, so each term can be
+// matched against what the runtime's memory pools hold: weights and optimizer state of the
+// shards the rank owns (hot tier only when tiering is on), layer activations and their
+// gradients for the local batch, all-to-all and all-reduce buffers, GEMM workspace and the
+// prefetched batches. docs/scheduler.md gives the formula of every term.
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "sched/job_spec.hpp"
+#include "sched/machine_model.hpp"
+
+namespace recmix::sched {
+
+// The rows of each table one rank owns: (table index, owned rows).
+struct RankShard {
+  std::vector<std::pair<int, std::int64_t>> rows;
+  int owned_tables() const { return static_cast<int>(rows.size()); }
+};
+
+// Tables go whole to the least-loaded rank, largest first; a table larger than an even share of
+// all rows is split by row ranges over every rank (as the sharding plan does for huge tables).
+std::vector<RankShard> plan_shards(const DlrmShape& shape, int ranks);
+
+struct EstimatorOptions {
+  int prefetch_batches = 2;        // batches the reader keeps ready ahead of the step
+  double allocator_margin = 0.05;  // pool rounding and fragmentation, as a fraction of the sum
+};
+
+constexpr double kFloatBytes = 4;
+constexpr double kIndexBytes = 8;
+
+// Each term in bytes, for one rank holding `shard`.
+// Weights: (owned device rows x dim + dense params) x 4. Device rows = ceil(hot_fraction x rows)
+// when tiering is on.
+double parameter_bytes(const JobSpec& spec, const RankShard& shard);
+// Optimizer state: state values per parameter (Adagrad 1, Adam 2) x the same parameter count x 4.
+double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard);
+// Activations and their gradients for the local batch: 2 x local batch x 4 x (dense input +
+// bottom widths + tables x dim + (tables+1) x dim + interaction width + top widths).
+double activation_bytes(const JobSpec& spec);
+// All-to-all send and receive buffers: indices out/in (8 B) and pooled vectors and their
+// gradients out/in (4 B); the owner side sizes by the global batch and owned tables.
+double all_to_all_bytes(const JobSpec& spec, const RankShard& shard);
+// The flat dense-gradient buffer reduced in place by all-reduce: dense params x 4.
+double all_reduce_bytes(const JobSpec& spec);
+// BLAS workspace held by the device library.
+double gemm_workspace_bytes(const MachineModel& machine);
+// Prefetched batches (dense floats, indices, labels) and, with tiering, the staged cold rows
+// for the owned tables: prefetch_batches x (local batch x (dense x 4 + tables x pooling x 8 + 4)
+// + global batch x owned tables x pooling x (1 - hot_hit_rate) x dim x 4).
+double prefetch_bytes(const JobSpec& spec, const RankShard& shard, const EstimatorOptions& options);
+
+struct MemoryEstimate {
+  double parameters = 0;
+  double optimizer_state = 0;
+  double activations = 0;
+  double all_to_all = 0;
+  double all_reduce = 0;
+  double gemm_workspace = 0;
+  double prefetch = 0;
+  double margin = 0;  // allocator_margin x the sum of the terms above
+  double total() const {
+    return parameters + optimizer_state + activations + all_to_all + all_reduce + gemm_workspace +
+           prefetch + margin;
+  }
+};
+
+MemoryEstimate estimate_rank_memory(const JobSpec& spec, const RankShard& shard,
+                                    const MachineModel& machine, const EstimatorOptions& options = {});
+// The largest estimate over the ranks of plan_shards(spec.shape, spec.ranks).
+MemoryEstimate estimate_peak_memory(const JobSpec& spec, const MachineModel& machine,
+                                    const EstimatorOptions& options = {});
+
+}  // namespace recmix::sched

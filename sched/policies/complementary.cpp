@@ -1,0 +1,72 @@
+// Resource-complementary co-location (RMixer-style). Co-location is decided in batched
+// dispatch rounds (every dispatch_interval_s; a job that finds free GPUs starts at once): a
+// round takes the queue window and gives each job, in order, the placement that maximises
+// predicted total throughput: a free placement when there is one (rate 1 for the newcomer,
+// nobody slowed); otherwise a GPU whose co-runner's utilisation
+// vector complements its own, i.e. where the contention prior predicts the largest summed rate
+// 1/s_new + 1/s_old, minus a small penalty on the busiest resource of the pair so load stays
+// balanced within the GPU and spread across GPUs. A pair must predict a summed rate of at
+// least min_pair_gain, and it must fit in memory.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sched/policies/policies.hpp"
+
+namespace recmix::sched {
+namespace {
+
+constexpr double kReject = -std::numeric_limits<double>::infinity();
+
+class Complementary final : public Policy {
+ public:
+  explicit Complementary(const PolicyOptions& options) : options_(options) {}
+  std::string_view name() const override { return "complementary"; }
+
+  void schedule(const SchedulingContext& context, Actions& actions) override {
+    // Free placements start at once; co-location decisions wait for the batched round.
+    const bool batch_round = options_.dispatch_interval_s <= 0 || context.now >= next_round_;
+    if (batch_round) next_round_ = context.now + options_.dispatch_interval_s;
+    const auto& cluster = context.cluster;
+    const auto& model = context.model;
+    int looked = 0;
+    bool waiting = false;
+    for (Job* job : context.queue) {
+      if (looked++ >= options_.window) break;
+      if (cluster.free_gpu_count() == 0 && (cluster.shareable().empty() || !batch_round)) {
+        waiting = true;
+        break;
+      }
+      auto gpus = find_free_placement(cluster, *job, /*allow_spread=*/false);
+      if (gpus.empty() && batch_round) {
+        const UtilisationVector self = job->profile.util;
+        auto score = [&](int gpu) {
+          const UtilisationVector other = cluster.demand(gpu);
+          const double s_new = model.prior_slowdown(self, std::span<const UtilisationVector>(&other, 1));
+          const double s_old = model.prior_slowdown(other, std::span<const UtilisationVector>(&self, 1));
+          const double rate = 1.0 / s_new + 1.0 / s_old;
+          if (rate < options_.min_pair_gain) return kReject;
+          double peak = 0;
+          for (std::size_t r = 0; r < kResourceCount; ++r) peak = std::max(peak, self.share[r] + other.share[r]);
+          return rate - 0.05 * peak;
+        };
+        gpus = find_shared_placement(cluster, *job, score);
+      }
+      if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
+      if (gpus.empty() || !actions.start(*job, gpus)) waiting = true;
+    }
+    if (waiting && options_.dispatch_interval_s > 0) actions.wake_at(next_round_);
+  }
+
+ private:
+  PolicyOptions options_;
+  double next_round_ = -INFINITY;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> make_complementary(const PolicyOptions& options) {
+  return std::make_unique<Complementary>(options);
+}
+
+}  // namespace recmix::sched

@@ -1,0 +1,100 @@
+#pragma once
+// The one interface every placement policy implements, used unchanged by the simulator and by
+// the live runtime: a round sees the cluster state, the waiting jobs and the interference
+// model, and answers with decisions through Actions (start a job on GPUs, preempt one, ask
+// for a later round). Actions apply each decision at once, so later decisions of the same
+// round see its effect; a start that does not fit is refused and counted, never applied.
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sched/cluster_state.hpp"
+#include "sched/interference_model.hpp"
+
+namespace recmix::sched {
+
+struct SchedulingContext {
+  double now = 0;
+  const ClusterState& cluster;
+  std::span<Job* const> queue;      // waiting jobs by (arrival, id); preempted jobs included
+  const InterferenceModel& model;   // learned slowdown model (updated online by the caller)
+};
+
+class Actions {
+ public:
+  virtual ~Actions() = default;
+  // Starts `job` on `gpus` now. Returns false (nothing changes) when it does not fit.
+  virtual bool start(const Job& job, std::span<const int> gpus) = 0;
+  // Stops a running job (checkpoint); it goes back to the queue for a later round.
+  virtual void preempt(JobId job) = 0;
+  // Asks for another round at `time` even if no job arrives or finishes before.
+  virtual void wake_at(double time) = 0;
+};
+
+// One decision, as recorded for the live runtime and for tests.
+struct Decision {
+  enum class Kind { start, preempt } kind = Kind::start;
+  JobId job = 0;
+  std::vector<int> gpus;
+};
+
+// Applies decisions to a ClusterState and records them (and refusals).
+class RecordingActions : public Actions {
+ public:
+  RecordingActions(ClusterState& state, double now) : state_(state), now_(now) {}
+  bool start(const Job& job, std::span<const int> gpus) override;
+  void preempt(JobId job) override;
+  void wake_at(double time) override { wake_at_ = std::min(wake_at_, time); }
+  const std::vector<Decision>& decisions() const { return decisions_; }
+  int refused() const { return refused_; }
+  double wake_time() const { return wake_at_; }
+
+ private:
+  ClusterState& state_;
+  double now_;
+  std::vector<Decision> decisions_;
+  int refused_ = 0;
+  double wake_at_ = std::numeric_limits<double>::infinity();
+};
+
+struct PolicyOptions {
+  int window = 512;                  // queued jobs one round looks at (FIFO order)
+  double slowdown_limit = 1.5;       // interference-aware: default per-job limit
+  double min_pair_gain = 1.1;        // complementary: co-locate only if predicted total rate >= this
+  double dispatch_interval_s = 60;   // complementary: batched dispatch rounds
+  double delay_initial_s = 600;      // delay scheduling: initial timer per job size
+  double delay_min_s = 30, delay_max_s = 4 * 3600.0;
+  double network_sensitive = 0.1;    // delay: comm_fraction above which a spread job may be preempted
+  double restart_cost_s = 60;        // checkpoint + restart cost a preemption pays
+  double las_threshold_gpu_s = 3600; // LAS: attained GPU-seconds that demote a job
+  double las_lease_s = 300;          // LAS: period of the preemptive pass
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const = 0;
+  virtual void schedule(const SchedulingContext& context, Actions& actions) = 0;
+  // Notifications the tuned policies learn from (default: ignored).
+  virtual void on_start(const Job& job, const RunningJob& placement, double now) {}
+  virtual void on_finish(const Job& job, double now) {}
+  // True when the policy reads the learned model, so the caller should feed it observations.
+  virtual bool learns_interference() const { return false; }
+};
+
+// "fifo", "memory-first", "complementary", "interference-aware", "delay", "las".
+std::unique_ptr<Policy> make_policy(std::string_view name, const PolicyOptions& options = {});
+const std::vector<std::string>& policy_names();
+
+// Shared placement helpers.
+// Free GPUs for a job: one node when possible (best fit), else over the fewest nodes when
+// allow_spread; empty when not enough are free.
+std::vector<int> find_free_placement(const ClusterState& cluster, const Job& job, bool allow_spread);
+// The spread penalty of a placement: 1 + comm_fraction x (intra/inter bandwidth - 1) when it
+// spans nodes, 1 otherwise.
+double spread_factor(const ClusterSpec& spec, const JobProfile& profile, int nodes_used);
+
+}  // namespace recmix::sched

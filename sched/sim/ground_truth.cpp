@@ -1,0 +1,51 @@
+#include "sched/sim/ground_truth.hpp"
+
+#include <cmath>
+
+#include "core/random.hpp"
+
+namespace recmix::sched {
+
+SlowdownTruth::SlowdownTruth(const InterferenceModel& types, double noise_sigma, std::uint64_t seed)
+    : prior_(types.options()), types_(types.type_count()) {
+  measured_.assign(types_ * types_, NAN);
+  noise_.resize(types_ * types_);
+  for (std::size_t i = 0; i < noise_.size(); ++i)
+    noise_[i] = static_cast<double>(random::normal(seed, 11, i, 0.0f, static_cast<float>(noise_sigma)));
+}
+
+void SlowdownTruth::add_measured(const PairDataset& data, const InterferenceModel& types) {
+  std::vector<double> sum(types_ * types_, 0.0), count(types_ * types_, 0.0);
+  for (const auto& p : data.pairs) {
+    const int a = types.find_type(p.type), b = types.find_type(p.other);
+    if (a < 0 || b < 0 || static_cast<std::size_t>(a) >= types_ || static_cast<std::size_t>(b) >= types_) continue;
+    sum[a * types_ + b] += p.slowdown;
+    count[a * types_ + b] += 1;
+  }
+  for (std::size_t i = 0; i < sum.size(); ++i)
+    if (count[i] > 0) measured_[i] = sum[i] / count[i];
+}
+
+double SlowdownTruth::pair(const Job& job, const Job& other) const {
+  const Job* o = &other;
+  return slowdown(job, std::span<const Job* const>(&o, 1));
+}
+
+double SlowdownTruth::slowdown(const Job& job, std::span<const Job* const> co_runners) const {
+  if (co_runners.empty()) return 1.0;
+  const bool typed = job.type >= 0 && static_cast<std::size_t>(job.type) < types_;
+  if (co_runners.size() == 1 && typed && co_runners[0]->type >= 0) {
+    const double m = measured_[job.type * types_ + co_runners[0]->type];
+    if (!std::isnan(m)) return std::max(1.0, m);
+  }
+  std::vector<UtilisationVector> others;
+  others.reserve(co_runners.size());
+  double log_noise = 0;
+  for (const Job* o : co_runners) {
+    others.push_back(o->profile.util);
+    if (typed && o->type >= 0 && static_cast<std::size_t>(o->type) < types_) log_noise += noise_[job.type * types_ + o->type];
+  }
+  return std::max(1.0, contention_slowdown(job.profile.util, others, prior_.alpha, prior_.gamma) * std::exp(log_noise));
+}
+
+}  // namespace recmix::sched

@@ -1,0 +1,395 @@
+#include "sched/sim/simulator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+#include "core/error.hpp"
+
+namespace recmix::sched {
+namespace {
+
+constexpr double kEps = 1e-9;
+
+struct Event {
+  double time;
+  int kind;  // 0 finish, 1 wake
+  std::size_t job;
+  std::uint64_t version;
+  bool operator>(const Event& o) const { return time > o.time || (time == o.time && kind > o.kind); }
+};
+
+struct RunState {
+  double progress = 0;     // solo seconds done
+  double needed = 0;       // solo seconds to finish (work + restart overheads)
+  double rate = 0;
+  double last_update = 0;
+  double queued_since = 0;
+  std::uint64_t version = 0;
+  bool running = false, finished = false, in_queue = false, started_this_round = false;
+};
+
+class Simulation final : public Actions {
+ public:
+  Simulation(const ClusterSpec& spec, std::vector<Job> jobs, Policy& policy, const SlowdownTruth& truth,
+             InterferenceModel model, const SimOptions& options)
+      : cluster_(spec), jobs_(std::move(jobs)), policy_(policy), truth_(truth), model_(std::move(model)),
+        options_(options), state_(jobs_.size()) {
+    std::stable_sort(jobs_.begin(), jobs_.end(), [](const Job& a, const Job& b) { return a.arrival_s < b.arrival_s; });
+    for (std::size_t i = 0; i < jobs_.size(); ++i) {
+      index_[jobs_[i].id] = i;
+      state_[i].needed = jobs_[i].work_s;
+      RECMIX_REQUIRE(jobs_[i].gpus <= cluster_.gpu_count(), ConfigError,
+                     "job " + jobs_[i].name + " needs " + std::to_string(jobs_[i].gpus) + " GPUs; the cluster has " +
+                         std::to_string(cluster_.gpu_count()));
+      RECMIX_REQUIRE(jobs_[i].profile.peak_memory_bytes <= spec.gpu_memory_bytes, ConfigError,
+                     "job " + jobs_[i].name + " needs more memory than a GPU has");
+    }
+    learn_ = options_.learn_online && policy_.learns_interference();
+    const double span = jobs_.empty() ? 0 : jobs_.back().arrival_s;
+    interval_ = options_.timeline_interval_s > 0 ? options_.timeline_interval_s : std::max(60.0, span / 1000.0);
+  }
+
+  SimResult run() {
+    const auto wall_start = std::chrono::steady_clock::now();
+    std::size_t next_arrival = 0;
+    while (finished_ < jobs_.size()) {
+      double t = INFINITY;
+      if (next_arrival < jobs_.size()) t = jobs_[next_arrival].arrival_s;
+      if (!events_.empty()) t = std::min(t, events_.top().time);
+      if (!std::isfinite(t)) break;  // nothing can happen any more
+      advance(t);
+      bool changed = false;
+      while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival_s <= now_ + kEps) {
+        enqueue(next_arrival++);
+        changed = true;
+        ++result_.events;
+      }
+      while (!events_.empty() && events_.top().time <= now_ + kEps) {
+        const Event e = events_.top();
+        events_.pop();
+        ++result_.events;
+        if (e.kind == 1) {
+          pending_wakes_.erase(e.time);
+          changed = true;
+        } else if (state_[e.job].running && state_[e.job].version == e.version) {
+          finish(e.job);
+          changed = true;
+        }
+      }
+      if (changed) schedule_rounds();
+      update_rates();
+      if (options_.progress && result_.events / options_.progress_every_events != last_progress_) {
+        last_progress_ = result_.events / options_.progress_every_events;
+        options_.progress(now_, finished_, jobs_.size());
+      }
+    }
+    sample_timeline(now_, true);
+    summarise();
+    result_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    return std::move(result_);
+  }
+
+  // --- Actions ---
+  bool start(const Job& job, std::span<const int> gpus) override {
+    const auto it = index_.find(job.id);
+    RECMIX_REQUIRE(it != index_.end(), ConfigError, "policy started unknown job " + std::to_string(job.id));
+    const std::size_t i = it->second;
+    RunState& s = state_[i];
+    if (s.running || s.finished || !s.in_queue || static_cast<int>(gpus.size()) != job.gpus) {
+      ++result_.refused_starts;
+      return false;
+    }
+    for (int g : gpus) {
+      if (g >= 0 && g < cluster_.gpu_count() &&
+          cluster_.memory_used(g) + job.profile.peak_memory_bytes > cluster_.spec().gpu_memory_bytes) {
+        ++result_.memory_violations;
+        return false;
+      }
+    }
+    if (!cluster_.place(jobs_[i], gpus, now_)) {
+      ++result_.refused_starts;
+      return false;
+    }
+    Job& j = jobs_[i];
+    if (j.first_start_s < 0) j.first_start_s = now_;
+    queued_[i] += now_ - s.queued_since;
+    s.running = true;
+    s.started_this_round = true;
+    ++started_this_round_;
+    s.last_update = now_;
+    s.rate = 0;
+    const RunningJob* r = cluster_.running(j.id);
+    if (r->spread()) spread_[i] = true;
+    for (int g : gpus) {
+      dirty_.push_back(g);
+      result_.max_memory_fraction =
+          std::max(result_.max_memory_fraction, cluster_.memory_used(g) / cluster_.spec().gpu_memory_bytes);
+    }
+    policy_.on_start(j, *r, now_);
+    return true;
+  }
+
+  void preempt(JobId id) override {
+    const auto it = index_.find(id);
+    RECMIX_REQUIRE(it != index_.end() && state_[it->second].running, ConfigError,
+                   "policy preempted job " + std::to_string(id) + " which is not running");
+    const std::size_t i = it->second;
+    RunState& s = state_[i];
+    settle(i);
+    const RunningJob r = cluster_.remove(id);
+    for (int g : r.gpus) dirty_.push_back(g);
+    effective_sum_ -= s.rate * jobs_[i].gpus;
+    jobs_[i].attained_gpu_s += jobs_[i].gpus * (now_ - r.start_s);
+    ++jobs_[i].preemptions;
+    ++result_.preemptions;
+    s.needed += options_.restart_overhead_s;
+    s.running = false;
+    s.rate = 0;
+    ++s.version;
+    s.queued_since = now_;
+    preempted_.push_back(i);
+  }
+
+  void wake_at(double time) override {
+    if (time <= now_ + kEps || pending_wakes_.count(time)) return;
+    pending_wakes_.insert(time);
+    events_.push({time, 1, 0, 0});
+  }
+
+ private:
+  // Moves simulated time to t, integrating utilisation and writing timeline samples.
+  void advance(double t) {
+    sample_timeline(t, false);
+    const double dt = t - now_;
+    busy_integral_ += dt * (cluster_.gpu_count() - cluster_.free_gpu_count());
+    effective_integral_ += dt * effective_sum_;
+    now_ = t;
+  }
+
+  void sample_timeline(double until, bool final_point) {
+    while (next_sample_ <= until + kEps) {
+      TimelinePoint p;
+      p.time_s = next_sample_;
+      p.busy_gpus = cluster_.gpu_count() - cluster_.free_gpu_count();
+      p.running_jobs = static_cast<int>(cluster_.running_jobs().size());
+      p.queued_jobs = static_cast<int>(queue_.size());
+      p.effective_util = effective_sum_ / cluster_.gpu_count();
+      result_.timeline.push_back(p);
+      next_sample_ += interval_;
+      if (final_point) break;
+    }
+  }
+
+  void enqueue(std::size_t i) {
+    state_[i].in_queue = true;
+    state_[i].queued_since = now_;
+    queue_.push_back(&jobs_[i]);
+  }
+
+  void settle(std::size_t i) {
+    RunState& s = state_[i];
+    s.progress += s.rate * (now_ - s.last_update);
+    delivered_[i] += s.rate * (now_ - s.last_update);
+    s.last_update = now_;
+  }
+
+  void finish(std::size_t i) {
+    settle(i);
+    RunState& s = state_[i];
+    const RunningJob r = cluster_.remove(jobs_[i].id);
+    for (int g : r.gpus) dirty_.push_back(g);
+    effective_sum_ -= s.rate * jobs_[i].gpus;
+    jobs_[i].attained_gpu_s += jobs_[i].gpus * (now_ - r.start_s);
+    s.running = false;
+    s.finished = true;
+    s.rate = 0;
+    ++finished_;
+    finish_time_[i] = now_;
+    policy_.on_finish(jobs_[i], now_);
+  }
+
+  void schedule_rounds() {
+    for (int pass = 0; pass < 3; ++pass) {
+      ++result_.rounds;
+      preempted_.clear();
+      SchedulingContext context{now_, cluster_, std::span<Job* const>(queue_), model_};
+      policy_.schedule(context, *this);
+      // Drop started jobs from the queue, put preempted ones back in (arrival, id) order.
+      if (started_this_round_ > 0) std::erase_if(queue_, [&](Job* j) {
+        RunState& s = state_[index_[j->id]];
+        if (!s.started_this_round) return false;
+        s.started_this_round = false;
+        s.in_queue = false;
+        return true;
+      });
+      started_this_round_ = 0;
+      for (std::size_t i : preempted_) {
+        state_[i].in_queue = true;
+        Job* j = &jobs_[i];
+        const auto pos = std::lower_bound(queue_.begin(), queue_.end(), j, [](const Job* a, const Job* b) {
+          return a->arrival_s < b->arrival_s || (a->arrival_s == b->arrival_s && a->id < b->id);
+        });
+        queue_.insert(pos, j);
+      }
+      if (preempted_.empty()) break;
+    }
+  }
+
+  // Recomputes the rate of every job on a GPU whose set of jobs changed.
+  void update_rates() {
+    if (dirty_.empty()) return;
+    std::sort(dirty_.begin(), dirty_.end());
+    dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
+    std::vector<std::size_t> affected;
+    for (int g : dirty_) {
+      const auto& on = cluster_.jobs_on(g);
+      for (JobId id : on) affected.push_back(index_[id]);
+      if (learn_ && on.size() == 2) observe_pair(on[0], on[1]);
+    }
+    dirty_.clear();
+    std::sort(affected.begin(), affected.end());
+    affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+    std::vector<const Job*> co;
+    for (std::size_t i : affected) {
+      RunState& s = state_[i];
+      settle(i);
+      const Job& job = jobs_[i];
+      const RunningJob* r = cluster_.running(job.id);
+      double worst = 1.0;
+      for (int g : r->gpus) {
+        co.clear();
+        for (JobId other : cluster_.jobs_on(g))
+          if (other != job.id) co.push_back(&jobs_[index_[other]]);
+        if (!co.empty()) {
+          colocated_[i] = true;
+          worst = std::max(worst, truth_.slowdown(job, co));
+        }
+      }
+      const double rate = 1.0 / (worst * spread_factor(cluster_.spec(), job.profile, r->nodes_used));
+      effective_sum_ += (rate - s.rate) * job.gpus;
+      s.rate = rate;
+      ++s.version;
+      const double remaining = std::max(0.0, s.needed - s.progress);
+      events_.push({now_ + remaining / rate, 0, i, s.version});
+    }
+    if (learn_ && new_observations_ >= options_.refit_every) {
+      model_.refit();
+      new_observations_ = 0;
+    }
+  }
+
+  void observe_pair(JobId a, JobId b) {
+    const Job& ja = jobs_[index_[a]];
+    const Job& jb = jobs_[index_[b]];
+    if (ja.type < 0 || jb.type < 0 || ja.gpus > 1 || jb.gpus > 1) return;
+    for (const auto& [x, y] : {std::pair{&ja, &jb}, std::pair{&jb, &ja}}) {
+      int& count = observed_[{x->type, y->type}];
+      if (count >= options_.observations_per_pair) continue;
+      ++count;
+      model_.observe(x->type, y->type, truth_.pair(*x, *y));
+      ++new_observations_;
+      ++result_.online_observations;
+    }
+  }
+
+  void summarise() {
+    result_.policy = std::string(policy_.name());
+    result_.jobs = jobs_.size();
+    std::vector<double> jct, ftf;
+    double queue_sum = 0, last_finish = 0;
+    for (std::size_t i = 0; i < jobs_.size(); ++i) {
+      const Job& j = jobs_[i];
+      JobOutcome o;
+      o.id = j.id;
+      o.arrival_s = j.arrival_s;
+      o.first_start_s = j.first_start_s;
+      o.finish_s = state_[i].finished ? finish_time_[i] : -1;
+      o.work_s = j.work_s;
+      o.queued_s = queued_[i];
+      o.delivered_s = delivered_[i];
+      o.preemptions = j.preemptions;
+      o.gpus = j.gpus;
+      o.spread = spread_[i];
+      o.colocated = colocated_[i];
+      result_.colocated_jobs += o.colocated;
+      result_.spread_jobs += o.spread;
+      if (o.finish_s >= 0) {
+        jct.push_back(o.finish_s - o.arrival_s);
+        ftf.push_back((o.finish_s - o.arrival_s) / j.work_s);
+        queue_sum += o.queued_s;
+        last_finish = std::max(last_finish, o.finish_s);
+      }
+      result_.outcomes.push_back(o);
+    }
+    RECMIX_REQUIRE(jct.size() == jobs_.size(), Error,
+                   "simulation stalled: " + std::to_string(jobs_.size() - jct.size()) + " of " +
+                       std::to_string(jobs_.size()) + " jobs never finished under policy " + result_.policy);
+    const double first_arrival = jobs_.empty() ? 0 : jobs_.front().arrival_s;
+    result_.makespan_s = last_finish - first_arrival;
+    auto percentile = [](std::vector<double> v, double q) {
+      std::sort(v.begin(), v.end());
+      const std::size_t k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
+      return v[std::min(k, v.size() - 1)];
+    };
+    double sum = 0;
+    for (double v : jct) sum += v;
+    result_.avg_jct_s = sum / static_cast<double>(jct.size());
+    result_.median_jct_s = percentile(jct, 0.5);
+    result_.p99_jct_s = percentile(jct, 0.99);
+    result_.avg_queue_s = queue_sum / static_cast<double>(jct.size());
+    double fsum = 0;
+    for (double v : ftf) fsum += v;
+    result_.ftf_avg = fsum / static_cast<double>(ftf.size());
+    result_.ftf_p99 = percentile(ftf, 0.99);
+    const double span = std::max(now_ - first_arrival, 1e-9);
+    result_.avg_gpu_util = busy_integral_ / (span * cluster_.gpu_count());
+    result_.avg_effective_util = effective_integral_ / (span * cluster_.gpu_count());
+    result_.throughput_jobs_per_h = static_cast<double>(jct.size()) / (result_.makespan_s / 3600.0);
+  }
+
+  ClusterState cluster_;
+  std::vector<Job> jobs_;
+  Policy& policy_;
+  const SlowdownTruth& truth_;
+  InterferenceModel model_;
+  SimOptions options_;
+  std::vector<RunState> state_;
+  std::vector<double> queued_ = std::vector<double>(state_.size(), 0.0);
+  std::vector<double> delivered_ = std::vector<double>(state_.size(), 0.0);
+  std::vector<double> finish_time_ = std::vector<double>(state_.size(), -1.0);
+  std::vector<char> spread_ = std::vector<char>(state_.size(), 0);
+  std::vector<char> colocated_ = std::vector<char>(state_.size(), 0);
+  std::unordered_map<JobId, std::size_t> index_;
+  std::vector<Job*> queue_;
+  std::vector<std::size_t> preempted_;
+  std::vector<int> dirty_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::set<double> pending_wakes_;
+  std::map<std::pair<int, int>, int> observed_;
+  int new_observations_ = 0;
+  std::size_t started_this_round_ = 0;
+  bool learn_ = false;
+  double now_ = 0;
+  double interval_ = 60;
+  double next_sample_ = 0;
+  double busy_integral_ = 0, effective_integral_ = 0, effective_sum_ = 0;
+  std::size_t finished_ = 0;
+  std::size_t last_progress_ = 0;
+  SimResult result_;
+};
+
+}  // namespace
+
+SimResult simulate(const ClusterSpec& cluster, std::vector<Job> jobs, Policy& policy, const SlowdownTruth& truth,
+                   InterferenceModel model, const SimOptions& options) {
+  RECMIX_REQUIRE(!jobs.empty(), ConfigError, "simulate: no jobs");
+  Simulation sim(cluster, std::move(jobs), policy, truth, std::move(model), options);
+  return sim.run();
+}
+
+}  // namespace recmix::sched

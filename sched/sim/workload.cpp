@@ -1,0 +1,153 @@
+#include "sched/sim/workload.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/random.hpp"
+#include "sched/machine_model.hpp"
+
+namespace recmix::sched {
+
+const std::vector<std::string>& mix_names() {
+  static const std::vector<std::string> names = {"dlrm-heavy", "mixed", "dlrm-only", "other-only", "trace"};
+  return names;
+}
+
+WorkloadMix parse_mix(const std::string& name) {
+  WorkloadMix mix;
+  mix.name = name;
+  mix.dlrm_sizes = {{"dlrm-small", 0.4}, {"dlrm-medium", 0.35}, {"dlrm-large", 0.2}, {"dlrm-xlarge", 0.05}};
+  if (name == "dlrm-heavy") {
+    mix.dlrm_share = 0.8;
+  } else if (name == "mixed") {
+    mix.dlrm_share = 0.4;
+  } else if (name == "dlrm-only") {
+    mix.dlrm_share = 1.0;
+  } else if (name == "other-only") {
+    mix.dlrm_share = 0.0;
+  } else if (name == "trace") {
+    mix.dlrm_share = -1;
+  } else {
+    std::string known;
+    for (const auto& n : mix_names()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError("unknown workload mix '" + name + "' (known: " + known + ")");
+  }
+  return mix;
+}
+
+std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir) {
+  auto env = std::make_unique<SimEnvironment>(machine_model(cluster.machine));
+  namespace fs = std::filesystem;
+  const fs::path dir(traces_dir);
+  for (const auto& preset : dlrm_preset_names()) {
+    const int t = env->model.type_index(preset);
+    env->model.set_utilisation(t, env->library.dlrm(preset, 1).util);
+  }
+  const fs::path pairs = dir / "lucid_colocate_pairs.csv", singles = dir / "lucid_single_jobs.csv";
+  if (fs::exists(pairs) && fs::exists(singles)) {
+    PairDataset lucid = read_lucid_pairs(pairs.string(), singles.string());
+    env->other_types = env->library.add_measured(lucid, 0);
+    add_pairs(env->model, lucid);
+    env->model.calibrate_prior();
+    env->measured.push_back(std::move(lucid));
+  }
+  const fs::path gavel = dir / "gavel_throughputs.json";
+  if (fs::exists(gavel)) {
+    PairDataset g = read_gavel_pairs(gavel.string(), "v100");
+    env->library.add_measured(g, 0.4 * cluster.gpu_memory_bytes);
+    add_pairs(env->model, g);
+    env->measured.push_back(std::move(g));
+  }
+  env->model.refit();
+  return env;
+}
+
+namespace {
+
+std::string draw_weighted(const std::map<std::string, double>& weights, double u) {
+  double total = 0;
+  for (const auto& [name, w] : weights) total += w;
+  double acc = 0;
+  for (const auto& [name, w] : weights) {
+    acc += w / total;
+    if (u < acc) return name;
+  }
+  return weights.rbegin()->first;
+}
+
+bool is_dlrm_preset(const std::string& type) {
+  const auto& names = dlrm_preset_names();
+  return std::find(names.begin(), names.end(), type) != names.end();
+}
+
+}  // namespace
+
+Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvironment& env,
+                        const WorkloadOptions& options) {
+  const WorkloadMix mix = parse_mix(options.mix);
+  RECMIX_REQUIRE(options.arrival_scale > 0, ConfigError, "--arrival-scale must be positive");
+  RECMIX_REQUIRE(mix.dlrm_share >= 1.0 || mix.dlrm_share < 0 || !env.other_types.empty(), ConfigError,
+                 "mix '" + mix.name + "' needs non-DLRM profiles (lucid_single_jobs.csv) in the traces directory");
+  Workload w;
+  const std::size_t n = options.max_jobs > 0 ? std::min(options.max_jobs, trace.jobs.size()) : trace.jobs.size();
+  w.jobs.reserve(n);
+  // Smallest first, for downgrading a DLRM that does not fit.
+  const std::vector<std::string> sizes = dlrm_preset_names();
+  for (std::size_t i = 0; i < n; ++i) {
+    const TraceJob& tj = trace.jobs[i];
+    const std::string at = trace.path + ":" + std::to_string(tj.line);
+    std::string type;
+    if (mix.dlrm_share < 0) {
+      RECMIX_REQUIRE(!tj.type.empty(), ConfigError,
+                     at + ": the trace has no job types; use --mix dlrm-heavy|mixed|dlrm-only|other-only");
+      type = tj.type;
+    } else if (static_cast<double>(random::uniform01(options.seed, 1, i)) < mix.dlrm_share) {
+      type = draw_weighted(mix.dlrm_sizes, random::uniform01(options.seed, 2, i));
+    } else {
+      type = env.other_types[random::hash(options.seed, 3, i) % env.other_types.size()];
+    }
+    Job job;
+    job.id = static_cast<JobId>(i);
+    job.gpus = tj.gpus;
+    job.arrival_s = tj.arrival_s / options.arrival_scale;
+    job.priority = tj.priority;
+    job.slowdown_limit = tj.slowdown_limit;
+    if (is_dlrm_preset(type)) {
+      auto pos = std::find(sizes.begin(), sizes.end(), type) - sizes.begin();
+      job.profile = env.library.dlrm(sizes[pos], tj.gpus);
+      while (job.profile.peak_memory_bytes > cluster.gpu_memory_bytes && pos > 0)
+        job.profile = env.library.dlrm(sizes[--pos], tj.gpus);
+      type = sizes[pos];
+    } else if (tj.profile) {
+      job.profile = *tj.profile;
+      if (job.profile.peak_memory_bytes <= 0) job.profile.peak_memory_bytes = 8.0 * (1ull << 30);
+      const int t = env.model.type_index(type);
+      if (!env.model.has_utilisation(t)) env.model.set_utilisation(t, job.profile.util);
+    } else if (const JobProfile* p = env.library.find(type)) {
+      job.profile = *p;
+    } else {
+      throw ConfigError(at + ": unknown job type '" + type + "' (not a DLRM preset nor a measured profile)");
+    }
+    if (job.profile.peak_memory_bytes > cluster.gpu_memory_bytes) {
+      ++w.unplaceable;
+      continue;
+    }
+    job.profile.type = type;
+    job.type = env.model.type_index(type);
+    if (tj.duration_s >= 0) {
+      job.work_s = std::max(1.0, tj.duration_s);
+    } else {
+      job.work_s = std::max(1.0, tj.steps * job.profile.solo_step_s);
+    }
+    job.name = type + "#" + std::to_string(i);
+    ++w.types[type];
+    w.jobs.push_back(std::move(job));
+  }
+  RECMIX_REQUIRE(!w.jobs.empty(), ConfigError, trace.path + ": no job fits a GPU of this cluster");
+  env.truth = std::make_unique<SlowdownTruth>(env.model, options.truth_noise, options.seed);
+  for (const auto& data : env.measured) env.truth->add_measured(data, env.model);
+  return w;
+}
+
+}  // namespace recmix::sched

@@ -1,0 +1,63 @@
+#pragma once
+// Turns trace jobs into scheduler jobs: each trace job keeps its arrival, length and GPU count
+// and gets a profile. With a mix ("dlrm-heavy", "mixed", "dlrm-only", "other-only") a job is a
+// DLRM of one of the preset sizes with the mix's probability (otherwise a measured non-DLRM
+// type from the Lucid solo profiles), drawn from (seed, job index); "trace" keeps the trace's
+// own job types (Gavel, Muri, own CSV). The environment holds the profile library, the
+// scheduler's learned interference model and the simulator's ground truth.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sched/cluster_state.hpp"
+#include "sched/interference_model.hpp"
+#include "sched/pair_data.hpp"
+#include "sched/profile_library.hpp"
+#include "sched/sim/ground_truth.hpp"
+#include "sched/sim/trace_reader.hpp"
+
+namespace recmix::sched {
+
+struct WorkloadMix {
+  std::string name;
+  double dlrm_share = 0.8;
+  std::map<std::string, double> dlrm_sizes;  // preset -> weight
+};
+WorkloadMix parse_mix(const std::string& name);  // ConfigError listing the known mixes
+const std::vector<std::string>& mix_names();
+
+struct WorkloadOptions {
+  std::string mix = "dlrm-heavy";
+  std::uint64_t seed = 1;
+  double arrival_scale = 1.0;  // arrivals compressed by this factor (load x scale)
+  std::size_t max_jobs = 0;    // 0 = every job of the trace
+  double truth_noise = 0.15;   // log-normal sigma of unmeasured pairs' ground truth
+};
+
+struct SimEnvironment {
+  explicit SimEnvironment(MachineModel machine) : library(std::move(machine)) {}
+  ProfileLibrary library;
+  InterferenceModel model;              // what the policies use (calibrated offline, learned online)
+  std::unique_ptr<SlowdownTruth> truth; // what the simulator applies
+  std::vector<PairDataset> measured;    // pair data loaded (Lucid, Gavel)
+  std::vector<std::string> other_types; // non-DLRM types a mix draws from
+};
+
+// Loads the pair data found in traces_dir (lucid_*.csv, gavel_throughputs.json) into a new
+// environment for `cluster`. Missing files are skipped; "other" types then come only from what
+// was found (a mix needing them throws ConfigError).
+std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir);
+
+struct Workload {
+  std::vector<Job> jobs;          // by arrival
+  std::size_t unplaceable = 0;    // trace jobs whose memory exceeds a GPU even at the smallest size
+  std::map<std::string, std::size_t> types;  // jobs per type
+};
+
+// Builds the jobs and finishes the environment (registers types, builds the ground truth).
+Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvironment& env,
+                        const WorkloadOptions& options);
+
+}  // namespace recmix::sched
