@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "device/buffer.hpp"
+#include "mlp/cpu_kernels.hpp"
 #include "mlp/launch.hpp"
 
 namespace recmix::mlp {
@@ -56,20 +59,42 @@ class InteractionBase : public Interaction {
 class DotInteraction final : public InteractionBase {
  public:
   DotInteraction(device::Backend& b, device::MemoryPool& p, int k, int d, int max_batch)
-      : InteractionBase(b, p, k, d, d + (k + 1) * k / 2, max_batch, "dot") {}
+      : InteractionBase(b, p, k, d, d + (k + 1) * k / 2, max_batch, "dot"),
+        scratch_(p, static_cast<std::size_t>(detail::row_blocks(max_batch)) *
+                        std::max(kernels::round_up_lanes(k + 1) * d, (k + 1) * (k + 1)),
+                 "dot interaction scratch") {
+    auto stream = b.create_stream();
+    b.fill_zero(scratch_.data(), scratch_.bytes(), *stream);  // the padding lanes are read
+    stream->synchronize();
+  }
 
  private:
   void run_forward(device::Stream& s) override {
-    kernels::DotInteractionForward f{bottom_, embeddings_, output_.data(), k_, d_, out_};
+    kernels::DotInteractionForward f{bottom_, embeddings_, output_.data(), scratch_.data(),
+                                     batch_, k_, d_, out_};
     // The dot products cost about d times the output size.
-    detail::launch(backend_, s, batch_, f, work() * d_ / 4);
+    if (backend_.kind() == device::BackendKind::cpu)
+      device::cpu::parallel_for(detail::cpu_threads_for(backend_, work() * d_ / 4),
+                                detail::row_blocks(batch_),
+                                [&f](kernels::Index i) { cpu::dot_interaction_forward(f, i); }, 2);
+    else
+      detail::launch(backend_, s, detail::row_blocks(batch_), f, 0);
   }
   void run_backward(device::Stream& s, const float* grad_out, float* grad_bottom,
                     float* grad_embeddings) override {
-    kernels::DotInteractionBackward f{bottom_,     embeddings_,     grad_out, grad_bottom,
-                                      grad_embeddings, k_, d_, out_};
-    detail::launch(backend_, s, batch_, f, work() * d_ / 2);
+    kernels::DotInteractionBackward f{bottom_,        embeddings_,     grad_out,
+                                      grad_bottom,    grad_embeddings, scratch_.data(),
+                                      batch_,         k_,              d_,
+                                      out_};
+    if (backend_.kind() == device::BackendKind::cpu)
+      device::cpu::parallel_for(detail::cpu_threads_for(backend_, work() * d_ / 2),
+                                detail::row_blocks(batch_),
+                                [&f](kernels::Index i) { cpu::dot_interaction_backward(f, i); }, 2);
+    else
+      detail::launch(backend_, s, detail::row_blocks(batch_), f, 0);
   }
+  // Per block of samples: T transposed (forward), the symmetric gradient matrix (backward).
+  device::Buffer<float> scratch_;
 };
 
 class CatInteraction final : public InteractionBase {

@@ -59,41 +59,35 @@ struct BiasActivationForward {
   }
 };
 
-// Activation backward for the rows of block `item`: dz = dy * act'(y) (y the post-activation
-// output; dz may alias dy), and partial[item][c] = sum of dz[r][c] over the block's rows.
+// Activation backward in place for the rows of block `item`: dz = dz * act'(y) (dz holds dL/dy on
+// entry, y is the post-activation output), and partial[item][c] = sum of dz[r][c] over the rows.
 struct ActivationBackward {
-  const float* dy;
-  const float* y;
   float* dz;
+  const float* y;
   float* partial;
   int rows, cols;
   Activation act;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
     Index r0 = item * kRowBlock, r1 = min_index(r0 + kRowBlock, rows);
-    float* acc = partial + item * cols;
+    float* __restrict acc = partial + item * cols;
     for (int c = 0; c < cols; ++c) acc[c] = 0.f;
     for (Index r = r0; r < r1; ++r) {
-      const float* g = dy + r * cols;
-      const float* out = y + r * cols;
-      float* d = dz + r * cols;
+      const float* __restrict out = y + r * cols;
+      float* __restrict d = dz + r * cols;
       switch (act) {
         case Activation::none:
-          for (int c = 0; c < cols; ++c) {
-            float v = g[c];
-            d[c] = v;
-            acc[c] += v;
-          }
+          for (int c = 0; c < cols; ++c) acc[c] += d[c];
           break;
         case Activation::relu:
           for (int c = 0; c < cols; ++c) {
-            float v = out[c] > 0.f ? g[c] : 0.f;
+            float v = out[c] > 0.f ? d[c] : 0.f;
             d[c] = v;
             acc[c] += v;
           }
           break;
         case Activation::sigmoid:
           for (int c = 0; c < cols; ++c) {
-            float v = g[c] * (1.f - out[c]) * out[c];  // torch's sigmoid_backward
+            float v = d[c] * (1.f - out[c]) * out[c];  // torch's sigmoid_backward
             d[c] = v;
             acc[c] += v;
           }
@@ -115,60 +109,87 @@ struct ColumnSum {
   }
 };
 
-// Dot interaction forward for sample s: out = [bottom, T_i . T_j for i > j, row-major].
+// Width of the register blocks of the CPU-tuned interaction kernels (mlp/cpu_kernels.cpp).
+inline constexpr int kLanes = 8;
+
+RECMIX_HOST_DEVICE inline int round_up_lanes(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// Dot interaction forward for the samples of block `item`: out = [bottom, T_i . T_j for i > j,
+// row-major], each dot summed over the components in order. (The CPU-tuned version uses the
+// scratch to hold T transposed; this one does not need it.)
 struct DotInteractionForward {
   const float* bottom;
   const float* emb;
   float* out;
-  int k, d, out_cols;
-  RECMIX_HOST_DEVICE void operator()(Index s) const {
-    const float* b = bottom + s * d;
-    const float* e = emb + s * k * d;
-    float* o = out + s * out_cols;
-    for (int c = 0; c < d; ++c) o[c] = b[c];
-    float* z = o + d;
-    for (int i = 1; i <= k; ++i) {
-      const float* ti = e + (i - 1) * d;
-      for (int j = 0; j < i; ++j) {
-        const float* tj = j == 0 ? b : e + (j - 1) * d;
-        float acc = 0.f;
-        for (int c = 0; c < d; ++c) acc += ti[c] * tj[c];
-        *z++ = acc;
+  float* scratch;  // d * round_up_lanes(k + 1) floats per block, zero-initialised
+  int batch, k, d, out_cols;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    const int n = k + 1;
+    Index s1 = min_index((item + 1) * kRowBlock, batch);
+    for (Index s = item * kRowBlock; s < s1; ++s) {
+      const float* b = bottom + s * d;
+      const float* e = emb + s * k * d;
+      float* o = out + s * out_cols;
+      for (int c = 0; c < d; ++c) o[c] = b[c];
+      float* z = o + d;
+      for (int i = 1; i < n; ++i) {
+        const float* ti = e + (i - 1) * d;
+        for (int j = 0; j < i; ++j) {
+          const float* tj = j == 0 ? b : e + (j - 1) * d;
+          float acc = 0.f;
+          for (int c = 0; c < d; ++c) acc += ti[c] * tj[c];
+          z[j] = acc;
+        }
+        z += i;
       }
     }
   }
 };
 
-// Dot interaction backward for sample s: with g_ij the gradient of dot (i, j),
-// dT_i = sum_j g_ij T_j + sum_j g_ji T_j; grad_bottom = grad_out[0:d] + dT_0.
+// Dot interaction backward for the samples of block `item`. With g_ij the gradient of dot (i, j),
+// i > j, stored at d + i(i-1)/2 + j, and G the symmetric matrix with G_ij = G_ji = g_ij and a zero
+// diagonal: dT_i = sum_j G_ij T_j, summed over j in order; grad_bottom = grad_out[0:d] + dT_0,
+// grad_emb[t] = dT_{t+1}. G is spread into the block's scratch first (the diagonal's zero terms are
+// added too, so that the CPU-tuned version needs no branch and gives the same bits).
 struct DotInteractionBackward {
   const float* bottom;
   const float* emb;
   const float* grad_out;
   float* grad_bottom;
   float* grad_emb;
-  int k, d, out_cols;
-  RECMIX_HOST_DEVICE void operator()(Index s) const {
-    const float* b = bottom + s * d;
-    const float* e = emb + s * k * d;
-    const float* g = grad_out + s * out_cols;
-    float* gb = grad_bottom + s * d;
-    float* ge = grad_emb + s * k * d;
-    for (int c = 0; c < d; ++c) gb[c] = g[c];
-    for (int c = 0; c < k * d; ++c) ge[c] = 0.f;
-    const float* gz = g + d;
-    for (int i = 1; i <= k; ++i) {
-      const float* ti = e + (i - 1) * d;
-      float* gi = ge + (i - 1) * d;
-      for (int j = 0; j < i; ++j) {
-        const float* tj = j == 0 ? b : e + (j - 1) * d;
-        float* gj = j == 0 ? gb : ge + (j - 1) * d;
-        float w = *gz++;
-        for (int c = 0; c < d; ++c) {
-          gi[c] += w * tj[c];
-          gj[c] += w * ti[c];
+  float* scratch;  // (k + 1)^2 floats per block
+  int batch, k, d, out_cols;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    const int n = k + 1;
+    float* __restrict g_sym = scratch + item * n * n;
+    Index s1 = min_index((item + 1) * kRowBlock, batch);
+    for (Index s = item * kRowBlock; s < s1; ++s) {
+      const float* b = bottom + s * d;
+      const float* e = emb + s * k * d;  // rows 1 .. k of T, contiguous
+      const float* gx = grad_out + s * out_cols;
+      const float* gz = gx + d;
+      for (int i = 0; i < n; ++i) {
+        g_sym[i * n + i] = 0.f;
+        for (int j = 0; j < i; ++j) {
+          float w = gz[i * (i - 1) / 2 + j];
+          g_sym[i * n + j] = w;
+          g_sym[j * n + i] = w;
         }
       }
+      for (int i = 0; i < n; ++i) row_gradient(i, 0, s, b, e, gx, g_sym + i * n);
+    }
+  }
+
+  // dT_i (row = G_i) for components c0 .. d-1.
+  RECMIX_HOST_DEVICE void row_gradient(int i, int c0, Index s, const float* b, const float* e,
+                                            const float* gx, const float* row) const {
+    const int n = k + 1;
+    float* gi = i == 0 ? grad_bottom + s * d : grad_emb + (s * k + i - 1) * d;
+    for (int c = c0; c < d; ++c) {
+      float sum = i == 0 ? gx[c] : 0.f;
+      sum += row[0] * b[c];
+      for (int j = 1; j < n; ++j) sum += row[j] * e[(j - 1) * d + c];
+      gi[c] = sum;
     }
   }
 };

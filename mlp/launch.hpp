@@ -6,6 +6,7 @@
 
 #include "device/backend.hpp"
 #include "device/launch.hpp"
+#include "mlp/cpu_threading.hpp"
 #include "mlp/kernels.hpp"
 
 // Every functor type launched on CUDA; launch.cu instantiates the grid-stride kernel for each.
@@ -22,12 +23,9 @@ namespace recmix::mlp::detail {
 RECMIX_MLP_KERNELS(RECMIX_MLP_DECLARE_CUDA_LAUNCH)
 #undef RECMIX_MLP_DECLARE_CUDA_LAUNCH
 
-// Below this many touched floats a kernel runs on the calling thread: waking the other
-// threads costs more than the work (ENVIRONMENT.md: barriers are expensive on this machine).
-inline constexpr std::int64_t kParallelElements = 1 << 16;
-
+// Threads for a CPU kernel touching `elements` floats (see mlp/cpu_threading.hpp).
 inline int cpu_threads_for(const device::Backend& backend, std::int64_t elements) {
-  return elements >= kParallelElements ? backend.num_threads() : 1;
+  return elements >= cpu_parallel_threshold() ? backend.num_threads() : 1;
 }
 
 // Runs f(i) for i in [0, n); `elements` is the work's size in floats (decides threading).

@@ -105,12 +105,13 @@ const float* Mlp::backward(device::Stream& s, const float* grad_output, bool nee
   const float* dy = grad_output;
   for (int i = num_layers() - 1; i >= 0; --i) {
     Layer& l = layers_[i];
-    // dz = dy * act'(y), written over this layer's gradient buffer (which already holds dy for
-    // all but the last layer); the bias gradient is the column sum of dz.
+    // dz = dy * act'(y), in place in this layer's gradient buffer (which already holds dy for all
+    // but the last layer); the bias gradient is the column sum of dz.
     float* dz = l.grad.data();
+    if (dy != dz)
+      backend_.copy(dz, dy, sizeof(float) * static_cast<std::size_t>(batch) * l.out, s);
     auto blocks = detail::row_blocks(batch);
-    kernels::ActivationBackward f{dy, l.output.data(), dz, bias_partials_.data(), batch, l.out,
-                                  l.act};
+    kernels::ActivationBackward f{dz, l.output.data(), bias_partials_.data(), batch, l.out, l.act};
     detail::launch(backend_, s, blocks, f, static_cast<std::int64_t>(batch) * l.out);
     kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
     detail::launch(backend_, s, l.out, sum, blocks * l.out);

@@ -7,7 +7,22 @@
 #include <random>
 #include <vector>
 
+#include "mlp/cpu_threading.hpp"
+
 namespace recmix::mlp::test {
+
+// Lets the element-wise kernels use OpenMP threads from `elements` floats on, for one scope, so
+// that tests exercise the parallel paths (off by default, mlp/cpu_threading.hpp).
+class ScopedParallelThreshold {
+ public:
+  explicit ScopedParallelThreshold(std::int64_t elements) : saved_(cpu_parallel_threshold()) {
+    set_cpu_parallel_threshold(elements);
+  }
+  ~ScopedParallelThreshold() { set_cpu_parallel_threshold(saved_); }
+
+ private:
+  std::int64_t saved_;
+};
 
 using Vec = std::vector<double>;
 

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
+#include "mlp/cpu_kernels.hpp"
 #include "mlp/interaction.hpp"
+#include "mlp/kernels.hpp"
 #include "mlp/loss.hpp"
 #include "mlp/mlp.hpp"
 #include "tests/mlp/reference.hpp"
@@ -28,6 +31,7 @@ class MlpVsReference : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(MlpVsReference, ForwardAndBackward) {
   const Shape& shape = GetParam();
+  test::ScopedParallelThreshold parallel(shape.threads > 1 ? 1 << 12 : std::int64_t(1) << 62);
   auto backend = device::make_backend(device::BackendKind::cpu, shape.threads);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
@@ -111,6 +115,7 @@ class InteractionVsReference : public ::testing::TestWithParam<InteractionShape>
 
 TEST_P(InteractionVsReference, Dot) {
   auto [k, d, batch, threads] = GetParam();
+  test::ScopedParallelThreshold parallel(threads > 1 ? 1 << 12 : std::int64_t(1) << 62);
   auto backend = device::make_backend(device::BackendKind::cpu, threads);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
@@ -135,6 +140,7 @@ TEST_P(InteractionVsReference, Dot) {
 
 TEST_P(InteractionVsReference, Cat) {
   auto [k, d, batch, threads] = GetParam();
+  test::ScopedParallelThreshold parallel(threads > 1 ? 1 << 12 : std::int64_t(1) << 62);
   auto backend = device::make_backend(device::BackendKind::cpu, threads);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
@@ -164,6 +170,51 @@ INSTANTIATE_TEST_SUITE_P(Shapes, InteractionVsReference,
                                            InteractionShape{26, 16, 300, 2},
                                            InteractionShape{0, 7, 3, 1}));
 
+// The portable functors (what CUDA and machines without AVX2 run) against the reference, and the
+// CPU-tuned versions against them bit for bit.
+TEST(Interaction, PortableAndTunedDotKernelsAgree) {
+  for (auto [k, d, batch] : {std::tuple{26, 16, 70}, std::tuple{5, 11, 33}, std::tuple{1, 8, 1},
+                             std::tuple{8, 19, 40}, std::tuple{0, 3, 2}}) {
+    const int out = d + (k + 1) * k / 2;
+    const int blocks = (batch + kernels::kRowBlock - 1) / kernels::kRowBlock;
+    auto bottom = test::random_floats(static_cast<std::size_t>(batch) * d, 41);
+    auto emb = test::random_floats(static_cast<std::size_t>(batch) * k * d, 42);
+    auto g = test::random_floats(static_cast<std::size_t>(batch) * out, 43);
+    const std::size_t per_block =
+        std::max(kernels::round_up_lanes(k + 1) * d, (k + 1) * (k + 1));
+    std::vector<float> scratch(blocks * per_block, 0.f);
+    std::vector<float> y_plain(batch * out), y_tuned(batch * out);
+    std::vector<float> gb_plain(batch * d), gb_tuned(batch * d), ge_plain(emb.size()),
+        ge_tuned(emb.size());
+    kernels::DotInteractionForward fp{bottom.data(), emb.data(), y_plain.data(), scratch.data(),
+                                      batch, k, d, out};
+    kernels::DotInteractionForward ft = fp;
+    ft.out = y_tuned.data();
+    kernels::DotInteractionBackward bp{bottom.data(),   emb.data(),      g.data(), gb_plain.data(),
+                                       ge_plain.data(), scratch.data(), batch,    k,
+                                       d,               out};
+    kernels::DotInteractionBackward bt = bp;
+    bt.grad_bottom = gb_tuned.data();
+    bt.grad_emb = ge_tuned.data();
+    for (int i = 0; i < blocks; ++i) {
+      fp(i);
+      cpu::dot_interaction_forward(ft, i);
+      bp(i);
+      cpu::dot_interaction_backward(bt, i);
+    }
+    Vec bd(bottom.begin(), bottom.end()), ed(emb.begin(), emb.end());
+    EXPECT_LE(test::worst(y_plain.data(), test::dot_interaction(bd, ed, batch, k, d), 1e-5, 1e-5), 1.0);
+    Vec gb_ref, ge_ref;
+    test::dot_interaction_backward(bd, ed, Vec(g.begin(), g.end()), batch, k, d, gb_ref, ge_ref);
+    EXPECT_LE(test::worst(gb_plain.data(), gb_ref, 1e-5, 1e-5), 1.0);
+    EXPECT_LE(test::worst(ge_plain.data(), ge_ref, 1e-5, 1e-5), 1.0);
+    EXPECT_EQ(y_plain, y_tuned) << "k=" << k << " d=" << d;
+    EXPECT_EQ(gb_plain, gb_tuned) << "k=" << k << " d=" << d;
+    EXPECT_EQ(ge_plain, ge_tuned) << "k=" << k << " d=" << d;
+  }
+  if (!cpu::vector_kernels_available()) GTEST_SKIP() << "no AVX2: only the portable kernels ran";
+}
+
 TEST(Interaction, DotOrderIsStrictlyLowerTriangleRowMajor) {
   // k = 2, d = 1: T = [b, e0, e1] = [2, 3, 5]; dots (1,0)=6, (2,0)=10, (2,1)=15.
   auto backend = device::make_backend(device::BackendKind::cpu, 1);
@@ -179,6 +230,7 @@ TEST(Interaction, DotOrderIsStrictlyLowerTriangleRowMajor) {
 }
 
 TEST(Loss, BceMatchesReferenceWithSoftLabelsAndClamping) {
+  test::ScopedParallelThreshold parallel(1 << 12);
   auto backend = device::make_backend(device::BackendKind::cpu, 2);
   auto stream = backend->create_stream();
   for (int batch : {1, 5, 1000, 70000}) {

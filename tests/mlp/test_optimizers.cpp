@@ -25,7 +25,9 @@ struct ParamSet {
       grads.emplace_back(pool, counts[i]);
       auto v = test::random_floats(counts[i], 100 + i);
       std::copy(v.begin(), v.end(), values.back().data());
-      params.push_back({"p" + std::to_string(i), values.back().data(), grads.back().data(), counts[i]});
+      std::string name = "p";
+      name += std::to_string(i);
+      params.push_back({name, values.back().data(), grads.back().data(), counts[i]});
     }
   }
 };
@@ -59,6 +61,7 @@ class OptimizerVsReference : public ::testing::TestWithParam<DenseOptimizerConfi
 
 TEST_P(OptimizerVsReference, SeveralSteps) {
   const DenseOptimizerConfig& c = GetParam();
+  test::ScopedParallelThreshold parallel(1 << 12);
   ParamSet s({1, 37, 70001, 1000});
   auto opt = make_dense_optimizer(c, *s.backend, s.pool, s.params);
   auto stream = s.backend->create_stream();
