@@ -72,8 +72,15 @@ struct ShardedEmbedding::Impl {
   std::int64_t local_rows = 0;
   device::Buffer<float> weights, state;
 
+  // Where the layer is in a step: forward_start -> forward_finish -> backward_start ->
+  // backward_finish (forward() and backward() run both halves).
+  enum class Phase { idle, forward_started, forward_done, backward_started };
+  Phase phase = Phase::idle;
+  float* pending_out = nullptr;
+  std::unique_ptr<comm::Request> pending;
+  std::vector<std::size_t> pending_sc, pending_sd, pending_rc, pending_rd;
+
   // Set by forward, used by backward.
-  bool have_forward = false;
   int batch = 0;
   std::vector<std::int64_t> bag_length;     // [num_tables x batch]: whole-bag lengths (mean pooling)
   std::vector<std::int64_t> from_source;    // owner: non-empty bags pooled for each source rank
@@ -127,10 +134,31 @@ struct ShardedEmbedding::Impl {
       if (q != rank) bytes_sent += sc[q] * elem;
   }
 
+  // The non-blocking twin of exchange(): counts and displacements live here until wait_pending().
+  template <class T>
+  void post(const T* send, const std::vector<std::size_t>& sc, std::vector<T>& recv,
+            const std::vector<std::size_t>& rc, comm::DataType type, std::size_t elem) {
+    std::size_t total = 0;
+    for (auto c : rc) total += c;
+    recv.resize(std::max<std::size_t>(total, 1));
+    pending_sc = sc;
+    pending_rc = rc;
+    pending_sd = displacements<T>(sc);
+    pending_rd = displacements<T>(rc);
+    pending = comm.iall_to_all_v(send, pending_sc, pending_sd, recv.data(), pending_rc, pending_rd, type);
+    for (int q = 0; q < world; ++q)
+      if (q != rank) bytes_sent += sc[q] * elem;
+  }
+  void wait_pending() {
+    if (pending) pending->wait();
+    pending.reset();
+  }
+
   void check_batch(std::span<const Bags> bags, int local_batch, std::string& error) const;
   void forward_local(device::Stream& stream, std::span<const Bags> bags, float* out);
-  void forward_distributed(device::Stream& stream, std::span<const Bags> bags, float* out,
-                           bool bad_batch, const std::string& error);
+  void forward_distributed(device::Stream& stream, std::span<const Bags> bags, bool bad_batch,
+                           const std::string& error);
+  void combine_pooled(device::Stream& stream);
   void group_rows(std::int64_t n_bags, const std::int64_t* grad_pos, const float* scale);
   void update(device::Stream& stream, const float* grad, std::size_t grad_vectors);
 };
@@ -200,8 +228,7 @@ void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<con
 }
 
 void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::span<const Bags> bags,
-                                                 float* out, bool bad_batch,
-                                                 const std::string& error) {
+                                                 bool bad_batch, const std::string& error) {
   const int B = batch;
   // 1. Split every bag over the shards of its table (requester side).
   if (!bad_batch) {
@@ -245,7 +272,6 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
   for (int p = 0; p < world; ++p)
     if (recv_sizes[p] == kBadBatch) bad_ranks.push_back(p);
   if (!bad_ranks.empty()) {
-    have_forward = false;
     if (bad_batch) throw DataError(error);
     throw DataError(fmt::format("embedding: rank {} received a bad batch (see its error)", bad_ranks[0]));
   }
@@ -313,7 +339,14 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
       for (int b = 0; b < B; ++b) from_owner[q] += shard_lengths[s][b] > 0;
   for (int p = 0; p < world; ++p) send_counts[p] = static_cast<std::size_t>(from_source[p] * dim);
   for (int q = 0; q < world; ++q) recv_counts[q] = static_cast<std::size_t>(from_owner[q] * dim);
-  all_to_all(send_f32, send_counts, recv_f32, recv_counts);
+  post(send_f32.data(), send_counts, recv_f32, recv_counts, comm::DataType::f32, sizeof(float));
+}
+
+// Adds the partial sums of each table's shards into the output (mean: divides by bag lengths).
+void ShardedEmbedding::Impl::combine_pooled(device::Stream& stream) {
+  wait_pending();
+  const int B = batch;
+  float* out = pending_out;
   float* result = out;
   if (!on_host) {
     host_out.resize(std::size_t(B) * num_tables * dim);
@@ -488,9 +521,23 @@ ShardedEmbedding::~ShardedEmbedding() = default;
 
 void ShardedEmbedding::forward(device::Stream& stream, std::span<const Bags> bags, int local_batch,
                                float* out) {
+  forward_start(stream, bags, local_batch, out);
+  forward_finish(stream);
+}
+
+void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
+  backward_start(stream, grad_out);
+  backward_finish(stream);
+}
+
+void ShardedEmbedding::forward_start(device::Stream& stream, std::span<const Bags> bags,
+                                     int local_batch, float* out) {
   Impl& m = *impl_;
+  RECMIX_REQUIRE(m.phase != Impl::Phase::forward_started && m.phase != Impl::Phase::backward_started,
+                 Error, "embedding: forward_start() while a forward or backward is in flight");
+  m.phase = Impl::Phase::idle;
   m.bytes_sent = 0;
-  m.have_forward = false;
+  m.pending_out = out;
   std::string error;
   m.check_batch(bags, local_batch, error);
   if (m.local_only) {
@@ -505,19 +552,29 @@ void ShardedEmbedding::forward(device::Stream& stream, std::span<const Bags> bag
         for (int b = 0; b < local_batch; ++b)
           m.bag_length[std::size_t(t) * local_batch + b] = bags[t].offsets[b + 1] - bags[t].offsets[b];
     }
-    m.forward_distributed(stream, bags, out, !error.empty(), error);
+    m.forward_distributed(stream, bags, !error.empty(), error);
   }
-  // Device backends: the host CSRs are reused by the next call, so their copies must be done.
-  if (!m.on_host) stream.synchronize();
-  m.have_forward = true;
+  m.phase = Impl::Phase::forward_started;
 }
 
-void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
+void ShardedEmbedding::forward_finish(device::Stream& stream) {
   Impl& m = *impl_;
-  RECMIX_REQUIRE(m.have_forward, Error, "embedding: backward() without a successful forward()");
-  m.have_forward = false;
+  RECMIX_REQUIRE(m.phase == Impl::Phase::forward_started, Error,
+                 "embedding: forward_finish() without forward_start()");
+  m.phase = Impl::Phase::idle;
+  if (!m.local_only) m.combine_pooled(stream);
+  // Device backends: the host CSRs are reused by the next call, so their copies must be done.
+  if (!m.on_host) stream.synchronize();
+  m.phase = Impl::Phase::forward_done;
+}
+
+void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_out) {
+  Impl& m = *impl_;
+  RECMIX_REQUIRE(m.phase == Impl::Phase::forward_done, Error,
+                 "embedding: backward without a completed forward (each forward allows one backward)");
+  m.phase = Impl::Phase::idle;
   const int B = m.batch, T = m.num_tables, D = m.dim;
-  if (m.local_only) {
+  if (m.local_only) {  // nothing travels: the whole update runs here
     const std::int64_t n_bags = std::int64_t(T) * B;
     m.group_rows(n_bags, nullptr, m.own_scale.empty() ? nullptr : m.own_scale.data());
     if (m.on_host) {
@@ -529,6 +586,7 @@ void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
       m.update(stream, m.host_out.data(), std::size_t(B) * T);
       stream.synchronize();
     }
+    m.phase = Impl::Phase::backward_started;
     return;
   }
   const float* grad = grad_out;
@@ -562,7 +620,17 @@ void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
       }
     }
   }
-  m.all_to_all(m.send_f32, send_counts, m.recv_f32, recv_counts);
+  m.post(m.send_f32.data(), send_counts, m.recv_f32, recv_counts, comm::DataType::f32, sizeof(float));
+  m.phase = Impl::Phase::backward_started;
+}
+
+void ShardedEmbedding::backward_finish(device::Stream& stream) {
+  Impl& m = *impl_;
+  RECMIX_REQUIRE(m.phase == Impl::Phase::backward_started, Error,
+                 "embedding: backward_finish() without backward_start()");
+  m.phase = Impl::Phase::idle;
+  if (m.local_only) return;
+  m.wait_pending();
   const std::int64_t n_bags = static_cast<std::int64_t>(m.own_offsets.size()) - 1;
   m.group_rows(n_bags, nullptr, nullptr);
   m.update(stream, m.recv_f32.data(), static_cast<std::size_t>(n_bags));

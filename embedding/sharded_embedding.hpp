@@ -52,6 +52,17 @@ class ShardedEmbedding {
   // optimizer to the rows of the last forward() only. Collective: every rank calls it.
   void backward(device::Stream& stream, const float* grad_out);
 
+  // forward() and backward() in two halves, so other work (the bottom MLP, the MLP gradient
+  // all-reduce) can run while embedding data travels. forward_start() checks the batch, sends the
+  // indices, pools and posts the return of the pooled vectors; forward_finish() waits for them
+  // and writes `out` (which must stay untouched in between). backward_start() posts the
+  // gradients to the owners; backward_finish() waits, sums duplicates and updates. Every rank
+  // calls them in this order; forward()/backward() are start + finish.
+  void forward_start(device::Stream& stream, std::span<const Bags> bags, int local_batch, float* out);
+  void forward_finish(device::Stream& stream);
+  void backward_start(device::Stream& stream, const float* grad_out);
+  void backward_finish(device::Stream& stream);
+
   // The rows this rank owns and their optimizer state, in plan order (for checkpoints).
   std::vector<LocalShardView> local_shards();
 

@@ -173,6 +173,47 @@ TEST(DistributedEmbeddingErrors, ABadIndexOnOneRankFailsEveryRankWithoutHanging)
   EXPECT_NO_THROW(emb.backward(*stream, grad.data()));
 }
 
+// The split API (start, other work, finish) gives exactly what forward()/backward() give.
+TEST(DistributedEmbeddingSplit, StartAndFinishEqualTheBlockingCalls) {
+  auto comm = comm::make_mpi_world_communicator();
+  const int rank = comm->rank(), world = comm->size();
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  SparseOptimizerConfig opt{"rowwise_adagrad", 0.1f};
+  ShardedEmbedding blocking(*comm, *backend, pool, kTables, Pooling::mean, make_plan("mixed", world), opt, 5);
+  ShardedEmbedding split(*comm, *backend, pool, kTables, Pooling::mean, make_plan("mixed", world), opt, 5);
+  const int T = static_cast<int>(kTables.size()), D = kTables[0].dim;
+  std::mt19937_64 rng(17 + rank);
+  for (int step = 0; step < 3; ++step) {
+    const int B = 5 + rank;
+    auto batch = test::random_batch(kTables, B, 3, false, rng);
+    std::vector<Bags> bags;
+    for (auto& tb : batch) bags.push_back(tb.view());
+    auto grad = test::random_vector(std::size_t(B) * T * D, rng);
+    std::vector<float> a(grad.size()), b(grad.size(), -1.f);
+    blocking.forward(*stream, bags, B, a.data());
+    split.forward_start(*stream, bags, B, b.data());
+    double busy = 0;  // stands for the bottom MLP
+    for (int i = 0; i < 1000; ++i) busy += i * 0.5;
+    EXPECT_GT(busy, 0);
+    split.forward_finish(*stream);
+    EXPECT_EQ(a, b) << "rank " << rank << " step " << step;
+    blocking.backward(*stream, grad.data());
+    split.backward_start(*stream, grad.data());
+    split.backward_finish(*stream);
+  }
+  auto x = blocking.local_shards(), y = split.local_shards();
+  ASSERT_EQ(x.size(), y.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    for (std::int64_t k = 0; k < (x[i].row_end - x[i].row_begin) * D; ++k)
+      ASSERT_EQ(x[i].weights[k], y[i].weights[k]) << "rank " << rank;
+  // Out of order calls are errors, not hangs.
+  EXPECT_THROW(split.forward_finish(*stream), Error);
+  EXPECT_THROW(split.backward_finish(*stream), Error);
+  EXPECT_THROW(split.backward_start(*stream, nullptr), Error);
+}
+
 // Traffic accounting worked out by hand for 2 ranks: table rows [0, 5) on rank 0, [5, 10) on
 // rank 1, three one-hot bags per rank. Rank 0 looks up {1, 7, 8}, rank 1 {2, 9, 3}.
 // Each rank sends: its message size (8 bytes); to its peer [batch, 3 lengths, 2 rows] (6 x 8);
