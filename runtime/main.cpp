@@ -20,11 +20,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const recmix::Error& e) {
-    std::fprintf(stderr, "recmix: %s: %s\n", e.kind(), e.what());
+    std::fprintf(stderr, "%s: %s: %s\n", recmix::runtime::error_prefix().c_str(), e.kind(), e.what());
     recmix::runtime::abort_other_ranks_on_failure();
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "recmix: error: %s\n", e.what());
+    std::fprintf(stderr, "%s: error: %s\n", recmix::runtime::error_prefix().c_str(), e.what());
     recmix::runtime::abort_other_ranks_on_failure();
     return 1;
   }

@@ -42,6 +42,14 @@ int world_size() {
   return s;
 }
 
+std::string error_prefix() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && world_size() > 1) return "recmix (rank " + std::to_string(world_rank()) + ")";
+  return "recmix";
+}
+
 void abort_other_ranks_on_failure() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# End to end through the recmix binary and the mpirun wrapper: synthesise data, train on 2 ranks,
+# evaluate the checkpoint, resume; convert the real Criteo rows and train on them; and check that
+# bad input (a wrong job spec, a missing file, bad data on one rank) ends with one clear error.
+# Usage: cli_end_to_end.sh <recmix binary> <source dir> <shared dir>
+set -euo pipefail
+recmix=$1 src=$2 shared=$3
+work=$(mktemp -d /tmp/recmix-e2e-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mpirun=("$src/launch/recmix-mpirun")
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$recmix" data synth -o "$work/train.h5" --rows 20k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null
+"$recmix" data synth -o "$work/eval.h5" --rows 4k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 \
+  --first-row 20000 >/dev/null 2>&1 || cp "$work/train.h5" "$work/eval.h5"
+
+cat > "$work/job.toml" <<TOML
+name = "e2e"
+run_dir = "run"
+[model]
+embedding_dim = 8
+bottom_mlp = [16, 8]
+top_mlp = [16, 1]
+[optimizer]
+dense = "adagrad"
+sparse = "rowwise_adagrad"
+lr = 0.05
+[data]
+train = "train.h5"
+eval = "eval.h5"
+[train]
+batch_size = 128
+steps = 120
+[checkpoint]
+interval = 60
+TOML
+
+# Train on 2 ranks: progress, metrics, checkpoints, final evaluation.
+"${mpirun[@]}" -np 2 "$recmix" train "$work/job.toml" > "$work/train.out" 2> "$work/train.err" || {
+  cat "$work/train.err"; fail "training on 2 ranks failed"; }
+grep -q "step 120/120" "$work/train.err" || fail "no final progress line"
+grep -q "final: step 120" "$work/train.out" || fail "no final summary"
+test -s "$work/run/metrics.jsonl" || fail "no metrics.jsonl"
+grep -q '"type":"eval"' "$work/run/metrics.jsonl" || fail "no eval metrics"
+ckpt=$(ls "$work/run/checkpoints"/ckpt-*.h5 | tail -n 1)
+[[ $(basename "$ckpt") == ckpt-000000120.h5 ]] || fail "unexpected last checkpoint $ckpt"
+
+# Evaluate the checkpoint on 1 rank: the same AUC as the trainer's final evaluation.
+"$recmix" eval "$ckpt" "$work/eval.h5" > "$work/eval.out"
+auc_train=$(sed -n 's/.*eval AUC \([0-9.]*\).*/\1/p' "$work/train.out")
+auc_eval=$(sed -n 's/.*AUC \([0-9.]*\).*/\1/p' "$work/eval.out")
+[[ -n "$auc_train" && "$auc_train" == "$auc_eval" ]] || fail "eval AUC $auc_eval differs from training's $auc_train"
+
+# Resume on 1 rank for 30 more steps.
+"$recmix" train "$work/job.toml" --resume "$ckpt" --steps 150 > /dev/null 2> "$work/resume.err" || {
+  cat "$work/resume.err"; fail "resume failed"; }
+grep -q "resumed from .* at step 120" "$work/resume.err" || fail "no resume line"
+test -f "$work/run/checkpoints/ckpt-000000150.h5" || fail "no checkpoint after resume"
+
+# Real Criteo rows: convert both formats, train a few steps on them.
+"$recmix" data convert criteo -q --hash-rows 1000 -o "$work/criteo.h5" "$shared/data/criteo/kaggle_sample_a.tsv" \
+  "$shared/data/criteo/kaggle_sample_b.tsv" > /dev/null 2>&1
+cat > "$work/criteo.toml" <<TOML
+name = "criteo"
+run_dir = "criteo-run"
+[data]
+train = "criteo.h5"
+eval = "criteo.h5"
+[train]
+batch_size = 32
+steps = 12
+TOML
+"${mpirun[@]}" -np 2 "$recmix" train "$work/criteo.toml" > "$work/criteo.out" 2> "$work/criteo.err" || {
+  cat "$work/criteo.err"; fail "training on the real Criteo rows failed"; }
+grep -q "26 tables, 13 dense features" "$work/criteo.err" || fail "criteo model shape not reported"
+
+# Bad input: one clear error line naming the culprit, exit status 1, within seconds.
+expect_error() {  # expect_error <pattern> <command...>
+  local pattern=$1; shift
+  local start=$SECONDS
+  if "$@" > "$work/bad.out" 2> "$work/bad.err"; then fail "'$*' succeeded"; fi
+  grep -q "$pattern" "$work/bad.err" || { cat "$work/bad.err"; fail "no '$pattern' in the error of '$*'"; }
+  (( SECONDS - start < 60 )) || fail "'$*' took $((SECONDS - start)) s to fail"
+}
+sed 's/batch_size = 128/batch_sise = 128/' "$work/job.toml" > "$work/typo.toml"
+expect_error "unknown key 'train.batch_sise'" "$recmix" train "$work/typo.toml"
+sed 's/lr = 0.05/lr = -1/' "$work/job.toml" > "$work/neg.toml"
+expect_error "'optimizer.lr' must be between" "$recmix" train "$work/neg.toml"
+sed 's/train = "train.h5"/train = "missing.h5"/' "$work/job.toml" > "$work/missing.toml"
+expect_error "missing.h5" "${mpirun[@]}" -np 2 "$recmix" train "$work/missing.toml"
+{ cat "$work/job.toml"; printf '[device]\nmemory_capacity = "64KiB"\n'; } > "$work/oom.toml"
+expect_error "out of memory" "$recmix" train "$work/oom.toml"
+expect_error "not a recmix checkpoint\|not a readable\|cannot open\|failed" "$recmix" eval "$work/train.h5" "$work/eval.h5"
+# Bad data on one rank only: row 100 of the first global batch (rows 0-127) is rank 1's.
+cp "$work/train.h5" "$work/nan.h5"
+/usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); f['dense'][100, 2] = float('nan')" "$work/nan.h5"
+sed 's/train = "train.h5"/train = "nan.h5"/' "$work/job.toml" > "$work/nan.toml"
+expect_error "nan.h5.*row 100\|row 100.*nan.h5" "${mpirun[@]}" -np 2 "$recmix" train "$work/nan.toml"
+grep -q "rank 1\|data error" "$work/bad.err" || fail "the failing rank is not named"
+echo "end-to-end: all checks passed"
