@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <filesystem>
@@ -123,6 +124,10 @@ File open_file(const std::string& path, bool writable) {
 
 static PropList fapl_mpio(void* mpi_comm) {
   RECMIX_REQUIRE(mpi_comm != nullptr, IoError, "MPI-IO file access needs a communicator");
+  // Open MPI 4.1.0-4.1.4's OMPIO returns wrong data for some non-contiguous collective reads
+  // when its read data sieving is on (open-mpi/ompi#10546); the component reads this setting
+  // when it first opens a file, so turning it off here works unless the user chose otherwise.
+  ::setenv("OMPI_MCA_fbtl_posix_read_datasieving", "0", 0);
   PropList fapl(RECMIX_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), IoError, "file access list"));
   RECMIX_H5_CHECK(H5Pset_fapl_mpio(fapl, *static_cast<MPI_Comm*>(mpi_comm), MPI_INFO_NULL), IoError,
                   "file access list");

@@ -402,7 +402,17 @@ class Reader::Impl {
     }
   }
 
+  // Waits until no read is in flight. Collective reads must happen on every rank or none, so a
+  // collective reader first lets its producer finish every read up to the read-ahead limit
+  // (consumed + prefetch), a point that is the same on every rank, before anything stops it.
   void wait_idle(std::unique_lock<std::mutex>& lock) {
+    if (collective && worker.joinable()) {
+      paused = false;
+      cv.notify_all();
+      cv.wait(lock, [&] {
+        return !busy && (failed || bpe == 0 || static_cast<int>(queue.size()) >= opt.prefetch);
+      });
+    }
     cv.wait(lock, [&] { return !busy; });
   }
 };
@@ -432,7 +442,8 @@ Reader::Reader(std::vector<std::string> files, ReaderOptions options, void* mpi_
 
 Reader::~Reader() {
   {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
+    std::unique_lock<std::mutex> lock(impl_->mutex);
+    impl_->wait_idle(lock);
     impl_->stop = true;
   }
   impl_->cv.notify_all();
@@ -496,8 +507,8 @@ void Reader::seek(ReaderPosition p) {
 
 void Reader::pause_prefetch() {
   std::unique_lock<std::mutex> lock(impl_->mutex);
-  impl_->paused = true;
   impl_->wait_idle(lock);
+  impl_->paused = true;
 }
 
 std::int64_t Reader::sample_row(std::int64_t epoch, std::int64_t pos) const {
