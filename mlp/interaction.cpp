@@ -24,18 +24,19 @@ class InteractionBase : public Interaction {
 
   const float* forward(device::Stream& s, const float* bottom, const float* embeddings,
                        int batch) override {
-    if (batch <= 0 || batch > max_batch_)
-      throw ConfigError(fmt::format("{} interaction: batch {} outside [1, {}]", kind_, batch, max_batch_));
+    if (batch < 0 || batch > max_batch_)
+      throw ConfigError(fmt::format("{} interaction: batch {} outside [0, {}]", kind_, batch, max_batch_));
     bottom_ = bottom;
     embeddings_ = embeddings;
     batch_ = batch;
+    forward_done_ = true;
     run_forward(s);
     return output_.data();
   }
 
   void backward(device::Stream& s, const float* grad_out, float* grad_bottom,
                 float* grad_embeddings) override {
-    if (batch_ == 0)
+    if (!forward_done_)
       throw ConfigError(fmt::format("{} interaction: backward called before forward", kind_));
     run_backward(s, grad_out, grad_bottom, grad_embeddings);
   }
@@ -54,6 +55,7 @@ class InteractionBase : public Interaction {
   const float* bottom_ = nullptr;
   const float* embeddings_ = nullptr;
   int batch_ = 0;
+  bool forward_done_ = false;
 };
 
 class DotInteraction final : public InteractionBase {

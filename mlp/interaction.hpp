@@ -16,7 +16,7 @@ class Interaction {
   virtual ~Interaction() = default;
   virtual int out_features() const = 0;
   // bottom [batch x d], embeddings [batch x k x d] -> [batch x out_features()], valid until the
-  // next forward. Both inputs must stay unchanged until backward.
+  // next forward. Both inputs must stay unchanged until backward. batch may be 0.
   virtual const float* forward(device::Stream& s, const float* bottom, const float* embeddings,
                                int batch) = 0;
   // grad_out [batch x out] of the last forward; writes grad_bottom [batch x d] and

@@ -12,13 +12,14 @@
 namespace recmix::mlp {
 namespace {
 void check_batch(int batch) {
-  if (batch <= 0) throw ConfigError(fmt::format("bce loss: batch {} must be positive", batch));
+  if (batch < 0) throw ConfigError(fmt::format("bce loss: batch {} is negative", batch));
 }
 }  // namespace
 
 double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
                 int batch) {
   check_batch(batch);
+  if (batch == 0) return 0.0;
   double sum = 0.0;
   if (backend.kind() == device::BackendKind::cpu) {
     s.synchronize();

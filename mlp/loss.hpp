@@ -5,7 +5,7 @@
 
 namespace recmix::mlp {
 
-// Mean loss over the batch, accumulated in double.
+// Mean loss over the batch, accumulated in double; 0 for an empty batch.
 double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
                 int batch);
 

@@ -81,10 +81,11 @@ Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
 }
 
 const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
-  if (batch <= 0 || batch > max_batch_)
-    throw ConfigError(fmt::format("mlp '{}': batch {} outside [1, {}]", name_, batch, max_batch_));
+  if (batch < 0 || batch > max_batch_)
+    throw ConfigError(fmt::format("mlp '{}': batch {} outside [0, {}]", name_, batch, max_batch_));
   input_ = input;
   batch_ = batch;
+  forward_done_ = true;
   const float* x = input;
   for (Layer& l : layers_) {
     // y = x W^T (W is [out x in]), then y = act(y + b) in one pass.
@@ -99,9 +100,16 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
 }
 
 const float* Mlp::backward(device::Stream& s, const float* grad_output, bool need_input_grad) {
-  if (batch_ == 0 || input_ == nullptr)
+  if (!forward_done_)
     throw ConfigError(fmt::format("mlp '{}': backward called before forward", name_));
   const int batch = batch_;
+  if (need_input_grad && input_grad_.empty())
+    input_grad_ = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * in_features(),
+                                        name_ + " input gradient");
+  if (batch == 0) {  // a rank with no samples contributes zero gradients
+    backend_.fill_zero(grads_.data(), grads_.bytes(), s);
+    return need_input_grad ? input_grad_.data() : nullptr;
+  }
   const float* dy = grad_output;
   for (int i = num_layers() - 1; i >= 0; --i) {
     Layer& l = layers_[i];
@@ -126,9 +134,6 @@ const float* Mlp::backward(device::Stream& s, const float* grad_output, bool nee
     if (i > 0) {
       dx = layers_[i - 1].grad.data();
     } else {
-      if (input_grad_.empty())
-        input_grad_ = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * l.in,
-                                            name_ + " input gradient");
       dx = input_grad_.data();
     }
     backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx,

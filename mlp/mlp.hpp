@@ -28,7 +28,8 @@ class Mlp {
   const std::string& name() const { return name_; }
 
   // input [batch x in] must stay unchanged until backward (its weight gradient reads it).
-  // Returns [batch x out], valid until the next forward.
+  // Returns [batch x out], valid until the next forward. batch may be 0 (a rank without samples:
+  // its backward gives zero gradients); ConfigError outside [0, max_batch].
   const float* forward(device::Stream& s, const float* input, int batch);
   // grad_output [batch x out] w.r.t. the output of the last forward. Overwrites the parameter
   // gradients. Returns the gradient w.r.t. the input [batch x in], or nullptr when
@@ -67,6 +68,7 @@ class Mlp {
   device::Buffer<float> bias_partials_;   // per row block partial sums of the bias gradients
   const float* input_ = nullptr;
   int batch_ = 0;
+  bool forward_done_ = false;
 };
 
 }  // namespace recmix::mlp

@@ -2,6 +2,7 @@
 // shapes including batch 1 and widths that are not multiples of the vector width.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 
@@ -281,19 +282,86 @@ TEST(Errors, BadShapesAndKindsAreConfigErrors) {
   EXPECT_THROW(mlp.backward(*stream, g.data(), true), ConfigError);  // before forward
   std::vector<float> x(40);
   EXPECT_THROW(mlp.forward(*stream, x.data(), 5), ConfigError);  // over max batch
-  EXPECT_THROW(mlp.forward(*stream, x.data(), 0), ConfigError);
+  EXPECT_THROW(mlp.forward(*stream, x.data(), -1), ConfigError);
   EXPECT_THROW(make_interaction("sum", *backend, pool, 3, 4, 8), ConfigError);
   EXPECT_THROW(make_interaction("dot", *backend, pool, 3, 0, 8), ConfigError);
   EXPECT_THROW(make_interaction("dot", *backend, pool, 3, 4, 0), ConfigError);
   auto inter = make_interaction("dot", *backend, pool, 3, 4, 8);
   EXPECT_THROW(inter->forward(*stream, x.data(), x.data(), 9), ConfigError);
-  EXPECT_THROW(bce_loss(*backend, *stream, x.data(), x.data(), 0), ConfigError);
+  EXPECT_THROW(bce_loss(*backend, *stream, x.data(), x.data(), -1), ConfigError);
+}
+
+// A data-parallel rank may get no samples at the end of an epoch: it must still produce (zero)
+// gradients for the all-reduce.
+TEST(Mlp, EmptyBatchGivesZeroGradients) {
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "test");
+  auto stream = backend->create_stream();
+  Mlp mlp(*backend, pool, "m", {5, 4, 3}, Activation::sigmoid, 1, 4);
+  auto x = test::random_floats(20, 1);
+  auto g = test::random_floats(12, 2);
+  mlp.forward(*stream, x.data(), 4);
+  mlp.backward(*stream, g.data(), false);
+  mlp.forward(*stream, x.data(), 0);
+  EXPECT_NE(mlp.backward(*stream, g.data(), true), nullptr);
+  for (auto& p : mlp.parameters())
+    for (std::size_t i = 0; i < p.count; ++i) ASSERT_EQ(p.grad[i], 0.f) << p.name;
+  auto inter = make_interaction("dot", *backend, pool, 2, 3, 4);
+  inter->forward(*stream, x.data(), x.data(), 0);
+  inter->backward(*stream, g.data(), g.data(), g.data());
+  EXPECT_EQ(bce_loss(*backend, *stream, x.data(), x.data(), 0), 0.0);
+  bce_loss_backward(*backend, *stream, x.data(), x.data(), 0, 1.f, g.data());
 }
 
 TEST(Errors, PoolCapacityIsEnforced) {
   auto backend = device::make_backend(device::BackendKind::cpu, 1);
   device::MemoryPool pool(*backend, device::Tier::device, "small", 1 << 16);
   EXPECT_THROW(Mlp(*backend, pool, "m", {512, 512}, Activation::relu, 1, 4), OutOfMemoryError);
+  EXPECT_EQ(pool.current_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace recmix::mlp
+
+namespace recmix::mlp {
+namespace {
+
+// A backend that claims to be CUDA but holds host memory: on a machine without a GPU, every
+// mlp kernel launch must fail with one DeviceError (NotCompiledError in a build without CUDA),
+// not crash.
+class FakeCudaBackend final : public device::Backend {
+ public:
+  device::BackendKind kind() const override { return device::BackendKind::cuda; }
+  std::string description() const override { return "fake cuda"; }
+  void* allocate(std::size_t bytes, device::Tier) override { return std::malloc(bytes + 64); }
+  void deallocate(void* p, device::Tier) noexcept override { std::free(p); }
+  void copy(void* dst, const void* src, std::size_t bytes, device::Stream&) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void fill_zero(void* dst, std::size_t bytes, device::Stream&) override { std::memset(dst, 0, bytes); }
+  std::unique_ptr<device::Stream> create_stream() override { return cpu_->create_stream(); }
+  std::unique_ptr<device::Event> create_event() override { return cpu_->create_event(); }
+  void gemm(device::Stream&, bool, bool, int, int, int, float, const float*, int, const float*, int,
+            float, float*, int) override {}
+  void set_num_threads(int) override {}
+  int num_threads() const override { return 1; }
+
+ private:
+  std::unique_ptr<device::Backend> cpu_ = device::make_backend(device::BackendKind::cpu, 1);
+};
+
+TEST(CudaPath, FailsWithOneClearErrorWithoutAGpu) {
+  if (device::cuda_device_available()) GTEST_SKIP() << "a GPU is present";
+  FakeCudaBackend backend;
+  device::MemoryPool pool(backend, device::Tier::device, "fake");
+  EXPECT_THROW(Mlp(backend, pool, "m", {4, 3}, Activation::relu, 1, 2), DeviceError);
+  auto stream = backend.create_stream();
+  float p[2] = {0.5f, 0.5f}, y[2] = {1.f, 0.f}, g[2], emb[12] = {};
+  {
+    auto inter = make_interaction("dot", backend, pool, 2, 3, 2);
+    EXPECT_THROW(inter->forward(*stream, emb, emb, 2), DeviceError);
+  }
+  EXPECT_THROW(bce_loss_backward(backend, *stream, p, y, 2, 1.f, g), DeviceError);
   EXPECT_EQ(pool.current_bytes(), 0u);
 }
 
