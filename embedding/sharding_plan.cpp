@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <numeric>
 #include <fmt/format.h>
 
@@ -151,32 +152,32 @@ void ShardingPlan::validate() const {
   }
 }
 
-ShardingPlan ShardingPlan::automatic(const std::vector<TableSpec>& tables, int world_size,
-                                     const std::vector<std::vector<std::int64_t>>& access_counts,
-                                     std::int64_t max_rows_per_shard) {
-  check_tables(tables, world_size);
-  RECMIX_REQUIRE(max_rows_per_shard >= 0, ConfigError,
-                 "sharding plan: max_rows_per_shard must be >= 0");
-  std::int64_t total_rows = 0;
-  for (const auto& t : tables) total_rows += t.rows;
-  const std::int64_t limit = max_rows_per_shard > 0
-                                 ? max_rows_per_shard
-                                 : (total_rows + world_size - 1) / world_size;
+namespace {
 
-  // Pieces: whole tables that fit, even row ranges of those that do not.
+// One candidate placement: pieces with ranks, and its imbalance (world x the largest share of
+// memory or traffic any rank holds: 1 is perfect balance).
+struct Placement {
   std::vector<Shard> pieces;
+  double imbalance;
+};
+
+// Cuts tables longer than `limit` rows into nearly equal ranges (at most `max_parts`), then
+// places the pieces largest first, each on the rank where the larger of its memory share and its
+// traffic share ends lowest (both dimensions are balanced, not their sum), preferring ranks that
+// hold no other piece of the same table so row-wise pieces pool in parallel. Ties go to the
+// lowest rank, so the result is deterministic.
+Placement place(const std::vector<TableSpec>& tables, int world_size,
+                const std::vector<std::vector<std::int64_t>>& counts, std::int64_t limit,
+                std::int64_t max_parts) {
+  Placement out;
+  auto& pieces = out.pieces;
   for (int t = 0; t < static_cast<int>(tables.size()); ++t) {
-    std::int64_t parts = (tables[t].rows + limit - 1) / limit;
-    if (max_rows_per_shard == 0) parts = std::min<std::int64_t>(parts, world_size);
+    const std::int64_t parts = std::min((tables[t].rows + limit - 1) / limit, max_parts);
     for (auto [b, e] : even_ranges(tables[t].rows, parts)) pieces.push_back({t, b, e, 0});
   }
-  const auto lookups = expected_lookups(pieces, tables, access_counts);
-
-  // Cost of a piece: its share of all memory (rows x dim) plus its share of all traffic
-  // (lookups x dim); placed largest first on the least loaded rank (LPT), preferring ranks that
-  // hold no other piece of the same table so row-wise pieces pool in parallel.
+  const auto lookups = expected_lookups(pieces, tables, counts);
   double total_mem = 0, total_traffic = 0;
-  std::vector<double> mem(pieces.size()), traffic(pieces.size()), cost(pieces.size());
+  std::vector<double> mem(pieces.size()), traffic(pieces.size());
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const int dim = tables[pieces[i].table].dim;
     mem[i] = double(pieces[i].row_end - pieces[i].row_begin) * dim;
@@ -184,31 +185,74 @@ ShardingPlan ShardingPlan::automatic(const std::vector<TableSpec>& tables, int w
     total_mem += mem[i];
     total_traffic += traffic[i];
   }
-  for (std::size_t i = 0; i < pieces.size(); ++i)
-    cost[i] = mem[i] / std::max(total_mem, 1e-30) + traffic[i] / std::max(total_traffic, 1e-30);
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    mem[i] /= std::max(total_mem, 1e-30);
+    traffic[i] /= std::max(total_traffic, 1e-30);
+  }
   std::vector<std::size_t> order(pieces.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
-  std::vector<double> load(world_size, 0.0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::max(mem[a], traffic[a]) > std::max(mem[b], traffic[b]);
+  });
+  std::vector<double> rank_mem(world_size, 0.0), rank_traffic(world_size, 0.0);
   std::vector<std::vector<int>> tables_on_rank(world_size);
   for (std::size_t i : order) {
     int best = -1;
     bool best_shares = true;
+    double best_peak = 0, best_sum = 0;
     for (int r = 0; r < world_size; ++r) {
       const auto& held = tables_on_rank[r];
-      bool shares = std::find(held.begin(), held.end(), pieces[i].table) != held.end();
-      if (best < 0 || (best_shares && !shares) ||
-          (shares == best_shares && load[r] < load[best])) {
+      const bool shares = std::find(held.begin(), held.end(), pieces[i].table) != held.end();
+      const double peak = std::max(rank_mem[r] + mem[i], rank_traffic[r] + traffic[i]);
+      const double sum = rank_mem[r] + rank_traffic[r];
+      const bool better = best < 0 || (best_shares && !shares) ||
+                          (shares == best_shares &&
+                           (peak < best_peak - 1e-12 || (peak <= best_peak + 1e-12 && sum < best_sum - 1e-12)));
+      if (better) {
         best = r;
         best_shares = shares;
+        best_peak = peak;
+        best_sum = sum;
       }
     }
     pieces[i].rank = best;
-    load[best] += cost[i];
+    rank_mem[best] += mem[i];
+    rank_traffic[best] += traffic[i];
     tables_on_rank[best].push_back(pieces[i].table);
   }
-  return from_shards(std::move(pieces), tables, world_size, access_counts);
+  double peak = 0;
+  for (int r = 0; r < world_size; ++r) peak = std::max({peak, rank_mem[r], rank_traffic[r]});
+  out.imbalance = peak * world_size;
+  return out;
+}
+
+}  // namespace
+
+ShardingPlan ShardingPlan::automatic(const std::vector<TableSpec>& tables, int world_size,
+                                     const std::vector<std::vector<std::int64_t>>& access_counts,
+                                     std::int64_t max_rows_per_shard) {
+  check_tables(tables, world_size);
+  RECMIX_REQUIRE(max_rows_per_shard >= 0, ConfigError,
+                 "sharding plan: max_rows_per_shard must be >= 0");
+  expected_lookups({}, tables, access_counts);  // checks the counts' shapes once
+  if (max_rows_per_shard > 0) {
+    auto p = place(tables, world_size, access_counts, max_rows_per_shard,
+                   std::numeric_limits<std::int64_t>::max());
+    return from_shards(std::move(p.pieces), tables, world_size, access_counts);
+  }
+  // Automatic limit: one rank's share of all rows, so only a table that cannot fit a balanced
+  // rank is split (into at most world_size ranges). When big pieces still leave ranks unbalanced,
+  // finer cuts (a half, a quarter, an eighth of the share) are tried; a finer plan is kept only
+  // when it is clearly better (5 points of imbalance), as every cut adds partial-sum traffic.
+  std::int64_t total_rows = 0;
+  for (const auto& t : tables) total_rows += t.rows;
+  const std::int64_t share = (total_rows + world_size - 1) / world_size;
+  Placement best = place(tables, world_size, access_counts, share, world_size);
+  for (int k = 1; k <= 3 && world_size > 1; ++k) {
+    Placement finer = place(tables, world_size, access_counts, std::max<std::int64_t>(1, share >> k), world_size);
+    if (finer.imbalance < best.imbalance - 0.05) best = std::move(finer);
+  }
+  return from_shards(std::move(best.pieces), tables, world_size, access_counts);
 }
 
 ShardingPlan ShardingPlan::parse(const std::string& text, const std::vector<TableSpec>& tables,
