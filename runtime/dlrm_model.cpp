@@ -80,8 +80,10 @@ const float* DlrmModel::forward(const data::Batch& batch) {
   const int b = static_cast<int>(batch.size);
   std::vector<embedding::Bags> bags(num_tables());
   for (int t = 0; t < num_tables(); ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
-  embedding_->forward(*stream_, bags, b, pooled_.data());
+  // The bottom MLP runs while the embedding lookups travel.
+  embedding_->forward_start(*stream_, bags, b, pooled_.data());
   const float* bottom_out = bottom_->forward(*stream_, dense_in_.data(), b);
+  embedding_->forward_finish(*stream_);
   const float* z = interaction_->forward(*stream_, bottom_out, pooled_.data(), b);
   return top_->forward(*stream_, z, b);
 }
@@ -104,14 +106,15 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
       pending.push_back(comm_.iall_reduce_sum(p.grad, p.grad, p.count, comm::DataType::f32, stream_.get()));
   }
   interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
+  // The embedding gradients travel to their owners while the bottom MLP's backward runs.
+  embedding_->backward_start(*stream_, grad_pooled_.data());
   bottom_->backward(*stream_, grad_bottom_.data(), false);
   if (reduce) {
     stream_->synchronize();
     for (auto& p : bottom_params_)
       pending.push_back(comm_.iall_reduce_sum(p.grad, p.grad, p.count, comm::DataType::f32, stream_.get()));
   }
-  // The embedding backward's all-to-all runs while the MLP reductions are in flight.
-  embedding_->backward(*stream_, grad_pooled_.data());
+  embedding_->backward_finish(*stream_);
   double loss_sum = local_loss_sum;
   if (reduce) {
     comm_.all_reduce_sum(&local_loss_sum, &loss_sum, 1, comm::DataType::f64);
