@@ -21,7 +21,9 @@
 namespace recmix::embedding {
 
 // The rows one rank owns of one shard, with its optimizer state, for checkpoints.
-// weights: [(row_end - row_begin) x dim], row-major; state[i] has state_counts[i] elements.
+// weights: [(row_end - row_begin) x dim], row-major; state[i] has state_counts[i] elements
+// ("adagrad_sum": rows x dim, "rowwise_adagrad_sum": rows; none for SGD). The pointers are the
+// backend's device memory (host memory on the CPU backend) and may be written to restore a step.
 struct LocalShardView {
   int table;
   std::int64_t row_begin, row_end;
