@@ -1,0 +1,39 @@
+#!/bin/sh
+# End-to-end check of `recmix data ...`: convert from stdin, synth, inspect (valid and broken
+# files). Usage: cli_smoke.sh <recmix binary> <shared dir>
+set -eu
+recmix=$1
+criteo=$2/data/criteo
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# stdin, with the progress line off; 100 rows (the last line has no newline)
+"$recmix" data convert criteo - -o "$dir/a.h5" --hash-rows 1000 -q < "$criteo/kaggle_sample_a.tsv" > "$dir/convert.txt"
+grep -q "into 100 rows (0 malformed)" "$dir/convert.txt"
+"$recmix" data inspect "$dir/a.h5" > "$dir/inspect.txt"
+grep -q "^rows: 100$" "$dir/inspect.txt"
+grep -q "source_files = <stdin>" "$dir/inspect.txt"
+grep -q "valid: yes (100 rows checked)" "$dir/inspect.txt"
+
+# malformed lines go to stderr with their line numbers; --strict fails and leaves nothing
+"$recmix" data convert criteo "$criteo/kaggle_sample_b.tsv" -o "$dir/b.h5" -q 2> "$dir/b.err" > /dev/null
+grep -q "kaggle_sample_b.tsv:2: wrong number of fields" "$dir/b.err"
+if "$recmix" data convert criteo "$criteo/kaggle_sample_b.tsv" -o "$dir/strict.h5" --strict -q 2> "$dir/strict.err"; then
+  echo "strict conversion should fail"; exit 1
+fi
+grep -q "data error: .*kaggle_sample_b.tsv:2" "$dir/strict.err"
+test ! -e "$dir/strict.h5"
+
+# synth, multi-hot, then inspect
+"$recmix" data synth -o "$dir/s.h5" --rows 5k --tables 3 --table-rows 100,200,300 --multi-hot --pooling 0,4 --seed 3 > "$dir/synth.txt"
+grep -q "Bayes AUC" "$dir/synth.txt"
+"$recmix" data inspect "$dir/s.h5" > "$dir/s.txt"
+grep -q "multi-hot CSR" "$dir/s.txt"
+grep -q "valid: yes (5000 rows checked)" "$dir/s.txt"
+
+# a file that is not a dataset: non-zero exit, the problem named
+if "$recmix" data inspect "$criteo/kaggle_sample_a.tsv" > "$dir/bad.txt" 2> "$dir/bad.err"; then
+  echo "inspect of a TSV file should fail"; exit 1
+fi
+grep -q "valid: NO: .*kaggle_sample_a.tsv: cannot open as HDF5" "$dir/bad.txt"
+echo "data CLI smoke test passed"
