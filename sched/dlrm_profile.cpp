@@ -39,6 +39,8 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
   const double d = s.embedding_dim();
   const double f = tables + 1;
   const double state = optimizer_state_per_param(spec.optimizer);
+  const double sparse_state = static_cast<double>(sparse_state_per_row(spec.sparse_optimizer, s.embedding_dim())) /
+                              std::max(1, s.embedding_dim());
   const double hit = spec.tiering.enabled ? spec.tiering.hot_hit_rate : 1.0;
   StepCost c;
   const std::vector<int> bottom(s.bottom_mlp.begin() + 1, s.bottom_mlp.end());
@@ -48,7 +50,7 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
   const double lookups = global * owned * s.pooling;
   // Pooling reads each row once; the sparse update reads the gradient, reads and writes the row
   // and its optimizer state.
-  const double embedding_bytes = lookups * hit * d * kFloatBytes * (1.0 + 1.0 + 2.0 * (1.0 + state));
+  const double embedding_bytes = lookups * hit * d * kFloatBytes * (1.0 + 1.0 + 2.0 * (1.0 + sparse_state));
   const double dense = static_cast<double>(s.dense_params());
   const double activation_traffic = 2.0 * activation_bytes(spec);  // written once, read once
   const double weight_traffic = dense * kFloatBytes * (3.0 + 2.0 * (1.0 + state));
@@ -57,7 +59,7 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
   const double cold_rows = lookups * (1.0 - hit);
   c.host_device_bytes = batch_bytes + 2.0 * cold_rows * d * kFloatBytes;  // rows in, gradients out
   // Host: read and assemble the batch, gather cold rows, apply their optimizer update.
-  c.host_bytes = 3.0 * batch_bytes + cold_rows * d * kFloatBytes * (2.0 + 2.0 * (1.0 + state));
+  c.host_bytes = 3.0 * batch_bytes + cold_rows * d * kFloatBytes * (2.0 + 2.0 * (1.0 + sparse_state));
   if (spec.ranks > 1) {
     const double others = (spec.ranks - 1.0) / spec.ranks;
     const double a2a = others * (b * tables * s.pooling * kIndexBytes + 2.0 * b * tables * d * kFloatBytes);

@@ -31,6 +31,31 @@ int optimizer_state_per_param(Optimizer optimizer) {
   return 0;
 }
 
+SparseOptimizer parse_sparse_optimizer(std::string_view name) {
+  if (name == "sgd") return SparseOptimizer::sgd;
+  if (name == "adagrad") return SparseOptimizer::adagrad;
+  if (name == "rowwise_adagrad") return SparseOptimizer::rowwise_adagrad;
+  throw ConfigError("sparse optimizer '" + std::string(name) + "' is not one of sgd, adagrad, rowwise_adagrad");
+}
+
+std::string_view sparse_optimizer_name(SparseOptimizer optimizer) {
+  switch (optimizer) {
+    case SparseOptimizer::sgd: return "sgd";
+    case SparseOptimizer::adagrad: return "adagrad";
+    case SparseOptimizer::rowwise_adagrad: return "rowwise_adagrad";
+  }
+  return "?";
+}
+
+int sparse_state_per_row(SparseOptimizer optimizer, int dim) {
+  switch (optimizer) {
+    case SparseOptimizer::sgd: return 0;
+    case SparseOptimizer::adagrad: return dim;
+    case SparseOptimizer::rowwise_adagrad: return 1;
+  }
+  return 0;
+}
+
 int DlrmShape::interaction_width() const {
   const int f = static_cast<int>(tables.size()) + 1;
   return embedding_dim() + f * (f - 1) / 2;

@@ -15,6 +15,14 @@ std::string_view optimizer_name(Optimizer optimizer);
 // Optimizer state values held per parameter (SGD 0, Adagrad 1 accumulator, Adam 2 moments).
 int optimizer_state_per_param(Optimizer optimizer);
 
+// Embedding-table optimizers: Adagrad keeps one accumulator per element, row-wise Adagrad one
+// per row.
+enum class SparseOptimizer { sgd, adagrad, rowwise_adagrad };
+SparseOptimizer parse_sparse_optimizer(std::string_view name);  // "sgd" | "adagrad" | "rowwise_adagrad"
+std::string_view sparse_optimizer_name(SparseOptimizer optimizer);
+// State values per embedding row of width dim.
+int sparse_state_per_row(SparseOptimizer optimizer, int dim);
+
 struct TableShape {
   std::int64_t rows = 0;
   int dim = 0;
@@ -43,7 +51,8 @@ struct JobSpec {
   std::string name;
   DlrmShape shape;
   int global_batch = 2048;  // samples per step over all ranks
-  Optimizer optimizer = Optimizer::adagrad;
+  Optimizer optimizer = Optimizer::adagrad;                     // the MLPs
+  SparseOptimizer sparse_optimizer = SparseOptimizer::adagrad;  // the embedding tables
   Tiering tiering;
   int ranks = 1;
   std::int64_t steps = 1000;

@@ -38,15 +38,15 @@ std::vector<RankShard> plan_shards(const DlrmShape& shape, int ranks) {
 
 namespace {
 
-// Embedding parameters of the shard that live on the device.
+// Rows of the shard that live on the device.
+double device_rows(const JobSpec& spec, std::int64_t rows) {
+  return spec.tiering.enabled ? std::ceil(spec.tiering.hot_fraction * static_cast<double>(rows))
+                              : static_cast<double>(rows);
+}
+
 double device_embedding_params(const JobSpec& spec, const RankShard& shard) {
   double n = 0;
-  for (const auto& [table, rows] : shard.rows) {
-    const double device_rows =
-        spec.tiering.enabled ? std::ceil(spec.tiering.hot_fraction * static_cast<double>(rows))
-                             : static_cast<double>(rows);
-    n += device_rows * spec.shape.tables[table].dim;
-  }
+  for (const auto& [table, rows] : shard.rows) n += device_rows(spec, rows) * spec.shape.tables[table].dim;
   return n;
 }
 
@@ -64,7 +64,10 @@ double parameter_bytes(const JobSpec& spec, const RankShard& shard) {
 }
 
 double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard) {
-  return optimizer_state_per_param(spec.optimizer) * parameter_bytes(spec, shard);
+  double state = optimizer_state_per_param(spec.optimizer) * static_cast<double>(spec.shape.dense_params());
+  for (const auto& [table, rows] : shard.rows)
+    state += device_rows(spec, rows) * sparse_state_per_row(spec.sparse_optimizer, spec.shape.tables[table].dim);
+  return state * kFloatBytes;
 }
 
 double activation_bytes(const JobSpec& spec) {

@@ -35,7 +35,8 @@ constexpr double kIndexBytes = 8;
 // Weights: (owned device rows x dim + dense params) x 4. Device rows = ceil(hot_fraction x rows)
 // when tiering is on.
 double parameter_bytes(const JobSpec& spec, const RankShard& shard);
-// Optimizer state: state values per parameter (Adagrad 1, Adam 2) x the same parameter count x 4.
+// Optimizer state: dense params x dense state per param (Adagrad 1, Adam 2) x 4 + owned device
+// rows x sparse state per row (Adagrad dim, row-wise Adagrad 1) x 4.
 double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard);
 // Activations and their gradients for the local batch: 2 x local batch x 4 x (dense input +
 // bottom widths + tables x dim + (tables+1) x dim + interaction width + top widths).

@@ -21,6 +21,13 @@ void RecordingActions::preempt(JobId job) {
   decisions_.push_back({Decision::Kind::preempt, job, {}});
 }
 
+bool FailedShapes::contains(const Job& job) const {
+  const auto key = std::make_tuple(job.type, job.gpus, job.profile.peak_memory_bytes);
+  return std::find(shapes_.begin(), shapes_.end(), key) != shapes_.end();
+}
+
+void FailedShapes::add(const Job& job) { shapes_.emplace_back(job.type, job.gpus, job.profile.peak_memory_bytes); }
+
 const std::vector<std::string>& policy_names() {
   static const std::vector<std::string> names = {"fifo", "memory-first", "complementary",
                                                  "interference-aware", "delay", "las"};

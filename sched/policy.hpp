@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "sched/cluster_state.hpp"
@@ -62,8 +63,12 @@ class RecordingActions : public Actions {
 
 struct PolicyOptions {
   int window = 512;                  // queued jobs one round looks at (FIFO order)
+  int search_budget = 32;            // distinct job shapes a round may fail to place before it stops
   double slowdown_limit = 1.5;       // interference-aware: default per-job limit
-  double min_pair_gain = 1.1;        // complementary: co-locate only if predicted total rate >= this
+  double min_pair_gain = 1.0;        // complementary: co-locate only if predicted total rate >= this
+  double pack_gain = 1.7;            // complementary: pack before using free GPUs if total rate >= this
+  double pack_slowdown = 1.2;        // interference-aware: pack before using free GPUs if both <= this
+  double pack_free_fraction = 0.1;   // ... only while fewer than this share of GPUs are free
   double dispatch_interval_s = 60;   // complementary: batched dispatch rounds
   double delay_initial_s = 600;      // delay scheduling: initial timer per job size
   double delay_min_s = 30, delay_max_s = 4 * 3600.0;
@@ -88,6 +93,18 @@ class Policy {
 // "fifo", "memory-first", "complementary", "interference-aware", "delay", "las".
 std::unique_ptr<Policy> make_policy(std::string_view name, const PolicyOptions& options = {});
 const std::vector<std::string>& policy_names();
+
+// Jobs that failed to place in this round, by what decides placement (type, GPUs, memory):
+// a round skips their twins instead of searching again.
+class FailedShapes {
+ public:
+  bool contains(const Job& job) const;
+  void add(const Job& job);
+  std::size_t size() const { return shapes_.size(); }
+
+ private:
+  std::vector<std::tuple<int, int, double>> shapes_;
+};
 
 // Shared placement helpers.
 // Free GPUs for a job: one node when possible (best fit), else over the fewest nodes when

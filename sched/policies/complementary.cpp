@@ -1,8 +1,10 @@
-// Resource-complementary co-location (RMixer-style). Co-location is decided in batched
-// dispatch rounds (every dispatch_interval_s; a job that finds free GPUs starts at once): a
-// round takes the queue window and gives each job, in order, the placement that maximises
-// predicted total throughput: a free placement when there is one (rate 1 for the newcomer,
-// nobody slowed); otherwise a GPU whose co-runner's utilisation
+// Resource-complementary co-location (RMixer-style). Each job, in queue order, gets the
+// placement that maximises predicted total throughput. When the cluster runs short of free
+// GPUs (< pack_free_fraction free), a job whose best co-runner complements it so well that
+// the pair's predicted summed rate reaches pack_gain shares that GPU at once, keeping free
+// GPUs for jobs without such a partner and for multi-GPU jobs. Otherwise a free placement
+// (rate 1, nobody slowed) when there is one; when there is none, in the batched dispatch
+// round (every dispatch_interval_s), a GPU whose co-runner's utilisation
 // vector complements its own, i.e. where the contention prior predicts the largest summed rate
 // 1/s_new + 1/s_old, minus a small penalty on the busiest resource of the pair so load stays
 // balanced within the GPU and spread across GPUs. A pair must predict a summed rate of at
@@ -24,11 +26,14 @@ class Complementary final : public Policy {
   std::string_view name() const override { return "complementary"; }
 
   void schedule(const SchedulingContext& context, Actions& actions) override {
-    // Free placements start at once; co-location decisions wait for the batched round.
+    // Free placements and complementary packing happen at once; co-location under scarcity
+    // waits for the batched round.
     const bool batch_round = options_.dispatch_interval_s <= 0 || context.now >= next_round_;
     if (batch_round) next_round_ = context.now + options_.dispatch_interval_s;
     const auto& cluster = context.cluster;
     const auto& model = context.model;
+    const int pack_below = static_cast<int>(options_.pack_free_fraction * cluster.gpu_count());
+    FailedShapes failed;
     int looked = 0;
     bool waiting = false;
     for (Job* job : context.queue) {
@@ -37,23 +42,33 @@ class Complementary final : public Policy {
         waiting = true;
         break;
       }
-      auto gpus = find_free_placement(cluster, *job, /*allow_spread=*/false);
-      if (gpus.empty() && batch_round) {
-        const UtilisationVector self = job->profile.util;
-        auto score = [&](int gpu) {
-          const UtilisationVector other = cluster.demand(gpu);
-          const double s_new = model.prior_slowdown(self, std::span<const UtilisationVector>(&other, 1));
-          const double s_old = model.prior_slowdown(other, std::span<const UtilisationVector>(&self, 1));
-          const double rate = 1.0 / s_new + 1.0 / s_old;
-          if (rate < options_.min_pair_gain) return kReject;
-          double peak = 0;
-          for (std::size_t r = 0; r < kResourceCount; ++r) peak = std::max(peak, self.share[r] + other.share[r]);
-          return rate - 0.05 * peak;
-        };
+      if (failed.contains(*job)) continue;
+      if (static_cast<int>(failed.size()) >= options_.search_budget) break;
+      const UtilisationVector self = job->profile.util;
+      double best_rate = 0;
+      auto score = [&](int gpu) {
+        const UtilisationVector other = cluster.demand(gpu);
+        const double s_new = model.prior_slowdown(self, std::span<const UtilisationVector>(&other, 1));
+        const double s_old = model.prior_slowdown(other, std::span<const UtilisationVector>(&self, 1));
+        const double rate = 1.0 / s_new + 1.0 / s_old;
+        if (rate < options_.min_pair_gain) return kReject;
+        best_rate = std::max(best_rate, rate);
+        double peak = 0;
+        for (std::size_t r = 0; r < kResourceCount; ++r) peak = std::max(peak, self.share[r] + other.share[r]);
+        return rate - 0.05 * peak;
+      };
+      std::vector<int> gpus;
+      if (cluster.free_gpu_count() < pack_below) {
         gpus = find_shared_placement(cluster, *job, score);
+        if (best_rate < options_.pack_gain) gpus.clear();  // not complementary enough to pack
       }
+      if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/false);
+      if (gpus.empty() && batch_round) gpus = find_shared_placement(cluster, *job, score);
       if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
-      if (gpus.empty() || !actions.start(*job, gpus)) waiting = true;
+      if (gpus.empty() || !actions.start(*job, gpus)) {
+        waiting = true;
+        failed.add(*job);
+      }
     }
     if (waiting && options_.dispatch_interval_s > 0) actions.wake_at(next_round_);
   }

@@ -38,7 +38,7 @@ class DelayScheduling final : public Policy {
       if (r == nullptr) continue;
       const Job& job = *r->job;
       if (job.profile.comm_fraction < options_.network_sensitive || job.gpus > cluster.spec().gpus_per_node) continue;
-      if (cluster.best_fit_node(job.gpus) < 0) continue;
+      if (!fits_one_node(cluster, *r)) continue;
       const double factor = spread_factor(cluster.spec(), job.profile, r->nodes_used);
       const double done = job.attained_gpu_s / job.gpus + (context.now - r->start_s) / factor;
       const double remaining = std::max(0.0, job.work_s - done);
@@ -86,6 +86,16 @@ class DelayScheduling final : public Policy {
   }
 
  private:
+  // True when some node could hold the whole job once its own GPUs there are released.
+  static bool fits_one_node(const ClusterState& cluster, const RunningJob& r) {
+    if (cluster.best_fit_node(r.job->gpus) >= 0) return true;
+    std::unordered_map<int, int> own;
+    for (int g : r.gpus)
+      if (cluster.jobs_on(g).size() == 1) ++own[cluster.node_of(g)];
+    for (const auto& [node, count] : own)
+      if (cluster.free_gpus_on_node(node) + count >= r.job->gpus) return true;
+    return false;
+  }
   static int size_class(int gpus) { return std::min(15, static_cast<int>(std::bit_width(static_cast<unsigned>(gpus)))); }
   double waiting_since(const Job& job) {
     // A job's timer starts when it is first looked at for placement (arrival or re-queue).

@@ -23,13 +23,15 @@ class LeastAttainedService final : public Policy {
       return job.attained_gpu_s + (r ? job.gpus * (now - r->start_s) : 0.0);
     };
     auto level = [&](const Job& job) { return attained(job) >= options_.las_threshold_gpu_s ? 1 : 0; };
-    // Window of waiting jobs, first level first, FIFO within a level.
+    // Window of waiting jobs, first level first, FIFO within a level (waiting jobs' attained
+    // service does not change while they wait).
     std::vector<Job*> window;
     for (Job* job : context.queue) {
       if (static_cast<int>(window.size()) >= options_.window) break;
       window.push_back(job);
     }
-    std::stable_sort(window.begin(), window.end(), [&](Job* a, Job* b) { return level(*a) < level(*b); });
+    std::stable_partition(window.begin(), window.end(),
+                          [&](Job* j) { return j->attained_gpu_s < options_.las_threshold_gpu_s; });
     const bool lease = now >= next_lease_;
     std::vector<std::pair<double, JobId>> demoted;  // (attained, job) of running second-level jobs
     if (lease) {
@@ -40,8 +42,9 @@ class LeastAttainedService final : public Policy {
     }
     std::size_t next_victim = 0;
     for (Job* job : window) {
+      if (job->gpus > cluster.free_gpu_count() && !lease) continue;
       auto gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
-      if (gpus.empty() && lease && level(*job) == 0) {
+      if (gpus.empty() && lease && job->attained_gpu_s < options_.las_threshold_gpu_s) {
         // Preempt demoted jobs until enough GPUs are free (only if that can succeed).
         int freeable = cluster.free_gpu_count();
         std::size_t k = next_victim;

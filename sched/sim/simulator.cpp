@@ -221,7 +221,7 @@ class Simulation final : public Actions {
       policy_.schedule(context, *this);
       // Drop started jobs from the queue, put preempted ones back in (arrival, id) order.
       if (started_this_round_ > 0) std::erase_if(queue_, [&](Job* j) {
-        RunState& s = state_[index_[j->id]];
+        RunState& s = state_[static_cast<std::size_t>(j - jobs_.data())];
         if (!s.started_this_round) return false;
         s.started_this_round = false;
         s.in_queue = false;

@@ -1,0 +1,70 @@
+// ClusterState indexes against direct recomputation after a sequence of places and removes.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "sched/cluster_state.hpp"
+
+namespace recmix::sched {
+namespace {
+
+Job job(JobId id, int gpus, double mem_gib, int type = 0) {
+  Job j;
+  j.id = id;
+  j.gpus = gpus;
+  j.type = type;
+  j.profile.peak_memory_bytes = mem_gib * (1ull << 30);
+  return j;
+}
+
+ClusterSpec small(int nodes, int per_node) {
+  ClusterSpec s;
+  s.nodes = nodes;
+  s.gpus_per_node = per_node;
+  s.gpu_memory_bytes = 10.0 * (1ull << 30);
+  return s;
+}
+
+TEST(ClusterState, IndexesFollowPlacements) {
+  ClusterState c(small(3, 4));
+  const Job a = job(1, 2, 4), b = job(2, 1, 7, 1), d = job(3, 3, 1);
+  ASSERT_TRUE(c.place(a, std::vector<int>{0, 1}, 0));
+  ASSERT_TRUE(c.place(b, std::vector<int>{4}, 0));
+  EXPECT_EQ(c.free_gpu_count(), 9);
+  EXPECT_EQ(c.free_gpus_on_node(0), 2);
+  EXPECT_EQ(c.free_gpus_on_node(1), 3);
+  // Best fit for 2 GPUs: node 0 (2 free) before node 1 (3) and node 2 (4).
+  EXPECT_EQ(c.best_fit_node(2), 0);
+  EXPECT_EQ(c.best_fit_node(4), 2);
+  EXPECT_EQ(c.free_gpus_of(0, 2), (std::vector<int>{2, 3}));
+  // Spread over fewest nodes: emptiest first.
+  EXPECT_EQ(c.free_gpus_spread(6), (std::vector<int>{8, 9, 10, 11, 5, 6}));
+  // Shareable by free memory: GPU 4 (3 GiB free) before GPUs 0, 1 (6 GiB).
+  ASSERT_EQ(c.shareable().size(), 3u);
+  EXPECT_EQ(c.shareable().begin()->second, 4);
+  ASSERT_NE(c.shareable_with_type(1), nullptr);
+  EXPECT_EQ(c.shareable_with_type(1)->size(), 1u);
+  // Memory: 7 + 4 > 10 on GPU 4 is refused; a second job on GPU 0 fits.
+  EXPECT_FALSE(c.fits(job(9, 1, 4), std::vector<int>{4}));
+  EXPECT_TRUE(c.place(d, std::vector<int>{0, 5, 6}, 0));
+  EXPECT_EQ(c.jobs_on(0).size(), 2u);
+  // Two jobs = max_jobs_per_gpu: GPU 0 is no longer shareable.
+  for (const auto& [free, g] : c.shareable()) EXPECT_NE(g, 0);
+  EXPECT_FALSE(c.fits(job(10, 1, 0.5), std::vector<int>{0}));
+  c.remove(1);
+  c.remove(3);
+  c.remove(2);
+  EXPECT_EQ(c.free_gpu_count(), 12);
+  EXPECT_TRUE(c.shareable().empty());
+  EXPECT_EQ(c.best_fit_node(4), 0);
+  EXPECT_DOUBLE_EQ(c.memory_used(0), 0.0);
+}
+
+TEST(ClusterState, RejectsBadSpecs) {
+  ClusterSpec s = small(1, 65);
+  EXPECT_THROW(ClusterState{s}, ConfigError);
+  s = small(0, 8);
+  EXPECT_THROW(ClusterState{s}, ConfigError);
+}
+
+}  // namespace
+}  // namespace recmix::sched

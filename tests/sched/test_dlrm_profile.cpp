@@ -1,0 +1,75 @@
+// The roofline profile: FLOP and byte counts by hand on the tiny DLRM, and the utilisation
+// vector / step time identities on a machine with round numbers.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "sched/dlrm_profile.hpp"
+#include "sched/memory_estimator.hpp"
+
+namespace recmix::sched {
+namespace {
+
+JobSpec tiny() {
+  JobSpec s;
+  s.name = "tiny";
+  s.shape.tables = {{10, 4}, {6, 4}};
+  s.shape.bottom_mlp = {3, 8, 4};
+  s.shape.top_mlp = {5, 1};
+  s.global_batch = 6;
+  s.optimizer = Optimizer::sgd;
+  s.sparse_optimizer = SparseOptimizer::sgd;
+  return s;
+}
+
+TEST(DlrmProfile, StepCostByHand) {
+  const StepCost c = dlrm_step_cost(tiny());
+  // MACs per sample: bottom 3*8 + 8*4 = 56, top 7*5 + 5*1 = 40, interaction 3*3*4/2 = 18 -> 114.
+  EXPECT_DOUBLE_EQ(c.gemm_flops, 3 * 2 * 114.0 * 6);
+  // One rank: no communication.
+  EXPECT_DOUBLE_EQ(c.network_bytes, 0.0);
+  // Batch bytes: 6 * (3*4 + 2*8 + 4) = 192, no cold rows.
+  EXPECT_DOUBLE_EQ(c.host_device_bytes, 192.0);
+}
+
+TEST(DlrmProfile, SharesAreTimesOverStep) {
+  MachineModel m;
+  m.fp32_flops = m.tf32_flops = 1e9;
+  m.gemm_efficiency = 1.0;
+  m.memory_bandwidth = 1e9;
+  m.host_device_bandwidth = 1e9;
+  m.intra_node_bandwidth = 1e9;
+  m.host_memory_bandwidth = 1e9;
+  m.kernel_launch_s = 0;
+  const JobSpec s = tiny();
+  const StepCost c = dlrm_step_cost(s);
+  const JobProfile p = dlrm_profile(s, m);
+  const double t_compute = c.gemm_flops / 1e9, t_memory = c.device_bytes / 1e9;
+  EXPECT_NEAR(p.solo_step_s, std::max({t_compute + t_memory, c.host_device_bytes / 1e9, c.host_bytes / 1e9}), 1e-15);
+  EXPECT_NEAR(p.util[Resource::compute], t_compute / p.solo_step_s, 1e-12);
+  EXPECT_NEAR(p.util[Resource::memory_bandwidth], t_memory / p.solo_step_s, 1e-12);
+  EXPECT_DOUBLE_EQ(p.util[Resource::network], 0.0);
+  EXPECT_DOUBLE_EQ(p.peak_memory_bytes, estimate_peak_memory(s, m).total());
+}
+
+TEST(DlrmProfile, MoreRanksCommunicateAndShrinkTheStep) {
+  JobSpec s = dlrm_preset("dlrm-medium");
+  const auto& a100 = machine_model("a100-dgx");
+  const JobProfile one = dlrm_profile(s, a100);
+  s.ranks = 8;
+  const JobProfile eight = dlrm_profile(s, a100);
+  EXPECT_EQ(one.comm_fraction, 0.0);
+  EXPECT_GT(eight.comm_fraction, 0.0);
+  EXPECT_LT(eight.solo_step_s, one.solo_step_s);
+  EXPECT_LT(eight.peak_memory_bytes, one.peak_memory_bytes);
+}
+
+TEST(MachineModels, PublishedFiguresAndLookup) {
+  EXPECT_DOUBLE_EQ(machine_model("v100-dgx1").memory_bandwidth, 900e9);
+  EXPECT_DOUBLE_EQ(machine_model("a100-dgx").tf32_flops, 156e12);
+  EXPECT_DOUBLE_EQ(machine_model("h100-dgx").memory_bandwidth, 3350e9);
+  EXPECT_DOUBLE_EQ(machine_model("cpu-zen3-2vcpu").fp32_flops, 157e9);
+  EXPECT_THROW(machine_model("tpu"), ConfigError);
+}
+
+}  // namespace
+}  // namespace recmix::sched
