@@ -5,10 +5,12 @@
 #include <cstdio>
 
 #include "core/error.hpp"
+#include "device/cpu/omp_wait_policy.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/mpi_session.hpp"
 
 int main(int argc, char** argv) {
+  recmix::device::cpu::ensure_passive_omp_wait_policy(argv);
   CLI::App app{"recmix: DLRM training and co-location of training jobs on GPU clusters"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "recmix 0.1.0");

@@ -1,0 +1,168 @@
+// Training throughput of the whole hybrid-parallel DLRM step (embedding lookup and update over
+// all-to-all, both MLPs, interaction, loss, optimizers, gradient all-reduce) for the reference
+// DLRM's Kaggle model, timed in the same run as the bare GEMM chain of the step (the ceiling)
+// and as the bare collectives of the step (the communication share). Batches are generated in
+// memory: data reading is measured by bench/data. Run under mpirun for several ranks.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mpi.h>
+
+#include <cstdio>
+
+#include "bench/common/bench_util.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "core/random.hpp"
+#include "device/cpu/omp_wait_policy.hpp"
+#include "device/memory_pool.hpp"
+#include "runtime/dlrm_model.hpp"
+#include "runtime/job_spec.hpp"
+
+using namespace recmix;
+
+namespace {
+
+// Global batch g's slice for this rank: one index per bag, uniform over each table.
+data::Batch make_batch(std::int64_t global_batch, int rank, int world, int tables, std::int64_t rows, int g) {
+  const std::int64_t base = global_batch / world, extra = global_batch % world;
+  const std::int64_t begin = rank * base + std::min<std::int64_t>(rank, extra);
+  const std::int64_t size = base + (rank < extra ? 1 : 0);
+  data::Batch b;
+  b.size = size;
+  b.dense.resize(size * 13);
+  b.labels.resize(size);
+  b.offsets.assign(tables, {});
+  b.indices.assign(tables, {});
+  for (std::int64_t i = 0; i < size; ++i) {
+    const std::uint64_t sample = static_cast<std::uint64_t>(g) * global_batch + begin + i;
+    for (int d = 0; d < 13; ++d) b.dense[i * 13 + d] = random::uniform(7, d, sample, 0.f, 5.f);
+    b.labels[i] = random::uniform01(8, 0, sample) < 0.25f ? 1.f : 0.f;
+  }
+  for (int t = 0; t < tables; ++t) {
+    for (std::int64_t i = 0; i <= size; ++i) b.offsets[t].push_back(i);
+    for (std::int64_t i = 0; i < size; ++i)
+      b.indices[t].push_back(static_cast<std::int64_t>(
+          random::hash(9, t, static_cast<std::uint64_t>(g) * global_batch + begin + i) % rows));
+  }
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  device::cpu::ensure_passive_omp_wait_policy(argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  CLI::App app{"Whole DLRM training step vs the bare GEMM chain (the reference DLRM's Kaggle model)"};
+  std::vector<std::int64_t> batches = {128, 2048};
+  int threads = 2, reps = 7, tables = 26;
+  std::int64_t rows = 100000;
+  double min_seconds = 0.5;
+  std::string sparse = "sgd";
+  app.add_option("--batch", batches, "global batch sizes");
+  app.add_option("--threads", threads, "threads per rank (OpenBLAS and OpenMP)");
+  app.add_option("--reps", reps, "repetitions (median reported)");
+  app.add_option("--min-seconds", min_seconds, "minimum time per repetition");
+  app.add_option("--tables", tables, "embedding tables");
+  app.add_option("--rows", rows, "rows per table");
+  app.add_option("--sparse", sparse, "sparse optimizer");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    MPI_Finalize();
+    return rc;
+  }
+  auto comm = comm::make_mpi_world_communicator();
+  const int rank = comm->rank(), world = comm->size();
+  auto backend = device::make_backend(device::BackendKind::cpu, threads);
+  auto stream = backend->create_stream();
+  if (rank == 0)
+    fmt::print("{} rank(s) x {}; {} tables x {} rows, dim 16, one index per bag; bottom 13-512-256-64-16, dot, "
+               "top 367-512-256-1, SGD dense, {} sparse; medians of {} repetitions\n\n",
+               world, backend->description(), tables, rows, sparse, reps);
+  if (rank == 0)
+    fmt::print("| global batch | step samples/s | GEMM chain samples/s (1 rank, same threads) | step / chain | "
+               "all-to-all bytes/step | all-reduce bytes/step | comm share |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+
+  for (std::int64_t global_batch : batches) {
+    runtime::JobSpec spec = runtime::parse_job_spec(
+        fmt::format("name = \"bench\"\n[optimizer]\nsparse = \"{}\"\nlr = 0.01\n[data]\ntrain = \"none.h5\"\n", sparse),
+        "bench");
+    std::vector<std::int64_t> table_rows(tables, rows);
+    std::vector<embedding::TableSpec> specs;
+    for (auto r : table_rows) specs.push_back({r, 16});
+    auto plan = embedding::ShardingPlan::automatic(specs, world);
+    device::MemoryPool pool(*backend, device::Tier::device, "bench");
+    const std::int64_t local = (global_batch + world - 1) / world;
+    runtime::DlrmModel model(spec, table_rows, 13, *comm, *backend, pool, local, plan);
+    constexpr int kBatches = 8;
+    std::vector<data::Batch> data;
+    for (int g = 0; g < kBatches; ++g) data.push_back(make_batch(global_batch, rank, world, tables, rows, g));
+
+    // The GEMM chain of the whole global batch on one rank with the same threads: the ceiling.
+    device::MemoryPool chain_pool(*backend, device::Tier::device, "chain");
+    bench::GemmChain chain(*backend, chain_pool, {{13, 512, 256, 64, 16}, {367, 512, 256, 1}},
+                           static_cast<int>(global_batch));
+
+    int step_counter = 0;
+    auto timed_steps = [&](int n) {
+      comm->barrier();
+      double t0 = bench::now();
+      for (int i = 0; i < n; ++i) model.train_step(data[step_counter++ % kBatches], global_batch);
+      double t = bench::now() - t0;
+      double worst = t;
+      comm->all_reduce_sum(&t, &worst, 1, comm::DataType::f64);  // mean over ranks
+      return worst / world / n;
+    };
+    timed_steps(2);
+    double one = timed_steps(3);
+    int iters = std::max(3, static_cast<int>(min_seconds / std::max(one, 1e-6)));
+    comm->broadcast(&iters, 1, comm::DataType::i32, 0);
+    std::vector<double> step_rate, chain_rate;
+    for (int r = 0; r < reps; ++r) {
+      step_rate.push_back(global_batch / timed_steps(iters));
+      if (rank == 0) {
+        double t0 = bench::now();
+        for (int i = 0; i < iters; ++i) chain.run(*stream);
+        chain_rate.push_back(global_batch / ((bench::now() - t0) / iters));
+      }
+      comm->barrier();
+    }
+    // Bytes moved per step and the time of the step's collectives alone.
+    model.train_step(data[0], global_batch);
+    double a2a_bytes = static_cast<double>(model.embedding().bytes_sent_last_step()), a2a_total = 0;
+    comm->all_reduce_sum(&a2a_bytes, &a2a_total, 1, comm::DataType::f64);
+    std::size_t params = 0;
+    for (auto& p : model.dense_parameters()) params += p.count;
+    double allreduce_bytes = world > 1 ? 4.0 * params * world : 0;  // payload contributed by all ranks
+    double comm_seconds = 0;
+    if (world > 1) {
+      std::vector<float> grads(params, 1.f);
+      const std::size_t per_peer = static_cast<std::size_t>(a2a_bytes / 4 / std::max(1, world - 1) / 2);
+      std::vector<float> send(per_peer * world), recv(per_peer * world);
+      std::vector<std::size_t> counts(world, per_peer), displs(world);
+      for (int p = 0; p < world; ++p) displs[p] = p * per_peer;
+      counts[rank] = 0;
+      std::vector<double> samples;
+      for (int r = 0; r < 20; ++r) {
+        comm->barrier();
+        double t0 = bench::now();
+        comm->all_reduce_sum(grads.data(), grads.data(), params, comm::DataType::f32);
+        for (int k = 0; k < 2; ++k)  // forward and backward exchanges
+          comm->all_to_all_v(send.data(), counts, displs, recv.data(), counts, displs, comm::DataType::f32);
+        samples.push_back(bench::now() - t0);
+      }
+      comm_seconds = bench::median(samples);
+    }
+    double step = bench::median(step_rate), ceiling = bench::median(chain_rate);
+    if (rank == 0)
+      fmt::print("| {} | {:.0f} | {:.0f} | {:.2f} | {:.2f} MB | {:.2f} MB | {} |\n", global_batch, step, ceiling,
+                 step / ceiling, a2a_total / 1e6, allreduce_bytes / 1e6,
+                 world > 1 ? fmt::format("{:.0f}%", 100.0 * comm_seconds / (global_batch / step)) : "-");
+    std::fflush(stdout);
+  }
+  comm.reset();
+  MPI_Finalize();
+  return 0;
+}
