@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Trains a small job on 2 ranks on a real one-node Slurm cluster (started and stopped by
+# launch/slurm/local-cluster.sh): once under srun, once through sbatch with the batch template.
+# Exits 77 (skipped) when Slurm or munge is missing.
+#   slurm_train_test.sh <source-dir> <recmix binary>
+set -uo pipefail
+src=$(cd "$1" && pwd) recmix=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+for bin in munged slurmctld slurmd srun sbatch scontrol; do
+  command -v "$bin" >/dev/null 2>&1 || { echo "SKIP: $bin not found"; exit 77; }
+done
+state=$(mktemp -d /tmp/recmix-slurm.XXXXXX)
+work=$(mktemp -d /tmp/recmix-slurm-job.XXXXXX)
+cluster="$src/launch/slurm/local-cluster.sh"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cleanup() {
+  "$cluster" stop "$state" || echo "warning: stopping the cluster failed; state kept in $state"
+  [[ -z "$(ls "$state"/pids/*.pid 2>/dev/null)" ]] && rm -rf "$state"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$recmix" data synth -o "$work/train.h5" --rows 8k --tables 3 --table-rows 50,400,20 --dense 4 --seed 2 > /dev/null
+cat > "$work/job.toml" <<TOML
+name = "slurm"
+[model]
+embedding_dim = 4
+bottom_mlp = [8, 4]
+top_mlp = [8, 1]
+[data]
+train = "train.h5"
+eval = "train.h5"
+[train]
+batch_size = 64
+steps = 40
+TOML
+
+"$cluster" start "$state" || { fail "cluster did not start"; exit 1; }
+export SLURM_CONF="$state/slurm.conf"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+out=$(cd "$work" && timeout 120 srun --mpi=pmix --overcommit -n 2 "$recmix" train job.toml --run-dir srun-run 2>&1); rc=$?
+echo "$out" | tail -4 | sed 's/^/  srun | /'
+((rc == 0)) || fail "srun training exited with $rc"
+grep -q "job 'slurm': 2 rank(s)" <<<"$out" || fail "srun: the job did not run on 2 ranks"
+grep -q "final: step 40" <<<"$out" || fail "srun: no final summary"
+[[ -f "$work/srun-run/checkpoints/ckpt-000000040.h5" ]] || fail "srun: no final checkpoint"
+
+job=$(cd "$work" && sbatch --parsable -n 2 --overcommit -o "$work/job-%j.out" "$src/launch/slurm/recmix.sbatch" \
+  "$recmix" train job.toml --run-dir sbatch-run 2>&1)
+if [[ ! "$job" =~ ^[0-9]+$ ]]; then
+  fail "sbatch refused the job: $job"
+else
+  job_state=""
+  for _ in $(seq 600); do
+    job_state=$(scontrol show job "$job" -o 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    [[ "$job_state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)$ ]] && break
+    sleep 0.2
+  done
+  out=$(cat "$work/job-$job.out" 2>/dev/null)
+  echo "$out" | tail -3 | sed 's/^/  sbatch | /'
+  [[ "$job_state" == COMPLETED ]] || fail "batch job $job ended as '${job_state:-unknown}'"
+  grep -q "final: step 40" <<<"$out" || fail "sbatch: no final summary"
+  [[ -f "$work/sbatch-run/checkpoints/ckpt-000000040.h5" ]] || fail "sbatch: no final checkpoint"
+fi
+((failures == 0)) && echo "slurm training: all checks passed"
+exit $((failures > 0))
