@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "core/error.hpp"
+#include "data/h5.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/metrics.hpp"
@@ -84,6 +85,33 @@ std::vector<T> gather_to_root(comm::Communicator& comm, const std::vector<T>& lo
   return all;
 }
 
+// Per-row access counts summed over the dataset's files (/access_counts/<t>, written by the
+// converter and the generator); empty for a table when any file lacks them.
+std::vector<std::vector<std::int64_t>> read_access_counts(const std::vector<std::string>& files,
+                                                          const std::vector<std::int64_t>& table_rows) {
+  std::vector<std::vector<std::int64_t>> counts(table_rows.size());
+  std::vector<bool> complete(table_rows.size(), true);
+  for (const auto& path : files) {
+    auto file = h5::open_file(path);
+    for (std::size_t t = 0; t < table_rows.size(); ++t) {
+      std::string name = fmt::format("access_counts/{}", t);
+      if (!complete[t]) continue;
+      if (!h5::exists(file, name)) {
+        complete[t] = false;
+        continue;
+      }
+      auto c = h5::read_array<std::int64_t>(file, name);
+      if (static_cast<std::int64_t>(c.size()) != table_rows[t])
+        throw DataError(fmt::format("{}:/{} has {} entries for a table of {} rows", path, name, c.size(), table_rows[t]));
+      if (counts[t].empty()) counts[t].assign(c.size(), 0);
+      for (std::size_t i = 0; i < c.size(); ++i) counts[t][i] += c[i];
+    }
+  }
+  for (std::size_t t = 0; t < table_rows.size(); ++t)
+    if (!complete[t]) counts[t].clear();
+  return counts;
+}
+
 }  // namespace
 
 Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
@@ -93,6 +121,7 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
 
+  const bool from_checkpoint = shape.has_value();
   if (!shape) {
     auto info = data::open_dataset_info(spec_.data.train);
     shape = DatasetShape{info.table_rows, info.num_dense};
@@ -111,8 +140,13 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
 
   std::vector<embedding::TableSpec> tables;
   for (auto rows : table_rows_) tables.push_back({rows, spec_.model.embedding_dim});
+  // The automatic plan balances expected traffic by the dataset's access counts when it has them
+  // (not when the shape comes from a checkpoint: evaluation places tables by size alone).
+  std::vector<std::vector<std::int64_t>> access_counts;
+  if (spec_.sharding == "auto" && !from_checkpoint && comm_.size() > 1)
+    access_counts = read_access_counts(spec_.data.train, table_rows_);
   plan_ = std::make_unique<embedding::ShardingPlan>(
-      spec_.sharding == "auto" ? embedding::ShardingPlan::automatic(tables, comm_.size())
+      spec_.sharding == "auto" ? embedding::ShardingPlan::automatic(tables, comm_.size(), access_counts)
                                : embedding::ShardingPlan::parse(spec_.sharding, tables, comm_.size()));
   const std::int64_t max_local = (spec_.train.batch_size + comm_.size() - 1) / comm_.size();
   model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, *backend_, *device_pool_, max_local, *plan_);
