@@ -8,7 +8,7 @@ namespace recmix::data::criteo {
 
 namespace {
 
-// log(x + 1) for small non-negative integers, the common case, from a table.
+// log(x + 1) for small non-negative integers, the common case, from a table built at start-up.
 constexpr int kLogTableSize = 4096;
 struct LogTable {
   float v[kLogTableSize];
@@ -16,17 +16,32 @@ struct LogTable {
     for (int i = 0; i < kLogTableSize; ++i) v[i] = std::log(static_cast<float>(i) + 1.0f);
   }
 };
-const LogTable& log_table() {
-  static const LogTable table;
-  return table;
+const LogTable log_table;
+
+// Hexadecimal digit values; 0xFF for every other byte.
+struct HexTable {
+  std::uint8_t v[256];
+  HexTable() {
+    for (int i = 0; i < 256; ++i) v[i] = 0xFF;
+    for (int i = 0; i < 10; ++i) v['0' + i] = static_cast<std::uint8_t>(i);
+    for (int i = 0; i < 6; ++i) v['a' + i] = v['A' + i] = static_cast<std::uint8_t>(10 + i);
+  }
+};
+const HexTable hex_table;
+
+inline float transform(std::int64_t x) {
+  if (x <= 0) return 0.0f;
+  if (x < kLogTableSize) return log_table.v[x];
+  return std::log(static_cast<float>(x) + 1.0f);
 }
 
-// Parses a dense field: an integer, or a decimal number as written by the CSV variant ("260.0").
-bool parse_dense(const char* b, const char* e, float& out) {
+// A dense field that is not a plain integer: a decimal number as the CSV variant writes them
+// ("260.0"), or an error.
+bool parse_dense_slow(const char* b, const char* e, float& out) {
   std::int64_t x = 0;
   auto [p, ec] = std::from_chars(b, e, x);
   if (ec == std::errc() && p == e) {
-    out = dense_transform(x);
+    out = transform(x);
     return true;
   }
   if (ec == std::errc::result_out_of_range) return false;
@@ -37,21 +52,12 @@ bool parse_dense(const char* b, const char* e, float& out) {
   return true;
 }
 
-int hex_digit(unsigned char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c |= 0x20;  // lower case
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
 }  // namespace
 
-float dense_transform(std::int64_t x) {
-  if (x <= 0) return 0.0f;
-  if (x < kLogTableSize) return log_table().v[x];
-  return std::log(static_cast<float>(x) + 1.0f);
-}
+float dense_transform(std::int64_t x) { return transform(x); }
 
+// One pass over the line: each field is parsed while it is scanned; only unusual fields (a
+// decimal point, a very long number, an error) go through the slower general path.
 LineResult parse_line(std::string_view line, char delimiter, Row& row) {
   bool carriage_return = false;
   if (!line.empty() && line.back() == '\r') {
@@ -62,50 +68,71 @@ LineResult parse_line(std::string_view line, char delimiter, Row& row) {
   const char* const end = p + line.size();
   row.dense_missing = 0;
   row.category_missing = 0;
-  for (int field = 0; field < kNumFields; ++field) {
+
+  // label
+  if (end - p >= 2 && (p[0] == '0' || p[0] == '1') && p[1] == delimiter) {
+    row.label = static_cast<float>(p[0] - '0');
+    p += 2;
+  } else {
     const char* stop = static_cast<const char*>(std::memchr(p, delimiter, static_cast<std::size_t>(end - p)));
-    const bool last = field == kNumFields - 1;
-    if (last) {
-      if (stop) return {LineError::field_count, -1};  // more than 40 fields
-      stop = end;
-    } else if (!stop) {
-      return {LineError::field_count, -1};  // fewer than 40 fields
-    }
-    if (field == 0) {
-      if (stop - p == 1 && (*p == '0' || *p == '1')) {
-        row.label = static_cast<float>(*p - '0');
-      } else {
-        double d = -1;
-        auto [q, ec] = std::from_chars(p, stop, d);
-        if (ec != std::errc() || q != stop || !(d == 0.0 || d == 1.0)) return {LineError::bad_label, 0};
-        row.label = static_cast<float>(d);
-      }
-    } else if (field <= kNumDense) {
-      float& out = row.dense[field - 1];
-      if (p == stop) {
-        out = 0.0f;
-        row.dense_missing |= 1u << (field - 1);
-      } else if (!parse_dense(p, stop, out)) {
-        return {LineError::bad_integer, field};
-      }
-    } else {
-      const int c = field - 1 - kNumDense;
-      const auto len = stop - p;
-      if (len == 0) {
-        row.category[c] = 0;
-        row.category_missing |= 1u << c;
-      } else {
-        if (len > 16) return {LineError::bad_category, field};
-        std::uint64_t v = 0;
-        for (const char* q = p; q < stop; ++q) {
-          const int d = hex_digit(static_cast<unsigned char>(*q));
-          if (d < 0) return {LineError::bad_category, field};
-          v = (v << 4) | static_cast<std::uint64_t>(d);
-        }
-        row.category[c] = v;
-      }
-    }
+    if (!stop) return {LineError::field_count, -1};
+    double d = -1;
+    auto [q, ec] = std::from_chars(p, stop, d);
+    if (ec != std::errc() || q != stop || !(d == 0.0 || d == 1.0)) return {LineError::bad_label, 0};
+    row.label = static_cast<float>(d);
     p = stop + 1;
+  }
+
+  // I1..I13: never the last field, so each ends at a delimiter
+  for (int d = 0; d < kNumDense; ++d) {
+    if (p >= end) return {LineError::field_count, -1};
+    if (*p == delimiter) {
+      row.dense[d] = 0.0f;
+      row.dense_missing |= 1u << d;
+      ++p;
+      continue;
+    }
+    const char* start = p;
+    const bool negative = *p == '-';
+    if (negative) ++p;
+    const char* digits = p;
+    std::uint64_t v = 0;
+    while (p < end && static_cast<unsigned>(*p - '0') < 10u) v = v * 10 + static_cast<unsigned>(*p++ - '0');
+    if (p < end && *p == delimiter && p > digits && p - digits <= 18) {
+      row.dense[d] = negative ? 0.0f : transform(static_cast<std::int64_t>(v));
+      ++p;
+      continue;
+    }
+    const char* stop = static_cast<const char*>(std::memchr(start, delimiter, static_cast<std::size_t>(end - start)));
+    if (!stop) return {LineError::field_count, -1};
+    if (!parse_dense_slow(start, stop, row.dense[d])) return {LineError::bad_integer, 1 + d};
+    p = stop + 1;
+  }
+
+  // C1..C26: 1 to 16 hexadecimal digits, or empty
+  for (int c = 0; c < kNumCategorical; ++c) {
+    const bool last = c == kNumCategorical - 1;
+    if (p > end || (p == end && !last)) return {LineError::field_count, -1};
+    const char* start = p;
+    std::uint64_t v = 0;
+    std::uint8_t h;
+    while (p < end && (h = hex_table.v[static_cast<unsigned char>(*p)]) < 16u) {
+      v = (v << 4) | h;
+      ++p;
+    }
+    const int field = 1 + kNumDense + c;
+    if (p < end && *p != delimiter) return {LineError::bad_category, field};
+    if (last && p < end) return {LineError::field_count, -1};  // more than 40 fields
+    if (!last && p == end) return {LineError::field_count, -1};
+    const auto len = p - start;
+    if (len > 16) return {LineError::bad_category, field};
+    if (len == 0) {
+      row.category[c] = 0;
+      row.category_missing |= 1u << c;
+    } else {
+      row.category[c] = v;
+    }
+    ++p;
   }
   if (carriage_return) return {LineError::carriage_return, -1};
   return {};
