@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <numeric>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
@@ -336,6 +337,84 @@ TEST(Trainer, SaveOnTwoRanksResumeOnOthers) {
   EXPECT_LE(max_relative_difference(read_weights(o.last_checkpoint), ref_weights), 1e-5);
   EXPECT_NEAR(w.last_loss, ref.last_loss, 1e-5 * std::abs(ref.last_loss));
   (void)saved;
+}
+
+// The gradient of the whole model (embedding rows and MLP weights, through the interaction and
+// the loss) against central finite differences of the forward pass. One SGD step with lr = 1
+// exposes the gradient as the change of each weight.
+TEST(Trainer, WholeModelGradientMatchesFiniteDifferences) {
+  auto self = world->comm->split(world->comm->rank(), 0);
+  auto spec = small_spec(fmt::format("fd{}", world->comm->rank()));
+  spec.train.batch_size = 16;
+  spec.optimizer.lr = 1.0f;
+  spec.run_dir = run_dir(spec.name);
+  Trainer trainer(spec, *self);
+  auto& model = trainer.model();
+  data::ReaderOptions ro;
+  ro.global_batch = 16;
+  ro.prefetch = 0;
+  data::Reader reader(spec.data.train, ro);
+  data::Batch batch;
+  ASSERT_TRUE(reader.next(batch));
+
+  // Every weight as (pointer, count), and a snapshot to restore.
+  std::vector<std::pair<float*, std::size_t>> weights;
+  for (auto& p : model.dense_parameters()) weights.push_back({p.value, p.count});
+  for (auto& shard : model.embedding().local_shards())
+    weights.push_back({shard.weights, static_cast<std::size_t>(shard.row_end - shard.row_begin) * shard.dim});
+  std::vector<std::vector<float>> snapshot;
+  for (auto& [ptr, n] : weights) snapshot.emplace_back(ptr, ptr + n);
+  auto restore = [&] {
+    for (std::size_t i = 0; i < weights.size(); ++i)
+      std::copy(snapshot[i].begin(), snapshot[i].end(), weights[i].first);
+  };
+  std::vector<float> probs(batch.size);
+  auto loss = [&] {
+    model.predict(batch, probs.data());
+    double sum = 0;
+    for (int i = 0; i < batch.size; ++i) {
+      double p = probs[i], y = batch.labels[i];
+      sum -= y * std::max(std::log(p), -100.0) + (1 - y) * std::max(std::log(1 - p), -100.0);
+    }
+    return sum / batch.size;
+  };
+
+  model.train_step(batch, 16);
+  std::vector<std::vector<float>> gradient;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    gradient.emplace_back(weights[i].second);
+    for (std::size_t j = 0; j < weights[i].second; ++j) gradient[i][j] = snapshot[i][j] - weights[i].first[j];
+  }
+  restore();
+
+  // The largest-gradient entries of each tensor: every layer and every table is checked.
+  int checked = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    std::vector<std::size_t> order(weights[i].second);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + std::min<std::size_t>(3, order.size()), order.end(),
+                      [&](auto a, auto b) { return std::abs(gradient[i][a]) > std::abs(gradient[i][b]); });
+    for (std::size_t k = 0; k < std::min<std::size_t>(3, order.size()); ++k) {
+      const std::size_t j = order[k];
+      const float g = gradient[i][j];
+      if (std::abs(g) < 1e-4f) continue;
+      auto central_difference = [&](float h) {
+        weights[i].first[j] = snapshot[i][j] + h;
+        double up = loss();
+        weights[i].first[j] = snapshot[i][j] - h;
+        double down = loss();
+        weights[i].first[j] = snapshot[i][j];
+        return (up - down) / (2.0 * h);
+      };
+      const float h = 2e-3f * std::max(1.0f, std::abs(snapshot[i][j]));
+      double fd = central_difference(h), fd_half = central_difference(h / 2);
+      // A ReLU kink within h of this point makes the two differences disagree: not comparable.
+      if (std::abs(fd - fd_half) > 0.01 * std::abs(fd_half) + 1e-4) continue;
+      EXPECT_NEAR(g, fd_half, 0.03 * std::abs(fd_half) + 2e-4) << "tensor " << i << " entry " << j;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 12);
 }
 
 TEST(Trainer, TablesDisagreeingWithDataAreAConfigError) {
