@@ -52,7 +52,8 @@ class CounterRng {
   float next_uniform01() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
   // Uniform integer in [0, n), n > 0 (Lemire's multiply-shift; bias below 2^-32 for n < 2^32).
   std::uint64_t next_below(std::uint64_t n) {
-    return static_cast<std::uint64_t>((static_cast<unsigned __int128>(next_u64()) * n) >> 64);
+    __extension__ using u128 = unsigned __int128;  // GCC/Clang extension, silenced for -Wpedantic
+    return static_cast<std::uint64_t>((static_cast<u128>(next_u64()) * n) >> 64);
   }
   std::uint64_t counter() const { return counter_; }
   void set_counter(std::uint64_t c) { counter_ = c; }
