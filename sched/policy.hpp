@@ -63,13 +63,13 @@ class RecordingActions : public Actions {
 
 struct PolicyOptions {
   int window = 512;                  // queued jobs one round looks at (FIFO order)
-  int search_budget = 32;            // distinct job shapes a round may fail to place before it stops
+  int search_budget = 128;           // distinct job shapes a round may fail to place before it stops
   double slowdown_limit = 1.5;       // interference-aware: default per-job limit
   double min_pair_gain = 1.0;        // complementary: co-locate only if predicted total rate >= this
   double pack_gain = 1.7;            // complementary: pack before using free GPUs if total rate >= this
   double pack_slowdown = 1.2;        // interference-aware: pack before using free GPUs if both <= this
   double pack_free_fraction = 0.1;   // ... only while fewer than this share of GPUs are free
-  double dispatch_interval_s = 60;   // complementary: batched dispatch rounds
+  double dispatch_interval_s = 5;    // complementary: batched dispatch rounds
   double delay_initial_s = 600;      // delay scheduling: initial timer per job size
   double delay_min_s = 30, delay_max_s = 4 * 3600.0;
   double network_sensitive = 0.1;    // delay: comm_fraction above which a spread job may be preempted

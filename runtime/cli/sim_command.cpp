@@ -166,6 +166,11 @@ void add_sim_command(CLI::App& app) {
   sim->add_option("--max-jobs", args->max_jobs, "Use only the first N jobs of the trace");
   sim->add_option("--window", args->policy_options.window, "Queued jobs a round looks at");
   sim->add_option("--slowdown-limit", args->policy_options.slowdown_limit, "Interference-aware: default slowdown limit");
+  sim->add_option("--search-budget", args->policy_options.search_budget, "Job shapes a round may fail to place before it stops");
+  sim->add_option("--min-pair-gain", args->policy_options.min_pair_gain, "Complementary: least summed rate of a pair");
+  sim->add_option("--pack-gain", args->policy_options.pack_gain, "Complementary: summed rate that packs before free GPUs");
+  sim->add_option("--pack-slowdown", args->policy_options.pack_slowdown, "Interference-aware: slowdown that packs before free GPUs");
+  sim->add_option("--pack-free-fraction", args->policy_options.pack_free_fraction, "Pack only below this share of free GPUs");
   sim->add_option("--dispatch-interval", args->policy_options.dispatch_interval_s, "Complementary: seconds between rounds");
   sim->add_option("--restart-cost", args->restart_overhead, "Seconds of work a preempted job redoes");
   sim->add_option("--json", args->json, "Write metrics as JSON to a file ('-' for stdout)");
