@@ -74,9 +74,11 @@ double activation_bytes(const JobSpec& spec) {
   const auto& s = spec.shape;
   const double tables = static_cast<double>(s.tables.size());
   const double d = s.embedding_dim();
-  const double per_sample = s.dense_features() + sum(s.bottom_mlp, 1) + tables * d +
-                            (tables + 1) * d + s.interaction_width() + sum(s.top_mlp);
-  return 2.0 * spec.local_batch() * per_sample * kFloatBytes;
+  // Kept once: dense input, labels, loss gradient. Kept with a gradient of the same size: every
+  // MLP layer output, the pooled embeddings, the interaction output (the top MLP's input).
+  const double once = s.dense_features() + 2.0;
+  const double with_gradient = sum(s.bottom_mlp, 1) + tables * d + s.interaction_width() + sum(s.top_mlp);
+  return spec.local_batch() * (once + 2.0 * with_gradient) * kFloatBytes;
 }
 
 double all_to_all_bytes(const JobSpec& spec, const RankShard& shard) {

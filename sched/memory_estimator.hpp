@@ -25,7 +25,7 @@ std::vector<RankShard> plan_shards(const DlrmShape& shape, int ranks);
 
 struct EstimatorOptions {
   int prefetch_batches = 2;        // batches the reader keeps ready ahead of the step
-  double allocator_margin = 0.05;  // pool rounding and fragmentation, as a fraction of the sum
+  double allocator_margin = 0.03;  // pool rounding and small buffers, as a fraction of the sum
 };
 
 constexpr double kFloatBytes = 4;
@@ -38,8 +38,9 @@ double parameter_bytes(const JobSpec& spec, const RankShard& shard);
 // Optimizer state: dense params x dense state per param (Adagrad 1, Adam 2) x 4 + owned device
 // rows x sparse state per row (Adagrad dim, row-wise Adagrad 1) x 4.
 double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard);
-// Activations and their gradients for the local batch: 2 x local batch x 4 x (dense input +
-// bottom widths + tables x dim + (tables+1) x dim + interaction width + top widths).
+// Activations and their gradients for the local batch: local batch x 4 x (dense input + labels +
+// loss gradient + 2 x (bottom widths + tables x dim + interaction width + top widths)): each MLP
+// layer output, the pooled embeddings and the interaction output with a gradient each.
 double activation_bytes(const JobSpec& spec);
 // All-to-all send and receive buffers: indices out/in (8 B) and pooled vectors and their
 // gradients out/in (4 B); the owner side sizes by the global batch and owned tables.

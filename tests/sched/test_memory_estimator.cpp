@@ -57,8 +57,9 @@ TEST(MemoryEstimator, TieringKeepsOnlyHotRowsOnDevice) {
 
 TEST(MemoryEstimator, ActivationsBuffersAndPrefetch) {
   const JobSpec s = tiny();
-  // Per sample: dense 3 + bottom 8+4 + pooled 2*4 + interaction input 3*4 + output 7 + top 5+1 = 48.
-  EXPECT_DOUBLE_EQ(activation_bytes(s), 2 * 6 * 48 * 4.0);
+  // Per sample: dense 3 + label + loss gradient, and twice (value and gradient) bottom 8+4,
+  // pooled 2*4, interaction output 7, top 5+1: 5 + 2 * 33 = 71 floats.
+  EXPECT_DOUBLE_EQ(activation_bytes(s), 6 * 71 * 4.0);
   // Indices (6*2 + 6*2) * 8 = 192; vectors and gradients 2 * (12 + 12) * 4 * 4 = 768.
   EXPECT_DOUBLE_EQ(all_to_all_bytes(s, whole(s)), 960.0);
   EXPECT_DOUBLE_EQ(all_reduce_bytes(s), 114 * 4.0);
@@ -73,7 +74,7 @@ TEST(MemoryEstimator, TotalIsTheSumPlusMargin) {
   MachineModel m;
   m.gemm_workspace_bytes = 1000;
   const MemoryEstimate e = estimate_rank_memory(s, whole(s), m, {2, 0.05});
-  const double sum = 712 + 712 + 2304 + 960 + 456 + 1000 + 384;
+  const double sum = 712 + 712 + 1704 + 960 + 456 + 1000 + 384;
   EXPECT_DOUBLE_EQ(e.margin, 0.05 * sum);
   EXPECT_DOUBLE_EQ(e.total(), 1.05 * sum);
   EXPECT_DOUBLE_EQ(estimate_peak_memory(s, m, {2, 0.05}).total(), e.total());
@@ -94,7 +95,7 @@ TEST(MemoryEstimator, ShardPlanSplitsLargeTablesAndBalances) {
   two.ranks = 2;
   EXPECT_DOUBLE_EQ(estimate_peak_memory(two, MachineModel{}).parameters, (44 + 114) * 4.0);
   // Local batch 3: activations halve.
-  EXPECT_DOUBLE_EQ(activation_bytes(two), 2 * 3 * 48 * 4.0);
+  EXPECT_DOUBLE_EQ(activation_bytes(two), 3 * 71 * 4.0);
 }
 
 TEST(MemoryEstimator, RejectsBadSpecs) {
