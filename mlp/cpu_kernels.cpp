@@ -5,13 +5,12 @@
 #include "mlp/cpu_kernels.hpp"
 
 #include <atomic>
-#include <limits>
 
 #include "mlp/cpu_threading.hpp"
 
 namespace recmix::mlp {
 namespace {
-std::atomic<std::int64_t> parallel_threshold{std::numeric_limits<std::int64_t>::max()};
+std::atomic<std::int64_t> parallel_threshold{kDefaultCpuParallelThreshold};
 }  // namespace
 
 void set_cpu_parallel_threshold(std::int64_t elements) { parallel_threshold.store(elements); }

@@ -1,5 +1,5 @@
 // SGD, Adagrad and Adam over a list of dense parameters. On the CPU all parameters are updated
-// in one parallel loop over fixed-size blocks (one thread wake-up per step, not one per tensor).
+// in one loop over fixed-size blocks (at most one thread wake-up per step, not one per tensor).
 #include "mlp/dense_optimizer.hpp"
 
 #include <cmath>
@@ -30,9 +30,8 @@ void for_all_blocks(device::Backend& backend, device::Stream& s, const std::vect
         blocks.push_back({p, b});
       total += static_cast<std::int64_t>(params[p].count);
     }
-    device::cpu::parallel_for(detail::cpu_threads_for(backend, total),
-                              static_cast<std::int64_t>(blocks.size()),
-                              [&](std::int64_t i) { make(blocks[i].param)(blocks[i].item); }, 2);
+    cpu::parallel_blocks(detail::cpu_threads_for(backend, total), static_cast<std::int64_t>(blocks.size()),
+                         [&](std::int64_t i) { make(blocks[i].param)(blocks[i].item); });
     return;
   }
   for (std::size_t p = 0; p < params.size(); ++p) {

@@ -76,9 +76,8 @@ class DotInteraction final : public InteractionBase {
                                      batch_, k_, d_, out_};
     // The dot products cost about d times the output size.
     if (backend_.kind() == device::BackendKind::cpu)
-      device::cpu::parallel_for(detail::cpu_threads_for(backend_, work() * d_ / 4),
-                                detail::row_blocks(batch_),
-                                [&f](kernels::Index i) { cpu::dot_interaction_forward(f, i); }, 2);
+      cpu::parallel_blocks(detail::cpu_threads_for(backend_, work() * d_ / 4), detail::row_blocks(batch_),
+                           [&f](kernels::Index i) { cpu::dot_interaction_forward(f, i); });
     else
       detail::launch(backend_, s, detail::row_blocks(batch_), f, 0);
   }
@@ -89,9 +88,8 @@ class DotInteraction final : public InteractionBase {
                                       batch_,         k_,              d_,
                                       out_};
     if (backend_.kind() == device::BackendKind::cpu)
-      device::cpu::parallel_for(detail::cpu_threads_for(backend_, work() * d_ / 2),
-                                detail::row_blocks(batch_),
-                                [&f](kernels::Index i) { cpu::dot_interaction_backward(f, i); }, 2);
+      cpu::parallel_blocks(detail::cpu_threads_for(backend_, work() * d_ / 2), detail::row_blocks(batch_),
+                           [&f](kernels::Index i) { cpu::dot_interaction_backward(f, i); });
     else
       detail::launch(backend_, s, detail::row_blocks(batch_), f, 0);
   }

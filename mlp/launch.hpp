@@ -1,12 +1,13 @@
 #pragma once
-// Runs an mlp kernel functor on the backend it belongs to: on the CPU through
-// device::cpu::parallel_for, on CUDA through mlp/cuda/launch.cu (or a stub that throws
+// Runs an mlp kernel functor on the backend it belongs to: on the CPU on the calling thread or
+// its sleeping helper threads (host_workers.hpp), on CUDA through mlp/cuda/launch.cu (or a stub that throws
 // NotCompiledError in a build without CUDA). Internal to recmix_mlp.
 #include <cstdint>
 
 #include "device/backend.hpp"
 #include "device/launch.hpp"
 #include "mlp/cpu_threading.hpp"
+#include "mlp/host_workers.hpp"
 #include "mlp/kernels.hpp"
 
 // Every functor type launched on CUDA; launch.cu instantiates the grid-stride kernel for each.
@@ -34,7 +35,7 @@ void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, 
             std::int64_t elements) {
   if (n <= 0) return;
   if (backend.kind() == device::BackendKind::cpu)
-    device::cpu::parallel_for(cpu_threads_for(backend, elements), n, f, 2);
+    cpu::parallel_blocks(cpu_threads_for(backend, elements), n, f);
   else
     cuda_launch(stream.native(), n, f);
 }

@@ -162,8 +162,11 @@ int main(int argc, char** argv) {
   app.add_option("--min-seconds", min_seconds, "minimum time per repetition and variant");
   bool breakdown = false;
   std::int64_t parallel_threshold = mlp::cpu_parallel_threshold();
+  std::int64_t compare_threshold = 0;
   app.add_option("--parallel-threshold", parallel_threshold,
-                 "element-wise kernels touching this many floats use all threads (default: never)");
+                 "element-wise kernels touching this many floats use all threads");
+  app.add_option("--compare-threshold", compare_threshold,
+                 "also time the dense step with this threshold, interleaved (0: no)");
   app.add_flag("--breakdown", breakdown, "also print the time of each phase of the dense step");
   CLI11_PARSE(app, argc, argv);
 
@@ -193,7 +196,7 @@ int main(int argc, char** argv) {
     double t0 = now();
     chain.run(*stream);
     int iters = std::max(3, static_cast<int>(min_seconds / std::max(now() - t0, 1e-6)));
-    std::vector<double> chain_rate, step_rate, ratio;
+    std::vector<double> chain_rate, step_rate, ratio, alt_rate, alt_ratio;
     for (int r = 0; r < reps; ++r) {
       double a0 = now();
       for (int i = 0; i < iters; ++i) chain.run(*stream);
@@ -204,9 +207,21 @@ int main(int argc, char** argv) {
       chain_rate.push_back(batch / a);
       step_rate.push_back(batch / b);
       ratio.push_back(a / b);
+      if (compare_threshold > 0) {
+        mlp::set_cpu_parallel_threshold(compare_threshold);
+        double c0 = now();
+        for (int i = 0; i < iters; ++i) step.run(*stream);
+        double c = (now() - c0) / iters;
+        mlp::set_cpu_parallel_threshold(parallel_threshold);
+        alt_rate.push_back(batch / c);
+        alt_ratio.push_back(a / c);
+      }
     }
     fmt::print("| {} | {:.0f} | {:.0f} | {:.3f} |\n", batch, median(chain_rate), median(step_rate),
                median(ratio));
+    if (compare_threshold > 0)
+      fmt::print("|   threaded from {} floats | | {:.0f} | {:.3f} |\n", compare_threshold,
+                 median(alt_rate), median(alt_ratio));
     if (breakdown) {
       static const char* names[] = {"bottom forward", "interaction forward", "top forward", "loss",
                                     "top backward", "interaction backward", "bottom backward",
