@@ -85,6 +85,36 @@ struct GemmChain {
   }
 };
 
+// Forwards to a backend and adds up the wall time spent in its GEMMs, to split a dense step into
+// GEMM and everything else.
+class GemmTimingBackend final : public device::Backend {
+ public:
+  explicit GemmTimingBackend(device::Backend& inner) : inner_(inner) {}
+  double gemm_seconds = 0;
+
+  device::BackendKind kind() const override { return inner_.kind(); }
+  std::string description() const override { return inner_.description(); }
+  void* allocate(std::size_t bytes, device::Tier tier) override { return inner_.allocate(bytes, tier); }
+  void deallocate(void* p, device::Tier tier) noexcept override { inner_.deallocate(p, tier); }
+  void copy(void* dst, const void* src, std::size_t bytes, device::Stream& s) override {
+    inner_.copy(dst, src, bytes, s);
+  }
+  void fill_zero(void* dst, std::size_t bytes, device::Stream& s) override { inner_.fill_zero(dst, bytes, s); }
+  std::unique_ptr<device::Stream> create_stream() override { return inner_.create_stream(); }
+  std::unique_ptr<device::Event> create_event() override { return inner_.create_event(); }
+  void gemm(device::Stream& s, bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override {
+    double t = now();
+    inner_.gemm(s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_seconds += now() - t;
+  }
+  void set_num_threads(int threads) override { inner_.set_num_threads(threads); }
+  int num_threads() const override { return inner_.num_threads(); }
+
+ private:
+  device::Backend& inner_;
+};
+
 struct DenseStep {
   device::Backend& backend;
   int batch, tables, dim;
@@ -223,6 +253,19 @@ int main(int argc, char** argv) {
       fmt::print("|   threaded from {} floats | | {:.0f} | {:.3f} |\n", compare_threshold,
                  median(alt_rate), median(alt_ratio));
     if (breakdown) {
+      // The dense step again on a backend that times its GEMMs: the rest is the non-GEMM cost.
+      GemmTimingBackend timed(*backend);
+      device::MemoryPool timed_pool(timed, device::Tier::device, "bench timed");
+      DenseStep timed_step(timed, timed_pool, bottom_sizes, top_hidden, batch, tables);
+      std::vector<double> shares;
+      for (int r = 0; r < reps; ++r) {
+        timed.gemm_seconds = 0;
+        double t0 = now();
+        for (int i = 0; i < iters; ++i) timed_step.run(*stream);
+        double total = now() - t0;
+        shares.push_back(1.0 - timed.gemm_seconds / total);
+      }
+      fmt::print("    non-GEMM share of the dense step: {:.1f}% (median)\n", 100 * median(shares));
       static const char* names[] = {"bottom forward", "interaction forward", "top forward", "loss",
                                     "top backward", "interaction backward", "bottom backward",
                                     "sgd update"};
