@@ -1,7 +1,7 @@
 #pragma once
 // The element-wise kernels of the dense model, written once as host/device functors: the CPU
-// backend runs them with device::cpu::parallel_for, the CUDA backend with a grid-stride launch
-// (mlp/cuda/launch.cu). Row kernels take a block of rows per work item, so that the CPU runs one
+// backend runs them on the calling thread and its helpers (mlp/launch.hpp), the CUDA backend
+// with a grid-stride launch (mlp/cuda/launch.cu). Row kernels take a block of rows per work item, so that the CPU runs one
 // tight loop per block and partial sums are reduced in a fixed order whatever the thread count.
 #include <cmath>
 #include <cstdint>

@@ -1,11 +1,10 @@
 #pragma once
 // Runs an mlp kernel functor on the backend it belongs to: on the CPU on the calling thread or
-// its sleeping helper threads (host_workers.hpp), on CUDA through mlp/cuda/launch.cu (or a stub that throws
-// NotCompiledError in a build without CUDA). Internal to recmix_mlp.
+// its sleeping helper threads (host_workers.hpp), on CUDA through mlp/cuda/launch.cu (or a stub
+// that throws NotCompiledError in a build without CUDA). Internal to recmix_mlp.
 #include <cstdint>
 
 #include "device/backend.hpp"
-#include "device/launch.hpp"
 #include "mlp/cpu_threading.hpp"
 #include "mlp/host_workers.hpp"
 #include "mlp/kernels.hpp"
