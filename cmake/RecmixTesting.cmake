@@ -16,8 +16,12 @@ function(recmix_add_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
-  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-                       ENVIRONMENT "RECMIX_SHARED_DIR=${RECMIX_SHARED_DIR};OMP_NUM_THREADS=1")
+  # One value per property: gtest_discover_tests splits list values.
+  set(props TIMEOUT ${T_TIMEOUT} ENVIRONMENT "RECMIX_SHARED_DIR=${RECMIX_SHARED_DIR}")
+  if(T_LABELS)
+    list(APPEND props LABELS ${T_LABELS})
+  endif()
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
 endfunction()
 
 # The MPI test executable links tests/mpi_gtest_main.cpp, which initialises MPI and makes a
