@@ -93,7 +93,7 @@ void run_sim(const SimArgs& a) {
   wo.arrival_scale = a.arrival_scale;
   wo.max_jobs = a.max_jobs;
   const sched::Workload workload = sched::build_workload(trace, cluster, *env, wo);
-  std::fprintf(stderr, "recmix sim: %zu jobs from %s (%s), %zu skipped, %zu too large for a GPU; %d nodes x %d GPUs (%s)\n",
+  std::fprintf(stderr, "recmix sim: %zu jobs from %s (%s), %zu skipped, %zu too large for this cluster; %d nodes x %d GPUs (%s)\n",
                workload.jobs.size(), a.trace.c_str(), std::string(sched::trace_format_name(trace.format)).c_str(),
                trace.skipped, workload.unplaceable, cluster.nodes, cluster.gpus_per_node, cluster.machine.c_str());
   std::vector<sched::SimResult> results;

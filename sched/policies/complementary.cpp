@@ -35,11 +35,11 @@ class Complementary final : public Policy {
     const int pack_below = static_cast<int>(options_.pack_free_fraction * cluster.gpu_count());
     FailedShapes failed;
     int looked = 0;
-    bool waiting = false;
+    bool deferred = false;  // a job may co-locate at the next batched round
     for (Job* job : context.queue) {
       if (looked++ >= options_.window) break;
       if (cluster.free_gpu_count() == 0 && (cluster.shareable().empty() || !batch_round)) {
-        waiting = true;
+        deferred = !batch_round && !cluster.shareable().empty();
         break;
       }
       if (failed.contains(*job)) continue;
@@ -64,13 +64,13 @@ class Complementary final : public Policy {
       }
       if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/false);
       if (gpus.empty() && batch_round) gpus = find_shared_placement(cluster, *job, score);
+      if (gpus.empty() && !batch_round && !cluster.shareable().empty()) deferred = true;
       if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
-      if (gpus.empty() || !actions.start(*job, gpus)) {
-        waiting = true;
-        failed.add(*job);
-      }
+      if (gpus.empty() || !actions.start(*job, gpus)) failed.add(*job);
     }
-    if (waiting && options_.dispatch_interval_s > 0) actions.wake_at(next_round_);
+    // A batched round is only worth running if something changed since the last one: every
+    // arrival or finish calls schedule(), and such a call asks for the next round.
+    if (deferred && options_.dispatch_interval_s > 0) actions.wake_at(next_round_);
   }
 
  private:

@@ -129,7 +129,7 @@ Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvir
     } else {
       throw ConfigError(at + ": unknown job type '" + type + "' (not a DLRM preset nor a measured profile)");
     }
-    if (job.profile.peak_memory_bytes > cluster.gpu_memory_bytes) {
+    if (job.profile.peak_memory_bytes > cluster.gpu_memory_bytes || tj.gpus > cluster.gpu_count()) {
       ++w.unplaceable;
       continue;
     }

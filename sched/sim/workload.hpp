@@ -52,7 +52,7 @@ std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, con
 
 struct Workload {
   std::vector<Job> jobs;          // by arrival
-  std::size_t unplaceable = 0;    // trace jobs whose memory exceeds a GPU even at the smallest size
+  std::size_t unplaceable = 0;    // trace jobs wider than the cluster, or larger than a GPU's memory
   std::map<std::string, std::size_t> types;  // jobs per type
 };
 
