@@ -47,7 +47,8 @@ bool parse_dense_slow(const char* b, const char* e, float& out) {
   if (ec == std::errc::result_out_of_range) return false;
   double d = 0;
   auto [q, ec2] = std::from_chars(b, e, d);
-  if (ec2 != std::errc() || q != e || !std::isfinite(d)) return false;
+  // a value beyond float range ("359e51") is as wrong as a non-number
+  if (ec2 != std::errc() || q != e || !std::isfinite(d) || std::abs(d) > 3.0e38) return false;
   out = d <= 0 ? 0.0f : std::log(static_cast<float>(d) + 1.0f);
   return true;
 }

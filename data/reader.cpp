@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -47,15 +48,14 @@ void select_runs(hid_t file_space, const std::vector<Run>& runs, hsize_t cols, i
   if (first) RECMIX_H5_CHECK(H5Sselect_none(file_space), IoError, where);
 }
 
-// Reads the union of `runs` of a 1-D (cols == 0) or 2-D dataset into `out` (rows in file order).
+// Reads the union of `runs` of a 1-D (cols == 0) or 2-D dataset into `dest` (rows in file order;
+// room for all of them), converting to T.
 template <class T>
-void read_runs(hid_t dataset, const std::vector<Run>& runs, hsize_t cols, std::vector<T>& out, hid_t transfer) {
+void read_runs_into(hid_t dataset, const std::vector<Run>& runs, hsize_t cols, T* dest, hid_t transfer) {
   const int ndims = cols == 0 ? 1 : 2;
   const hsize_t width = cols == 0 ? 1 : cols;
   std::int64_t total = 0;
   for (const Run& r : runs) total += r.len;
-  out.resize(static_cast<std::size_t>(total) * width);
-  std::string where;  // built only on failure
   h5::Dataspace file_space(RECMIX_H5_CHECK(H5Dget_space(dataset), IoError, h5::describe(dataset)));
   select_runs(file_space, runs, width, ndims, h5::describe(dataset));
   hsize_t mem_dims[2] = {static_cast<hsize_t>(std::max<std::int64_t>(total, 1)), width};
@@ -63,19 +63,54 @@ void read_runs(hid_t dataset, const std::vector<Run>& runs, hsize_t cols, std::v
   if (total == 0) RECMIX_H5_CHECK(H5Sselect_none(mem_space), IoError, h5::describe(dataset));
   T dummy{};
   RECMIX_H5_CHECK(H5Dread(dataset, h5::native_type<T>(), mem_space, file_space, transfer,
-                          total ? static_cast<void*>(out.data()) : static_cast<void*>(&dummy)),
+                          total ? static_cast<void*>(dest) : static_cast<void*>(&dummy)),
                   IoError, h5::describe(dataset));
+}
+
+template <class T>
+void read_runs(hid_t dataset, const std::vector<Run>& runs, hsize_t cols, std::vector<T>& out, hid_t transfer) {
+  std::int64_t total = 0;
+  for (const Run& r : runs) total += r.len;
+  out.resize(static_cast<std::size_t>(total) * (cols == 0 ? 1 : cols));
+  read_runs_into(dataset, runs, cols, out.data(), transfer);
+}
+
+// Index of the first non-finite value of x[0..n), or n.
+std::size_t first_non_finite(const float* x, std::size_t n) {
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    any |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  if (!any) return n;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return i;
+  return n;
 }
 
 struct OpenFile {
   h5::File file;
   h5::Dataset dense, labels, sparse;
+  bool sparse32 = false;  // /sparse stored as int32 (read without conversion)
   std::vector<h5::Dataset> offsets, indices;
   std::vector<std::int64_t> nnz;  // per table, multi-hot
 };
 
+// Opens a dataset with a chunk cache only where one helps: compressed chunks must be decoded
+// whole, so they are kept; uncompressed ones are read straight into the caller's buffer.
 h5::Dataset open_cached(hid_t file, const std::string& name) {
   if (!h5::exists(file, name)) throw DataError(h5::describe(file) + ": missing dataset /" + name);
+  h5::Dataset plain(RECMIX_H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), IoError,
+                                    h5::describe(file) + ":/" + name));
+  h5::PropList dcpl(RECMIX_H5_CHECK(H5Dget_create_plist(plain), IoError, name));
+  if (H5Pget_nfilters(dcpl) <= 0) {
+    h5::PropList dapl(RECMIX_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS), IoError, name));
+    RECMIX_H5_CHECK(H5Pset_chunk_cache(dapl, 0, 0, 1.0), IoError, name);
+    plain.reset();
+    return h5::Dataset(RECMIX_H5_CHECK(H5Dopen2(file, name.c_str(), dapl), IoError, h5::describe(file) + ":/" + name));
+  }
+  plain.reset();
   h5::PropList dapl(RECMIX_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS), IoError, name));
   RECMIX_H5_CHECK(H5Pset_chunk_cache(dapl, 4099, kChunkCacheBytes, 1.0), IoError, name);
   return h5::Dataset(RECMIX_H5_CHECK(H5Dopen2(file, name.c_str(), dapl), IoError, h5::describe(file) + ":/" + name));
@@ -115,6 +150,7 @@ class Reader::Impl {
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<Item> queue;
+  std::vector<Batch> spare;  // buffers handed back by next(), refilled by the producer
   ReaderPosition produce_pos, consume_pos;
   std::uint64_t generation = 0;
   bool stop = false, paused = false, busy = false, failed = false;
@@ -131,6 +167,7 @@ class Reader::Impl {
     bpe = opt.drop_last ? info.rows / opt.global_batch : (info.rows + opt.global_batch - 1) / opt.global_batch;
     block = opt.shuffle_block > 0 ? opt.shuffle_block : kDefaultShuffleBlock;
     window = opt.shuffle_window > 0 ? opt.shuffle_window : std::max<std::int64_t>(16 * block, opt.global_batch);
+    window = (window + block - 1) / block * block;  // whole blocks
     RECMIX_REQUIRE(window < (std::int64_t{1} << 32), ConfigError, "reader: shuffle_window too large");
 
     h5::Lock lock(h5::api_mutex());
@@ -141,7 +178,12 @@ class Reader::Impl {
       f.dense = open_cached(f.file, "dense");
       f.labels = open_cached(f.file, "labels");
       if (!info.multi_hot) {
-        if (info.num_tables() > 0) f.sparse = open_cached(f.file, "sparse");
+        if (info.num_tables() > 0) {
+          f.sparse = open_cached(f.file, "sparse");
+          std::size_t bytes = 0;
+          h5::type_class(f.sparse, &bytes);
+          f.sparse32 = bytes == 4;
+        }
       } else {
         for (int t = 0; t < info.num_tables(); ++t) {
           std::string base = "sparse/" + std::to_string(t);
@@ -222,7 +264,6 @@ class Reader::Impl {
     const std::int64_t per = g / opt.world, extra = g % opt.world;
     const std::int64_t lo = g_lo + opt.rank * per + std::min<std::int64_t>(opt.rank, extra);
     const std::int64_t n = per + (opt.rank < extra ? 1 : 0);
-    const int D = info.num_dense, T = info.num_tables();
 
     // rows of this rank, and the files the whole global batch touches (collective mode)
     std::vector<std::pair<std::int64_t, std::int64_t>> rows(static_cast<std::size_t>(n));  // (row, slot)
@@ -239,32 +280,49 @@ class Reader::Impl {
         }
       }
     }
-    std::sort(rows.begin(), rows.end());
-
-    out.size = n;
     out.global_index = pos.batch;
-    out.dense.assign(static_cast<std::size_t>(n * D), 0.0f);
-    out.labels.assign(static_cast<std::size_t>(n), 0.0f);
-    out.offsets.assign(T, {});
-    out.indices.assign(T, {});
+    if (opt.shuffle && !collective) {
+      gather_from_blocks(rows, out);
+      return;
+    }
+    if (opt.shuffle) std::sort(rows.begin(), rows.end());
+    read_rows(rows, !opt.shuffle, touched, out);
+  }
+
+  // Reads `rows` ((row, slot) sorted by row) into `out` (slot order). in_order: slot i holds the
+  // i-th smallest row, so values go straight into place. In collective mode every file that
+  // `touched` marks takes part in the reads, with an empty selection where this rank has no row.
+  void read_rows(const std::vector<std::pair<std::int64_t, std::int64_t>>& rows, bool in_order,
+                 const std::vector<char>& touched, Batch& out) {
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const int D = info.num_dense, T = info.num_tables();
+    out.size = n;
+    out.dense.resize(static_cast<std::size_t>(n * D));
+    out.labels.resize(static_cast<std::size_t>(n));
+    out.offsets.resize(T);
+    out.indices.resize(T);
     // multi-hot: per table, each slot's index list gathered before packing into CSR
-    std::vector<std::vector<std::int64_t>> slot_begin(T), slot_len(T);
-    std::vector<std::vector<std::int64_t>> gathered(T);
-    if (info.multi_hot)
+    std::vector<std::vector<std::int64_t>> slot_begin, slot_len, gathered;
+    if (!info.multi_hot) {
       for (int t = 0; t < T; ++t) {
-        slot_begin[t].assign(n, 0);
-        slot_len[t].assign(n, 0);
+        out.indices[t].resize(static_cast<std::size_t>(n));
+        out.offsets[t].resize(static_cast<std::size_t>(n + 1));
+        std::iota(out.offsets[t].begin(), out.offsets[t].end(), std::int64_t{0});
       }
+    } else {
+      slot_begin.assign(T, std::vector<std::int64_t>(n, 0));
+      slot_len.assign(T, std::vector<std::int64_t>(n, 0));
+      gathered.resize(T);
+    }
 
     h5::Lock lock(h5::api_mutex());
-    std::vector<float> fdense, flabels;
-    std::vector<std::int64_t> fsparse, foffsets, findices;
     std::size_t k = 0;
     for (int f = 0; f < static_cast<int>(files.size()); ++f) {
       const std::size_t k0 = k;
       while (k < rows.size() && rows[k].first < file_start[f + 1]) ++k;
       if (k == k0 && !(collective && touched[f])) continue;
       OpenFile& file = files[f];
+      const auto m = static_cast<std::int64_t>(k - k0);
       std::vector<Run> runs;
       for (std::size_t i = k0; i < k; ++i) {
         std::int64_t r = rows[i].first - file_start[f];
@@ -273,90 +331,129 @@ class Reader::Impl {
         else
           runs.push_back({r, 1});
       }
-      read_runs(file.dense, runs, static_cast<hsize_t>(D), fdense, xfer());
-      read_runs(file.labels, runs, 0, flabels, xfer());
-      for (std::size_t i = k0; i < k; ++i) {
-        const std::int64_t slot = rows[i].second, m = static_cast<std::int64_t>(i - k0);
-        std::copy_n(fdense.data() + m * D, D, out.dense.data() + slot * D);
-        out.labels[slot] = flabels[m];
-        if (opt.validate) {
-          const std::int64_t local = rows[i].first - file_start[f];
-          for (int c = 0; c < D; ++c)
-            if (!std::isfinite(fdense[m * D + c]))
-              bad_value(f, "dense", local, "column " + std::to_string(c) + " is not finite");
-          const float y = flabels[m];
-          if (!(y >= 0.0f && y <= 1.0f)) bad_value(f, "labels", local, "label " + std::to_string(y) + " outside [0, 1]");
-        }
+      auto local_row = [&](std::int64_t j) { return rows[k0 + static_cast<std::size_t>(j)].first - file_start[f]; };
+
+      float* dense = out.dense.data() + k0 * D;
+      float* labels = out.labels.data() + k0;
+      if (!in_order) {
+        scratch_dense.resize(static_cast<std::size_t>(m * D));
+        scratch_labels.resize(static_cast<std::size_t>(m));
+        dense = scratch_dense.data();
+        labels = scratch_labels.data();
       }
-      if (!info.multi_hot) {
-        if (T > 0) read_runs(file.sparse, runs, static_cast<hsize_t>(T), fsparse, xfer());
-        for (std::size_t i = k0; i < k; ++i) {
-          const std::int64_t slot = rows[i].second, m = static_cast<std::int64_t>(i - k0);
-          for (int t = 0; t < T; ++t) {
-            const std::int64_t v = fsparse[m * T + t];
-            if (opt.validate && (v < 0 || v >= info.table_rows[t]))
-              bad_value(f, "sparse", rows[i].first - file_start[f],
-                        "column " + std::to_string(t) + ": index " + std::to_string(v) + " outside table rows [0, " +
-                            std::to_string(info.table_rows[t]) + ")");
-            if (out.indices[t].empty()) out.indices[t].assign(n, 0);
-            out.indices[t][slot] = v;
-          }
+      read_runs_into(file.dense, runs, static_cast<hsize_t>(D), (m * D) != 0 ? dense : nullptr, xfer());
+      read_runs_into(file.labels, runs, 0, m ? labels : nullptr, xfer());
+      if (opt.validate) {
+        const std::size_t bad = first_non_finite(dense, static_cast<std::size_t>(m * D));
+        if (bad < static_cast<std::size_t>(m * D))
+          bad_value(f, "dense", local_row(static_cast<std::int64_t>(bad) / D),
+                    "column " + std::to_string(bad % D) + " is not finite");
+        for (std::int64_t j = 0; j < m; ++j)
+          if (!(labels[j] >= 0.0f && labels[j] <= 1.0f))
+            bad_value(f, "labels", local_row(j), "label " + std::to_string(labels[j]) + " outside [0, 1]");
+      }
+      if (!in_order)
+        for (std::int64_t j = 0; j < m; ++j) {
+          const std::int64_t slot = rows[k0 + j].second;
+          std::copy_n(dense + j * D, D, out.dense.data() + slot * D);
+          out.labels[slot] = labels[j];
         }
-      } else {
-        for (int t = 0; t < T; ++t) {
-          const std::string name = "sparse/" + std::to_string(t);
-          std::vector<Run> offset_runs;
-          for (const Run& r : runs) offset_runs.push_back({r.start, r.len + 1});
-          read_runs(file.offsets[t], offset_runs, 0, foffsets, xfer());
-          std::vector<Run> index_runs;
-          std::size_t at = 0;
-          for (const Run& r : offset_runs) {
-            for (std::int64_t j = 0; j < r.len; ++j) {
-              const std::int64_t o = foffsets[at + j];
-              const bool bad = o < 0 || o > file.nnz[t] || (j > 0 && o < foffsets[at + j - 1]);
-              if (bad)
-                bad_value(f, name + "/offsets", r.start + j,
-                          "offset " + std::to_string(o) + " not non-decreasing within [0, " +
-                              std::to_string(file.nnz[t]) + "]");
-            }
-            index_runs.push_back({foffsets[at], foffsets[at + r.len - 1] - foffsets[at]});
-            at += static_cast<std::size_t>(r.len);
+
+      if (!info.multi_hot) {
+        if (T == 0) continue;
+        // row-major [m x T] -> one array per table: read in order, T sequential write streams
+        auto transpose = [&](const auto* src) {
+          std::int64_t* dst[256];
+          std::vector<std::int64_t*> many;
+          std::int64_t** out_t = dst;
+          if (T > 256) {
+            many.resize(T);
+            out_t = many.data();
           }
-          read_runs(file.indices[t], index_runs, 0, findices, xfer());
-          // walk samples in file order: sample m of run ri has its indices at a running position
-          std::size_t sample = k0, off_at = 0;
-          std::int64_t idx_at = 0;
-          for (const Run& r : offset_runs) {
-            for (std::int64_t j = 0; j + 1 < r.len; ++j, ++sample) {
-              const std::int64_t len = foffsets[off_at + j + 1] - foffsets[off_at + j];
-              const std::int64_t slot = rows[sample].second;
-              slot_begin[t][slot] = static_cast<std::int64_t>(gathered[t].size());
-              slot_len[t][slot] = len;
-              for (std::int64_t e = 0; e < len; ++e) {
-                const std::int64_t v = findices[idx_at + e];
-                if (opt.validate && (v < 0 || v >= info.table_rows[t]))
-                  bad_value(f, name + "/indices", foffsets[off_at + j] + e,
-                            "index " + std::to_string(v) + " outside table rows [0, " +
-                                std::to_string(info.table_rows[t]) + ") (sample row " +
-                                std::to_string(r.start + j) + ")");
-                gathered[t].push_back(v);
+          for (int t = 0; t < T; ++t) out_t[t] = out.indices[t].data();
+          const std::vector<std::int64_t>& limit = info.table_rows;
+          bool bad = false;
+          for (std::int64_t j = 0; j < m; ++j) {
+            const std::int64_t slot = in_order ? static_cast<std::int64_t>(k0) + j : rows[k0 + j].second;
+            const auto* row = src + j * T;
+            for (int t = 0; t < T; ++t) {
+              const auto v = static_cast<std::int64_t>(row[t]);
+              out_t[t][slot] = v;
+              bad |= static_cast<std::uint64_t>(v) >= static_cast<std::uint64_t>(limit[t]);
+            }
+          }
+          if (opt.validate && bad)
+            for (std::int64_t j = 0; j < m; ++j)
+              for (int t = 0; t < T; ++t) {
+                const auto v = static_cast<std::int64_t>(src[j * T + t]);
+                if (v < 0 || v >= info.table_rows[t])
+                  bad_value(f, "sparse", local_row(j),
+                            "column " + std::to_string(t) + ": index " + std::to_string(v) +
+                                " outside table rows [0, " + std::to_string(info.table_rows[t]) + ")");
               }
-              idx_at += len;
-            }
-            off_at += static_cast<std::size_t>(r.len);
+        };
+        if (file.sparse32) {
+          scratch_sparse32.resize(static_cast<std::size_t>(m * T));
+          read_runs_into(file.sparse, runs, static_cast<hsize_t>(T), m ? scratch_sparse32.data() : nullptr, xfer());
+          transpose(scratch_sparse32.data());
+        } else {
+          scratch_sparse64.resize(static_cast<std::size_t>(m * T));
+          read_runs_into(file.sparse, runs, static_cast<hsize_t>(T), m ? scratch_sparse64.data() : nullptr, xfer());
+          transpose(scratch_sparse64.data());
+        }
+        continue;
+      }
+      std::vector<std::int64_t> foffsets, findices;
+      for (int t = 0; t < T; ++t) {
+        const std::string name = "sparse/" + std::to_string(t);
+        std::vector<Run> offset_runs;
+        for (const Run& r : runs) offset_runs.push_back({r.start, r.len + 1});
+        read_runs(file.offsets[t], offset_runs, 0, foffsets, xfer());
+        std::vector<Run> index_runs;
+        std::size_t at = 0;
+        for (const Run& r : offset_runs) {
+          for (std::int64_t j = 0; j < r.len; ++j) {
+            const std::int64_t o = foffsets[at + j];
+            const bool bad = o < 0 || o > file.nnz[t] || (j > 0 && o < foffsets[at + j - 1]);
+            if (bad)
+              bad_value(f, name + "/offsets", r.start + j,
+                        "offset " + std::to_string(o) + " not non-decreasing within [0, " +
+                            std::to_string(file.nnz[t]) + "]");
           }
+          index_runs.push_back({foffsets[at], foffsets[at + r.len - 1] - foffsets[at]});
+          at += static_cast<std::size_t>(r.len);
+        }
+        read_runs(file.indices[t], index_runs, 0, findices, xfer());
+        // walk samples in file order: each sample's indices follow the previous one's
+        std::size_t sample = k0, off_at = 0;
+        std::int64_t idx_at = 0;
+        for (const Run& r : offset_runs) {
+          for (std::int64_t j = 0; j + 1 < r.len; ++j, ++sample) {
+            const std::int64_t len = foffsets[off_at + j + 1] - foffsets[off_at + j];
+            const std::int64_t slot = rows[sample].second;
+            slot_begin[t][slot] = static_cast<std::int64_t>(gathered[t].size());
+            slot_len[t][slot] = len;
+            for (std::int64_t e = 0; e < len; ++e) {
+              const std::int64_t v = findices[idx_at + e];
+              if (opt.validate && (v < 0 || v >= info.table_rows[t]))
+                bad_value(f, name + "/indices", foffsets[off_at + j] + e,
+                          "index " + std::to_string(v) + " outside table rows [0, " +
+                              std::to_string(info.table_rows[t]) + ") (sample row " + std::to_string(r.start + j) +
+                              ")");
+              gathered[t].push_back(v);
+            }
+            idx_at += len;
+          }
+          off_at += static_cast<std::size_t>(r.len);
         }
       }
     }
-    for (int t = 0; t < T; ++t) {
-      auto& offs = out.offsets[t];
-      offs.resize(static_cast<std::size_t>(n + 1));
-      offs[0] = 0;
-      if (!info.multi_hot) {
-        for (std::int64_t i = 0; i < n; ++i) offs[i + 1] = i + 1;
-        if (out.indices[t].empty()) out.indices[t].assign(n, 0);
-      } else {
+    if (info.multi_hot)
+      for (int t = 0; t < T; ++t) {
+        auto& offs = out.offsets[t];
         auto& idx = out.indices[t];
+        offs.resize(static_cast<std::size_t>(n + 1));
+        offs[0] = 0;
         idx.clear();
         for (std::int64_t i = 0; i < n; ++i) {
           const auto b = gathered[t].begin() + slot_begin[t][i];
@@ -364,8 +461,100 @@ class Reader::Impl {
           offs[i + 1] = static_cast<std::int64_t>(idx.size());
         }
       }
-    }
   }
+
+  // --- shuffled reads (independent I/O): whole blocks of rows, cached while the window lasts ---
+
+  struct CachedBlock {
+    std::int64_t id = -1;
+    std::uint64_t used = 0;
+    Batch rows;                          // the block's rows in order, already validated
+    std::vector<std::int64_t> row_major;  // one-hot: [rows x tables], so a row's indices are adjacent
+  };
+  std::vector<CachedBlock> block_cache;
+  std::uint64_t block_clock = 0;
+
+  const Batch& load_block(std::int64_t id) {
+    for (CachedBlock& b : block_cache)
+      if (b.id == id) {
+        b.used = ++block_clock;
+        return b.rows;
+      }
+    const std::size_t capacity = static_cast<std::size_t>(window / block) + 2;
+    CachedBlock* slot = nullptr;
+    if (block_cache.size() < capacity) {
+      slot = &block_cache.emplace_back();
+    } else {
+      slot = &*std::min_element(block_cache.begin(), block_cache.end(),
+                                [](const CachedBlock& a, const CachedBlock& b) { return a.used < b.used; });
+    }
+    slot->id = -1;  // invalid until read completely
+    const std::int64_t first = id * block, count = std::min(block, info.rows - first);
+    std::vector<std::pair<std::int64_t, std::int64_t>> rows(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) rows[i] = {first + i, i};
+    read_rows(rows, true, {}, slot->rows);
+    if (!info.multi_hot) {
+      const int T = info.num_tables();
+      slot->row_major.resize(static_cast<std::size_t>(count * T));
+      for (int t = 0; t < T; ++t)
+        for (std::int64_t i = 0; i < count; ++i) slot->row_major[i * T + t] = slot->rows.indices[t][i];
+    }
+    slot->id = id;
+    slot->used = ++block_clock;
+    return slot->rows;
+  }
+
+  void gather_from_blocks(const std::vector<std::pair<std::int64_t, std::int64_t>>& rows, Batch& out) {
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const int D = info.num_dense, T = info.num_tables();
+    out.size = n;
+    out.dense.resize(static_cast<std::size_t>(n * D));
+    out.labels.resize(static_cast<std::size_t>(n));
+    out.offsets.resize(T);
+    out.indices.resize(T);
+    for (int t = 0; t < T; ++t) {
+      out.offsets[t].resize(static_cast<std::size_t>(n + 1));
+      out.offsets[t][0] = 0;
+      if (!info.multi_hot)
+        out.indices[t].resize(static_cast<std::size_t>(n));
+      else
+        out.indices[t].clear();
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t row = rows[i].first;
+      const std::int64_t id = row / block;
+      if (cached == nullptr || cached->id != id) {
+        load_block(id);
+        for (CachedBlock& c : block_cache)
+          if (c.id == id) cached = &c;
+      }
+      const Batch& b = cached->rows;
+      const std::int64_t k = row - id * block;
+      const float* src = b.dense.data() + k * D;
+      float* to = out.dense.data() + i * D;
+      for (int d = 0; d < D; ++d) to[d] = src[d];
+      out.labels[i] = b.labels[k];
+      if (!info.multi_hot) {
+        const std::int64_t* idx = cached->row_major.data() + k * T;
+        for (int t = 0; t < T; ++t) out.indices[t][i] = idx[t];
+        continue;
+      }
+      for (int t = 0; t < T; ++t) {
+        const auto* begin = b.indices[t].data() + b.offsets[t][k];
+        out.indices[t].insert(out.indices[t].end(), begin, b.indices[t].data() + b.offsets[t][k + 1]);
+        out.offsets[t][i + 1] = static_cast<std::int64_t>(out.indices[t].size());
+      }
+    }
+    if (!info.multi_hot)
+      for (int t = 0; t < T; ++t) std::iota(out.offsets[t].begin(), out.offsets[t].end(), std::int64_t{0});
+    cached = nullptr;  // the cache may be reorganised before the next batch
+  }
+
+  CachedBlock* cached = nullptr;
+
+  std::vector<float> scratch_dense, scratch_labels;
+  std::vector<std::int32_t> scratch_sparse32;
+  std::vector<std::int64_t> scratch_sparse64;
 
   // --- prefetch ---
 
@@ -382,6 +571,10 @@ class Reader::Impl {
       });
       if (stop) return;
       Item item;
+      if (!spare.empty()) {  // reuse the buffers of a batch the consumer is done with
+        item.batch = std::move(spare.back());
+        spare.pop_back();
+      }
       item.pos = produce_pos;
       const std::uint64_t gen = generation;
       produce_pos = advance(produce_pos);
@@ -479,7 +672,8 @@ bool Reader::next(Batch& out) {
   m.queue.pop_front();
   m.cv.notify_all();
   if (!(item.pos == m.consume_pos)) throw Error("reader: prefetch queue out of order");
-  out = std::move(item.batch);
+  std::swap(out, item.batch);
+  if (m.spare.size() < 2) m.spare.push_back(std::move(item.batch));
   ++m.consume_pos.batch;
   return true;
 }

@@ -85,6 +85,7 @@ TEST(CriteoParser, MalformedLines) {
   EXPECT_EQ(r.field, 5);
   EXPECT_STREQ(field_name(r.field), "I5");
   EXPECT_EQ(parse_line(replace_field(kLine1, 5, "nan"), '\t', row).error, LineError::bad_integer);
+  EXPECT_EQ(parse_line(replace_field(kLine1, 13, "359e51"), '\t', row).error, LineError::bad_integer);  // beyond float (found by the fuzzer)
   EXPECT_EQ(parse_line(replace_field(kLine1, 5, "99999999999999999999999"), '\t', row).error, LineError::bad_integer);
   r = parse_line(replace_field(kLine1, 15, "f0cf00zz"), '\t', row);
   EXPECT_EQ(r.error, LineError::bad_category);

@@ -1,0 +1,107 @@
+// bench_reader: the reader's throughput against a raw sequential read of the same file
+// (bench/RESULTS-data.md). Writes a synthetic one-hot dataset, reads the whole file once with
+// read(2) in 4 MiB blocks (the ceiling: what the storage plus page cache deliver), then reads
+// every row through the Reader in several configurations. Throughput is file bytes per second;
+// repeats alternate raw and reader reads so that both see the same cache state.
+#include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/reader.hpp"
+#include "data/synth.hpp"
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double raw_read(const std::string& path) {
+  std::vector<char> buf(4u << 20);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t total = 0;
+  ssize_t n;
+  while ((n = ::read(fd, buf.data(), buf.size())) > 0) total += static_cast<std::size_t>(n);
+  const double s = seconds_since(t0);
+  ::close(fd);
+  return s;
+}
+
+double reader_pass(const std::string& path, recmix::data::ReaderOptions o, std::int64_t* rows) {
+  const auto t0 = std::chrono::steady_clock::now();
+  recmix::data::Reader reader({path}, o);
+  recmix::data::Batch b;
+  std::int64_t n = 0;
+  while (reader.next(b)) n += b.size;
+  *rows = n;
+  return seconds_since(t0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Reader throughput against a raw sequential read"};
+  std::string rows_text = "2000000";
+  int repeats = 5;
+  std::string dir = std::filesystem::temp_directory_path().string();
+  std::int64_t batch = 4096;
+  app.add_option("--rows", rows_text, "rows of the synthetic dataset")->capture_default_str();
+  app.add_option("--batch", batch, "global batch")->capture_default_str();
+  app.add_option("--repeats", repeats, "timed repeats (median reported)")->capture_default_str();
+  app.add_option("--dir", dir, "where the dataset goes")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  recmix::data::SynthOptions so;
+  so.output = dir + "/bench_reader.h5";
+  so.rows = std::stoll(rows_text);
+  so.table_rows = std::vector<std::int64_t>(26, 100000);
+  so.access_counts_limit = 0;
+  recmix::data::synthesize(so);
+  const double mb = static_cast<double>(std::filesystem::file_size(so.output)) / 1e6;
+  fmt::print("dataset: {} rows, 13 dense, 26 one-hot tables (int32), {:.1f} MB, batch {}\n", so.rows, mb, batch);
+
+  struct Config {
+    const char* name;
+    recmix::data::ReaderOptions options;
+  };
+  const std::vector<Config> configs = {
+      {"file order, prefetch 2, validate", {.global_batch = batch, .prefetch = 2}},
+      {"file order, prefetch 2, no validation", {.global_batch = batch, .prefetch = 2, .validate = false}},
+      {"file order, synchronous, validate", {.global_batch = batch, .prefetch = 0}},
+      {"shuffled (block 4096, window 65536), prefetch 2", {.global_batch = batch, .shuffle = true, .seed = 1, .prefetch = 2}},
+      {"rank 0 of 2, file order, prefetch 2", {.global_batch = batch, .rank = 0, .world = 2, .prefetch = 2}},
+  };
+  raw_read(so.output);  // warm up the cache once
+  std::vector<double> raw;
+  std::vector<std::vector<double>> timed(configs.size());
+  std::vector<std::int64_t> rows(configs.size());
+  for (int r = 0; r < repeats; ++r) {
+    raw.push_back(raw_read(so.output));
+    for (std::size_t c = 0; c < configs.size(); ++c) timed[c].push_back(reader_pass(so.output, configs[c].options, &rows[c]));
+  }
+  const double raw_gbs = mb / 1e3 / median(raw);
+  fmt::print("{:<52} {:>8.2f} GB/s\n", "raw sequential read(2), 4 MiB blocks", raw_gbs);
+  for (std::size_t c = 0; c < configs.size(); ++c) {
+    // a rank reads its share: count the bytes of the rows it delivered
+    const double share = static_cast<double>(rows[c]) / static_cast<double>(so.rows);
+    const double gbs = mb * share / 1e3 / median(timed[c]);
+    fmt::print("{:<52} {:>8.2f} GB/s  {:5.1f}% of raw  ({:.2f} M rows/s)\n", configs[c].name, gbs,
+               100.0 * gbs / raw_gbs, rows[c] / median(timed[c]) / 1e6);
+  }
+  std::filesystem::remove(so.output);
+  return 0;
+}
