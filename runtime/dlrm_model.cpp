@@ -102,8 +102,8 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   const bool reduce = comm_.size() > 1;
   if (reduce) {
     stream_->synchronize();
-    for (auto& p : top_params_)
-      pending.push_back(comm_.iall_reduce_sum(p.grad, p.grad, p.count, comm::DataType::f32, stream_.get()));
+    pending.push_back(comm_.iall_reduce_sum(top_->all_grads(), top_->all_grads(), top_->parameter_count(),
+                                            comm::DataType::f32, stream_.get()));
   }
   interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
@@ -111,8 +111,8 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   bottom_->backward(*stream_, grad_bottom_.data(), false);
   if (reduce) {
     stream_->synchronize();
-    for (auto& p : bottom_params_)
-      pending.push_back(comm_.iall_reduce_sum(p.grad, p.grad, p.count, comm::DataType::f32, stream_.get()));
+    pending.push_back(comm_.iall_reduce_sum(bottom_->all_grads(), bottom_->all_grads(), bottom_->parameter_count(),
+                                            comm::DataType::f32, stream_.get()));
   }
   embedding_->backward_finish(*stream_);
   double loss_sum = local_loss_sum;

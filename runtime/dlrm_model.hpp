@@ -1,8 +1,9 @@
 #pragma once
 // DlrmModel: one rank's share of a hybrid-parallel DLRM. The embedding layer is model-parallel
 // (ShardedEmbedding over the job's communicator), the MLPs are data-parallel replicas whose
-// gradients are all-reduced in two buckets (top, then bottom), started as soon as each bucket
-// is ready so the reduction overlaps the rest of the backward pass.
+// gradients are all-reduced in two buckets (the top MLP's contiguous gradient buffer, then the
+// bottom's), each started as soon as it is ready so the reduction overlaps the rest of the
+// backward pass and the embedding gradient exchange.
 #include <cstdint>
 #include <memory>
 #include <vector>
