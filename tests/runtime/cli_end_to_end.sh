@@ -97,4 +97,12 @@ cp "$work/train.h5" "$work/nan.h5"
 sed 's/train = "train.h5"/train = "nan.h5"/' "$work/job.toml" > "$work/nan.toml"
 expect_error "nan.h5.*row 100\|row 100.*nan.h5" "${mpirun[@]}" -np 2 "$recmix" train "$work/nan.toml"
 grep -q "rank 1\|data error" "$work/bad.err" || fail "the failing rank is not named"
+# The simulator on a slice of the real Philly trace, every policy side by side and as JSON.
+"$recmix" sim --trace "$shared/traces/philly_jobs.csv" --gpus 64 --max-jobs 300 --policy all > "$work/sim.out" 2>&1 || {
+  cat "$work/sim.out"; fail "recmix sim failed"; }
+grep -q "memory violations *0 *0 *0 *0 *0 *0" "$work/sim.out" || { cat "$work/sim.out"; fail "sim: memory violations"; }
+"$recmix" sim --trace "$shared/traces/philly_jobs.csv" --gpus 64 --max-jobs 100 --policy fifo --json "$work/sim.json" \
+  > /dev/null 2>&1 || fail "recmix sim --json failed"
+/usr/bin/python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$work/sim.json" || fail "sim --json is not JSON"
+expect_error "nope.csv" "$recmix" sim --trace "$work/nope.csv" --gpus 8
 echo "end-to-end: all checks passed"
