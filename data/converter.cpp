@@ -253,10 +253,13 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
     const std::int64_t pos = done_size + src.position();
     const double all = static_cast<double>(total_size) * passes;
     std::string eta = "?";
-    if (total_size > 0 && pos > 0) eta = fmt::format("{:.0f}s", t * (all / static_cast<double>(pos) - 1.0));
+    if (final)
+      eta = "0s";
+    else if (total_size > 0 && pos > 0)
+      eta = fmt::format("{:.0f}s", std::max(0.0, t * (all / static_cast<double>(pos) - 1.0)));
     std::fprintf(stderr, "\rconvert: %lld rows, %.0f rows/s, %.1f MB/s, ETA %s   %s",
                  static_cast<long long>(rows), rows / std::max(t, 1e-9),
-                 (stats.bytes + src.bytes()) / 1e6 / std::max(t, 1e-9), eta.c_str(), final ? "\n" : "");
+                 (stats.bytes + (final ? 0 : src.bytes())) / 1e6 / std::max(t, 1e-9), eta.c_str(), final ? "\n" : "");
     std::fflush(stderr);
   };
 

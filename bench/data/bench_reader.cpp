@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <stdexcept>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -28,7 +30,18 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+bool cold = false;  // drop the page cache before every timed read (needs root)
+
+void drop_cache() {
+  if (!cold) return;
+  ::sync();
+  std::FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
+  if (!f || std::fputs("1\n", f) < 0) throw std::runtime_error("--cold: cannot write /proc/sys/vm/drop_caches");
+  std::fclose(f);
+}
+
 double raw_read(const std::string& path) {
+  drop_cache();
   std::vector<char> buf(4u << 20);
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw std::runtime_error("cannot open " + path);
@@ -42,6 +55,7 @@ double raw_read(const std::string& path) {
 }
 
 double reader_pass(const std::string& path, recmix::data::ReaderOptions o, std::int64_t* rows) {
+  drop_cache();
   const auto t0 = std::chrono::steady_clock::now();
   recmix::data::Reader reader({path}, o);
   recmix::data::Batch b;
@@ -63,6 +77,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "global batch")->capture_default_str();
   app.add_option("--repeats", repeats, "timed repeats (median reported)")->capture_default_str();
   app.add_option("--dir", dir, "where the dataset goes")->capture_default_str();
+  app.add_flag("--cold", cold, "drop the page cache before every timed read: storage speed, not memory speed");
   CLI11_PARSE(app, argc, argv);
 
   recmix::data::SynthOptions so;
