@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
     double comm_seconds = 0;
     if (world > 1) {
       std::vector<float> grads(params, 1.f);
-      const std::size_t per_peer = static_cast<std::size_t>(a2a_bytes / 4 / std::max(1, world - 1) / 2);
+      // The same count on every rank (the mean per pair), so sends and receives match.
+      const std::size_t per_peer = static_cast<std::size_t>(a2a_total / 4 / (world * (world - 1)) / 2);
       std::vector<float> send(per_peer * world), recv(per_peer * world);
       std::vector<std::size_t> counts(world, per_peer), displs(world);
       for (int p = 0; p < world; ++p) displs[p] = p * per_peer;
