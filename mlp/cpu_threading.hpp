@@ -3,7 +3,7 @@
 // use more than the calling thread on the CPU backend. Waking threads costs tens of
 // microseconds, so only big kernels are split (at batch 2048 the interaction and the 512-wide
 // layers; at batch 128 none). They never use OpenMP: its workers spin after a parallel region and
-// steal the core from the OpenBLAS GEMM that follows (bench/RESULTS-mlp.md).
+// steal the core from the OpenBLAS GEMM that follows (bench/RESULTS.md).
 #include <cstdint>
 
 namespace recmix::mlp {

@@ -1,4 +1,4 @@
-// bench_converter: Criteo TSV -> HDF5 throughput on one core (bench/RESULTS-data.md).
+// bench_converter: Criteo TSV -> HDF5 throughput on one core (bench/RESULTS.md).
 // Writes a TSV of Criteo-shaped rows (value distributions like the real rows: small integers,
 // about 20% missing fields, 8-digit hex categories), then times the line parser alone over the
 // file in memory and the whole converter (read, parse, hash, write HDF5). Medians of repeats.

@@ -1,5 +1,5 @@
 // bench_reader: the reader's throughput against a raw sequential read of the same file
-// (bench/RESULTS-data.md). Writes a synthetic one-hot dataset, reads the whole file once with
+// (bench/RESULTS.md). Writes a synthetic one-hot dataset, reads the whole file once with
 // read(2) in 4 MiB blocks (the ceiling: what the storage plus page cache deliver), then reads
 // every row through the Reader in several configurations. Throughput is file bytes per second;
 // repeats alternate raw and reader reads so that both see the same cache state.
