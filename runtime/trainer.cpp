@@ -158,23 +158,24 @@ std::string Trainer::checkpoint_path(std::int64_t step) const {
   return (fs::path(spec_.checkpoint.dir) / fmt::format("ckpt-{:09}.h5", step)).string();
 }
 
-std::string Trainer::latest_checkpoint() const {
-  std::string best;
-  if (!fs::exists(spec_.checkpoint.dir)) return best;
-  static const std::regex pattern("ckpt-[0-9]+\\.h5");
-  for (auto& e : fs::directory_iterator(spec_.checkpoint.dir)) {
-    auto name = e.path().filename().string();
-    if (std::regex_match(name, pattern) && (best.empty() || e.path().string() > best)) best = e.path().string();
-  }
-  return best;
-}
-
-void Trainer::prune_checkpoints() const {
+// The job's checkpoints (ckpt-<step>.h5, step zero-padded), oldest first.
+std::vector<std::string> Trainer::checkpoints() const {
   std::vector<std::string> all;
+  if (!fs::exists(spec_.checkpoint.dir)) return all;
   static const std::regex pattern("ckpt-[0-9]+\\.h5");
   for (auto& e : fs::directory_iterator(spec_.checkpoint.dir))
     if (std::regex_match(e.path().filename().string(), pattern)) all.push_back(e.path().string());
   std::sort(all.begin(), all.end());
+  return all;
+}
+
+std::string Trainer::latest_checkpoint() const {
+  auto all = checkpoints();
+  return all.empty() ? std::string() : all.back();
+}
+
+void Trainer::prune_checkpoints() const {
+  auto all = checkpoints();
   for (std::size_t i = 0; i + spec_.checkpoint.keep < all.size(); ++i) fs::remove(all[i]);
 }
 

@@ -64,6 +64,7 @@ class Trainer {
 
  private:
   std::string checkpoint_path(std::int64_t step) const;
+  std::vector<std::string> checkpoints() const;
   std::string latest_checkpoint() const;
   void prune_checkpoints() const;
 
