@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cstring>
 #include <filesystem>
 
 #include "comm/mpi/mpi_handle.hpp"
 #include "core/error.hpp"
 #include "data/h5.hpp"
+#include "embedding/sparse_optimizer.hpp"
 #include "runtime/dlrm_model.hpp"
 
 namespace recmix::runtime {
@@ -16,34 +16,13 @@ namespace {
 
 using h5::Lock;
 
-// Per-row widths of the embedding optimizer state, named; every rank must agree on them to
-// create the datasets collectively, so they are taken from the first rank that owns a shard.
-std::vector<std::pair<std::string, std::int64_t>> embedding_state_layout(DlrmModel& model, comm::Communicator& comm) {
-  constexpr std::size_t kMax = 512;
-  std::string mine;
-  for (auto& shard : model.embedding().local_shards()) {
-    std::int64_t rows = shard.row_end - shard.row_begin;
-    if (rows == 0) continue;
-    for (std::size_t i = 0; i < shard.state.size(); ++i)
-      mine += fmt::format("{}={};", shard.state[i].first, static_cast<std::int64_t>(shard.state_counts[i]) / rows);
-    mine += "|";
-    break;
-  }
-  if (mine.size() >= kMax) throw Error("embedding optimizer state description too long");
-  std::vector<std::uint8_t> local(kMax, 0), all(kMax * comm.size(), 0);
-  std::memcpy(local.data(), mine.data(), mine.size());
-  comm.all_gather(local.data(), all.data(), kMax, comm::DataType::u8);
-  std::string chosen;
-  for (int r = 0; r < comm.size() && chosen.empty(); ++r)
-    chosen = std::string(reinterpret_cast<const char*>(all.data() + r * kMax));
-  std::vector<std::pair<std::string, std::int64_t>> layout;
-  std::size_t pos = 0;
-  while (pos < chosen.size() && chosen[pos] != '|') {
-    auto eq = chosen.find('=', pos), semi = chosen.find(';', pos);
-    layout.emplace_back(chosen.substr(pos, eq - pos), std::stoll(chosen.substr(eq + 1, semi - eq - 1)));
-    pos = semi + 1;
-  }
-  return layout;
+// The embedding optimizer state as (name, floats per row). It follows from the optimizer kind,
+// which every rank knows, so all ranks create the same datasets even when some own no rows.
+std::vector<std::pair<std::string, std::int64_t>> embedding_state_layout(DlrmModel& model) {
+  const auto kind = model.embedding().optimizer_kind();
+  const auto per_row = embedding::state_per_row(kind, model.embedding().dim());
+  if (per_row == 0) return {};
+  return {{embedding::state_name(kind), static_cast<std::int64_t>(per_row)}};
 }
 
 h5::Dataset create_floats(hid_t loc, const std::string& name, hsize_t rows, hsize_t cols) {
@@ -78,7 +57,7 @@ h5::File open_checkpoint(const std::string& path) {
 void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta, comm::Communicator& comm) {
   const std::string tmp = path + ".tmp";
   const int rank = comm.rank();
-  auto state_layout = embedding_state_layout(model, comm);
+  auto state_layout = embedding_state_layout(model);
   auto parent = std::filesystem::path(path).parent_path();
   if (rank == 0 && !parent.empty()) std::filesystem::create_directories(parent);
   comm.barrier();
