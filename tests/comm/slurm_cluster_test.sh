@@ -52,12 +52,7 @@ job=$(sbatch --parsable -n 2 --overcommit -o "$state/job-%j.out" "$src/launch/sl
 if [[ ! "$job" =~ ^[0-9]+$ ]]; then
   fail "sbatch refused the job: $job"
 else
-  job_state=""
-  for _ in $(seq 300); do
-    job_state=$(scontrol show job "$job" -o 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    [[ "$job_state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)$ ]] && break
-    sleep 0.2
-  done
+  job_state=$("$src/launch/slurm/wait-job.sh" "$job" 120)
   out=$(cat "$state/job-$job.out" 2>/dev/null)
   echo "sbatch job $job: $job_state"; echo "$out" | sed 's/^/  | /'
   [[ "$job_state" == COMPLETED ]] || fail "batch job $job ended as '${job_state:-unknown}'"

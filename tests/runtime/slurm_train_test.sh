@@ -51,12 +51,7 @@ job=$(cd "$work" && sbatch --parsable -n 2 --overcommit -o "$work/job-%j.out" "$
 if [[ ! "$job" =~ ^[0-9]+$ ]]; then
   fail "sbatch refused the job: $job"
 else
-  job_state=""
-  for _ in $(seq 600); do
-    job_state=$(scontrol show job "$job" -o 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    [[ "$job_state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)$ ]] && break
-    sleep 0.2
-  done
+  job_state=$("$src/launch/slurm/wait-job.sh" "$job" 120)
   out=$(cat "$work/job-$job.out" 2>/dev/null)
   echo "$out" | tail -3 | sed 's/^/  sbatch | /'
   [[ "$job_state" == COMPLETED ]] || fail "batch job $job ended as '${job_state:-unknown}'"
