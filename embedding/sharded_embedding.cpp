@@ -94,7 +94,7 @@ struct ShardedEmbedding::Impl {
   std::vector<std::int64_t> send_i64, recv_i64;
   std::vector<float> send_f32, recv_f32, host_out;
   std::vector<std::int64_t> sort_rows, sort_entry, tmp_rows, tmp_entry, bag_of_entry;
-  std::vector<std::int64_t> unique_rows, entry_offsets, entry_grad;
+  std::vector<std::int64_t> unique_rows, entry_offsets, entry_grad, group_at;
   std::vector<float> entry_scale;
   device::Buffer<std::int64_t> dev_i64[4];
   device::Buffer<float> dev_f32[3];
@@ -383,58 +383,88 @@ void ShardedEmbedding::Impl::combine_pooled(device::Stream& stream) {
   if (!on_host) backend.copy(out, result, host_out.size() * sizeof(float), stream);
 }
 
-// Groups the entries of the owner CSR by row: unique_rows ascending, each row's entries in CSR
-// order, which is the order of the global batch (so duplicates are summed in the same order
-// whatever the thread or rank count). A stable LSD radix sort on the row, 11 bits a pass: linear
-// in the entries, and the update then walks the weights in address order.
+// Groups the entries of the owner CSR by row. A stable LSD radix sort on the row (11 bits a pass,
+// linear in the entries) finds each row's entries in CSR order, which is the order of the global
+// batch, so duplicates are summed in the same order whatever the thread or rank count. The groups
+// are then emitted in the order of their first entry: the update reads the gradient vectors
+// almost sequentially and only the weight rows at random (prefetched), where row order would make
+// both streams random (measured: about 1.5x slower on the Kaggle tables).
 void ShardedEmbedding::Impl::group_rows(std::int64_t n_bags, const std::int64_t* grad_pos,
                                         const float* scale) {
   const std::int64_t n = own_offsets[n_bags];
-  sort_rows.assign(own_rows.begin(), own_rows.begin() + n);
+  // Raw pointers: stores through the vectors' int64 elements would otherwise make the compiler
+  // reload every vector's data pointer inside the loops.
+  sort_rows.resize(n);
   sort_entry.resize(n);
-  for (std::int64_t e = 0; e < n; ++e) sort_entry[e] = e;
   tmp_rows.resize(n);
   tmp_entry.resize(n);
+  std::int64_t* rows = sort_rows.data();
+  std::int64_t* entry = sort_entry.data();
+  std::int64_t* rows_tmp = tmp_rows.data();
+  std::int64_t* entry_tmp = tmp_entry.data();
+  std::copy(own_rows.begin(), own_rows.begin() + n, rows);
+  for (std::int64_t e = 0; e < n; ++e) entry[e] = e;
   constexpr int kBits = 11;
-  constexpr std::size_t kBuckets = std::size_t(1) << kBits;
+  constexpr std::int64_t kMask = (std::int64_t(1) << kBits) - 1;
   int bits = 0;
   while (bits < 63 && (std::int64_t(1) << bits) < local_rows) ++bits;
-  std::vector<std::int64_t> count(kBuckets);
+  std::vector<std::int64_t> count(std::size_t(1) << kBits);
+  std::int64_t* c = count.data();
   for (int shift = 0; shift < bits; shift += kBits) {
     std::fill(count.begin(), count.end(), 0);
-    for (std::int64_t e = 0; e < n; ++e) ++count[(sort_rows[e] >> shift) & (kBuckets - 1)];
+    for (std::int64_t e = 0; e < n; ++e) ++c[(rows[e] >> shift) & kMask];
     std::int64_t sum = 0;
-    for (auto& c : count) {
-      const std::int64_t here = c;
-      c = sum;
+    for (auto& x : count) {
+      const std::int64_t here = x;
+      x = sum;
       sum += here;
     }
     for (std::int64_t e = 0; e < n; ++e) {
-      const std::int64_t at = count[(sort_rows[e] >> shift) & (kBuckets - 1)]++;
-      tmp_rows[at] = sort_rows[e];
-      tmp_entry[at] = sort_entry[e];
+      const std::int64_t at = c[(rows[e] >> shift) & kMask]++;
+      rows_tmp[at] = rows[e];
+      entry_tmp[at] = entry[e];
     }
-    sort_rows.swap(tmp_rows);
-    sort_entry.swap(tmp_entry);
+    std::swap(rows, rows_tmp);
+    std::swap(entry, entry_tmp);
   }
-  // Bag of every entry, then the grouped CSR.
+  // Bag of every entry.
   bag_of_entry.resize(n);
+  std::int64_t* bag = bag_of_entry.data();
+  const std::int64_t* off = own_offsets.data();
   for (std::int64_t j = 0; j < n_bags; ++j)
-    for (std::int64_t k = own_offsets[j]; k < own_offsets[j + 1]; ++k) bag_of_entry[k] = j;
-  unique_rows.clear();
-  entry_offsets.assign(1, 0);
+    for (std::int64_t k = off[j]; k < off[j + 1]; ++k) bag[k] = j;
+  // group_at[e] = start (in sorted order) of the group whose first entry is e, or -1; scanning e
+  // upwards then lists the groups by first entry.
+  group_at.assign(n, -1);
+  std::int64_t* first = group_at.data();
+  std::int64_t groups = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (i == 0 || rows[i] != rows[i - 1]) {
+      first[entry[i]] = i;
+      ++groups;
+    }
+  unique_rows.resize(groups);
+  entry_offsets.resize(groups + 1);
   entry_grad.resize(n);
   entry_scale.resize(scale ? n : 0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (i == 0 || sort_rows[i] != sort_rows[i - 1]) {
-      if (i > 0) entry_offsets.push_back(i);
-      unique_rows.push_back(sort_rows[i]);
+  std::int64_t* unique = unique_rows.data();
+  std::int64_t* offsets = entry_offsets.data();
+  std::int64_t* grad = entry_grad.data();
+  float* scales = entry_scale.data();
+  offsets[0] = 0;
+  std::int64_t out = 0, g = 0;
+  for (std::int64_t e = 0; e < n; ++e) {
+    std::int64_t i = first[e];
+    if (i < 0) continue;
+    const std::int64_t row = rows[i];
+    unique[g] = row;
+    for (; i < n && rows[i] == row; ++i, ++out) {
+      const std::int64_t j = bag[entry[i]];
+      grad[out] = grad_pos ? grad_pos[j] : j;
+      if (scale) scales[out] = scale[j];
     }
-    const std::int64_t j = bag_of_entry[sort_entry[i]];
-    entry_grad[i] = grad_pos ? grad_pos[j] : j;
-    if (scale) entry_scale[i] = scale[j];
+    offsets[++g] = out;
   }
-  if (n > 0) entry_offsets.push_back(n);
 }
 
 void ShardedEmbedding::Impl::update(device::Stream& stream, const float* grad, std::size_t grad_vectors) {
