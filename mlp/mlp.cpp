@@ -100,13 +100,22 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
 }
 
 const float* Mlp::backward(device::Stream& s, const float* grad_output, bool need_input_grad) {
+  return backward_impl(s, grad_output, need_input_grad, nullptr);
+}
+
+const float* Mlp::backward_sgd(device::Stream& s, const float* grad_output, bool need_input_grad, float lr) {
+  return backward_impl(s, grad_output, need_input_grad, &lr);
+}
+
+const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, bool need_input_grad,
+                                const float* sgd_lr) {
   if (!forward_done_)
     throw ConfigError(fmt::format("mlp '{}': backward called before forward", name_));
   const int batch = batch_;
   if (need_input_grad && input_grad_.empty())
     input_grad_ = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * in_features(),
                                         name_ + " input gradient");
-  if (batch == 0) {  // a rank with no samples contributes zero gradients
+  if (batch == 0) {  // a rank with no samples contributes zero gradients (and SGD steps by zero)
     backend_.fill_zero(grads_.data(), grads_.bytes(), s);
     return need_input_grad ? input_grad_.data() : nullptr;
   }
@@ -125,19 +134,27 @@ const float* Mlp::backward(device::Stream& s, const float* grad_output, bool nee
     detail::launch(backend_, s, l.out, sum, blocks * l.out);
 
     const float* x = i == 0 ? input_ : layers_[i - 1].output.data();
-    // dW = dz^T x  ([out x batch] [batch x in]).
-    backend_.gemm(s, true, false, l.out, l.in, batch, 1.f, dz, l.out, x, l.in, 0.f, l.weight_grad,
-                  l.in);
-    if (i == 0 && !need_input_grad) return nullptr;
     // dx = dz W  ([batch x out] [out x in]) into the previous layer's gradient buffer.
-    float* dx;
-    if (i > 0) {
-      dx = layers_[i - 1].grad.data();
+    float* dx = nullptr;
+    if (i > 0 || need_input_grad) dx = i > 0 ? layers_[i - 1].grad.data() : input_grad_.data();
+    if (!sgd_lr) {
+      // dW = dz^T x  ([out x batch] [batch x in]).
+      backend_.gemm(s, true, false, l.out, l.in, batch, 1.f, dz, l.out, x, l.in, 0.f, l.weight_grad,
+                    l.in);
+      if (dx)
+        backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx,
+                      l.in);
     } else {
-      dx = input_grad_.data();
+      // dx first: it needs the weights before this step. Then W += -lr dz^T x, b -= lr db.
+      if (dx)
+        backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx,
+                      l.in);
+      backend_.gemm(s, true, false, l.out, l.in, batch, -*sgd_lr, dz, l.out, x, l.in, 1.f, l.weight,
+                    l.in);
+      kernels::SgdStep step{l.bias, l.bias_grad, l.out, *sgd_lr};
+      detail::launch(backend_, s, detail::flat_blocks(l.out), step, l.out);
     }
-    backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx,
-                  l.in);
+    if (!dx) return nullptr;
     dy = dx;
   }
   return input_grad_.data();

@@ -50,6 +50,8 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   if (spec.optimizer.eps >= 0) dense.eps = spec.optimizer.eps;
   dense.initial_accumulator = spec.optimizer.initial_accumulator;
   dense_optimizer_ = mlp::make_dense_optimizer(dense, backend, pool, dense_parameters());
+  fused_sgd_ = comm.size() == 1 && dense.kind == "sgd";
+  fused_sgd_lr_ = dense.lr;
 
   dense_in_ = device::Buffer<float>(pool, max_local_batch_ * num_dense, "dense input");
   labels_ = device::Buffer<float>(pool, max_local_batch_, "labels");
@@ -97,7 +99,8 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   // the global mean loss, exactly as one rank holding the whole batch computes it.
   mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
                          grad_prob_.data());
-  const float* grad_z = top_->backward(*stream_, grad_prob_.data(), true);
+  const float* grad_z = fused_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, fused_sgd_lr_)
+                                   : top_->backward(*stream_, grad_prob_.data(), true);
   std::vector<std::unique_ptr<comm::Request>> pending;
   const bool reduce = comm_.size() > 1;
   if (reduce) {
@@ -108,7 +111,10 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
   embedding_->backward_start(*stream_, grad_pooled_.data());
-  bottom_->backward(*stream_, grad_bottom_.data(), false);
+  if (fused_sgd_)
+    bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, fused_sgd_lr_);
+  else
+    bottom_->backward(*stream_, grad_bottom_.data(), false);
   if (reduce) {
     stream_->synchronize();
     pending.push_back(comm_.iall_reduce_sum(bottom_->all_grads(), bottom_->all_grads(), bottom_->parameter_count(),
@@ -120,7 +126,10 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
     comm_.all_reduce_sum(&local_loss_sum, &loss_sum, 1, comm::DataType::f64);
     for (auto& r : pending) r->wait();
   }
-  dense_optimizer_->step(*stream_);
+  if (fused_sgd_)
+    dense_optimizer_->set_step_count(dense_optimizer_->step_count() + 1);
+  else
+    dense_optimizer_->step(*stream_);
   stream_->synchronize();
   return loss_sum / static_cast<double>(global_batch);
 }

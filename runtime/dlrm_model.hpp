@@ -59,6 +59,10 @@ class DlrmModel {
   std::unique_ptr<mlp::Interaction> interaction_;
   std::unique_ptr<embedding::ShardedEmbedding> embedding_;
   std::unique_ptr<mlp::DenseOptimizer> dense_optimizer_;
+  // One rank with plain SGD: the MLPs' SGD step is folded into their backward (Mlp::backward_sgd),
+  // since no gradient all-reduce has to come between.
+  float fused_sgd_lr_ = 0.f;
+  bool fused_sgd_ = false;
   std::vector<mlp::Param> bottom_params_, top_params_;
   device::Buffer<float> dense_in_, labels_, pooled_, grad_pooled_, grad_bottom_, grad_prob_;
 };

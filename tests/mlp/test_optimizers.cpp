@@ -9,6 +9,7 @@
 #include "device/buffer.hpp"
 #include "device/memory_pool.hpp"
 #include "mlp/dense_optimizer.hpp"
+#include "mlp/mlp.hpp"
 #include "tests/mlp/reference.hpp"
 
 namespace recmix::mlp {
@@ -161,6 +162,40 @@ TEST(DenseOptimizer, ConfigErrors) {
   auto no_grad = s.params;
   no_grad[0].grad = nullptr;
   EXPECT_THROW(make_dense_optimizer(config("sgd", 0.1f), *s.backend, s.pool, no_grad), ConfigError);
+}
+
+// backward_sgd() folds the SGD step into the weight-gradient GEMMs: over several steps it must
+// give the same input gradients and (to rounding) the same parameters as backward() + Sgd.
+TEST(FusedSgd, MatchesBackwardThenSgdStep) {
+  for (int batch : {1, 5, 300}) {
+    SCOPED_TRACE(batch);
+    auto backend = device::make_backend(device::BackendKind::cpu, 2);
+    device::MemoryPool pool(*backend, device::Tier::device, "test");
+    auto stream = backend->create_stream();
+    const std::vector<int> sizes = {7, 33, 16, 3};
+    Mlp plain(*backend, pool, "plain", sizes, Activation::sigmoid, 42, 300);
+    Mlp fused(*backend, pool, "plain", sizes, Activation::sigmoid, 42, 300);
+    const float lr = 0.05f;
+    auto sgd = make_dense_optimizer(config("sgd", lr), *backend, pool, plain.parameters());
+    for (int step = 0; step < 3; ++step) {
+      const auto x = test::random_floats(std::size_t(batch) * sizes.front(), 10 + step);
+      const auto dy = test::random_floats(std::size_t(batch) * sizes.back(), 20 + step);
+      const float* out_a = plain.forward(*stream, x.data(), batch);
+      const float* out_b = fused.forward(*stream, x.data(), batch);
+      for (std::size_t i = 0; i < dy.size(); ++i)  // equal weights at step 0, then equal to rounding
+        ASSERT_NEAR(out_a[i], out_b[i], step == 0 ? 0.f : 1e-5f) << "forward, step " << step;
+      const float* dx_a = plain.backward(*stream, dy.data(), true);
+      sgd->step(*stream);
+      const float* dx_b = fused.backward_sgd(*stream, dy.data(), true, lr);
+      for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(dx_a[i], dx_b[i], step == 0 ? 0.f : 1e-5f)
+            << "input gradient, step " << step;
+      const auto pa = plain.parameters(), pb = fused.parameters();
+      for (std::size_t p = 0; p < pa.size(); ++p)
+        for (std::size_t i = 0; i < pa[p].count; ++i)
+          ASSERT_NEAR(pa[p].value[i], pb[p].value[i], 1e-6f * (1.f + std::fabs(pa[p].value[i])))
+              << pa[p].name << "[" << i << "], step " << step;
+    }
+  }
 }
 
 }  // namespace
