@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "core/error.hpp"
 
 namespace recmix::runtime {
@@ -61,6 +63,35 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   grad_prob_ = device::Buffer<float>(pool, max_local_batch_, "loss gradient");
 }
 
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+std::string_view DlrmModel::phase_name(int phase) {
+  static constexpr std::array<std::string_view, num_phases> names = {
+      "embedding forward (send, pool)", "bottom MLP forward", "embedding forward (receive)",
+      "interaction forward", "top MLP forward", "loss", "top MLP backward", "interaction backward",
+      "embedding backward (send)", "bottom MLP backward", "embedding backward (update)",
+      "dense update / all-reduce wait"};
+  return phase >= 0 && phase < num_phases ? names[phase] : "?";
+}
+
+void DlrmModel::set_phase_timing(bool on) {
+  time_phases_ = on;
+  phase_seconds_.fill(0.0);
+  timed_steps_ = 0;
+}
+
+void DlrmModel::mark(Phase phase) {
+  if (!time_phases_) return;
+  stream_->synchronize();
+  const double t = now_seconds();
+  phase_seconds_[phase] += t - phase_start_;
+  phase_start_ = t;
+}
+
 std::vector<mlp::Param> DlrmModel::dense_parameters() {
   std::vector<mlp::Param> all = bottom_params_;
   all.insert(all.end(), top_params_.begin(), top_params_.end());
@@ -92,13 +123,28 @@ const float* DlrmModel::forward(const data::Batch& batch) {
 
 double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch) {
   const int b = static_cast<int>(batch.size);
-  const float* prob = forward(batch);
+  if (time_phases_) phase_start_ = now_seconds();
+  stage_inputs(batch);
+  std::vector<embedding::Bags> bags(num_tables());
+  for (int t = 0; t < num_tables(); ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
+  // The bottom MLP runs while the embedding lookups travel.
+  embedding_->forward_start(*stream_, bags, b, pooled_.data());
+  mark(embedding_forward_start);
+  const float* bottom_out = bottom_->forward(*stream_, dense_in_.data(), b);
+  mark(bottom_forward);
+  embedding_->forward_finish(*stream_);
+  mark(embedding_forward_finish);
+  const float* z = interaction_->forward(*stream_, bottom_out, pooled_.data(), b);
+  mark(interaction_forward);
+  const float* prob = top_->forward(*stream_, z, b);
+  mark(top_forward);
   double local_loss_sum = b > 0 ? mlp::bce_loss(backend_, *stream_, prob, labels_.data(), b) * b : 0.0;
 
   // Each rank scales by the global batch, so summing gradients over ranks gives the gradient of
   // the global mean loss, exactly as one rank holding the whole batch computes it.
   mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
                          grad_prob_.data());
+  mark(loss);
   const float* grad_z = fused_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, fused_sgd_lr_)
                                    : top_->backward(*stream_, grad_prob_.data(), true);
   std::vector<std::unique_ptr<comm::Request>> pending;
@@ -108,9 +154,12 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
     pending.push_back(comm_.iall_reduce_sum(top_->all_grads(), top_->all_grads(), top_->parameter_count(),
                                             comm::DataType::f32, stream_.get()));
   }
+  mark(top_backward);
   interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
+  mark(interaction_backward);
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
   embedding_->backward_start(*stream_, grad_pooled_.data());
+  mark(embedding_backward_start);
   if (fused_sgd_)
     bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, fused_sgd_lr_);
   else
@@ -120,7 +169,9 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
     pending.push_back(comm_.iall_reduce_sum(bottom_->all_grads(), bottom_->all_grads(), bottom_->parameter_count(),
                                             comm::DataType::f32, stream_.get()));
   }
+  mark(bottom_backward);
   embedding_->backward_finish(*stream_);
+  mark(embedding_backward_finish);
   double loss_sum = local_loss_sum;
   if (reduce) {
     comm_.all_reduce_sum(&local_loss_sum, &loss_sum, 1, comm::DataType::f64);
@@ -131,6 +182,8 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   else
     dense_optimizer_->step(*stream_);
   stream_->synchronize();
+  mark(dense_update);
+  if (time_phases_) ++timed_steps_;
   return loss_sum / static_cast<double>(global_batch);
 }
 

@@ -4,8 +4,10 @@
 // gradients are all-reduced in two buckets (the top MLP's contiguous gradient buffer, then the
 // bottom's), each started as soon as it is ready so the reduction overlaps the rest of the
 // backward pass and the embedding gradient exchange.
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -36,6 +38,19 @@ class DlrmModel {
   // Collective (the embedding lookup is).
   void predict(const data::Batch& batch, float* probs);
 
+  // Per-phase wall time of train_step(), summed over the steps since enabled (for benchmarks).
+  // While enabled, every phase ends with a stream synchronisation, so device work is timed where
+  // it runs (and loses its overlap with the host); on the CPU backend work is synchronous anyway.
+  enum Phase {
+    embedding_forward_start, bottom_forward, embedding_forward_finish, interaction_forward,
+    top_forward, loss, top_backward, interaction_backward, embedding_backward_start, bottom_backward,
+    embedding_backward_finish, dense_update, num_phases
+  };
+  static std::string_view phase_name(int phase);
+  void set_phase_timing(bool on);
+  const std::array<double, num_phases>& phase_seconds() const { return phase_seconds_; }
+  std::int64_t timed_steps() const { return timed_steps_; }
+
   std::vector<mlp::Param> dense_parameters();  // bottom then top
   mlp::DenseOptimizer& dense_optimizer() { return *dense_optimizer_; }
   embedding::ShardedEmbedding& embedding() { return *embedding_; }
@@ -46,6 +61,7 @@ class DlrmModel {
  private:
   const float* forward(const data::Batch& batch);
   void stage_inputs(const data::Batch& batch);
+  void mark(Phase phase);  // ends `phase` when phase timing is on
 
   comm::Communicator& comm_;
   device::Backend& backend_;
@@ -63,6 +79,10 @@ class DlrmModel {
   // since no gradient all-reduce has to come between.
   float fused_sgd_lr_ = 0.f;
   bool fused_sgd_ = false;
+  bool time_phases_ = false;
+  double phase_start_ = 0.0;
+  std::array<double, num_phases> phase_seconds_{};
+  std::int64_t timed_steps_ = 0;
   std::vector<mlp::Param> bottom_params_, top_params_;
   device::Buffer<float> dense_in_, labels_, pooled_, grad_pooled_, grad_bottom_, grad_prob_;
 };

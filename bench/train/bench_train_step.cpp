@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   std::int64_t rows = 100000;
   double min_seconds = 0.5;
   std::string sparse = "sgd";
+  bool breakdown = false;
   app.add_option("--batch", batches, "global batch sizes");
   app.add_option("--threads", threads, "threads per rank (OpenBLAS and OpenMP)");
   app.add_option("--reps", reps, "repetitions (median reported)");
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
   app.add_option("--tables", tables, "embedding tables");
   app.add_option("--rows", rows, "rows per table");
   app.add_option("--sparse", sparse, "sparse optimizer");
+  app.add_flag("--breakdown", breakdown,
+               "after the table, the time of each phase of the step on rank 0 (extra timed steps)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
     fmt::print("| global batch | step samples/s | GEMM chain samples/s (1 rank, same threads) | step / chain | "
                "all-to-all bytes/step | all-reduce bytes/step | comm share |\n|---:|---:|---:|---:|---:|---:|---:|\n");
 
+  std::vector<std::string> breakdowns;
   for (std::int64_t global_batch : batches) {
     runtime::JobSpec spec = runtime::parse_job_spec(
         fmt::format("name = \"bench\"\n[optimizer]\nsparse = \"{}\"\nlr = 0.01\n[data]\ntrain = \"none.h5\"\n", sparse),
@@ -162,7 +166,24 @@ int main(int argc, char** argv) {
                  step / ceiling, a2a_total / 1e6, allreduce_bytes / 1e6,
                  world > 1 ? fmt::format("{:.0f}%", 100.0 * comm_seconds / (global_batch / step)) : "-");
     std::fflush(stdout);
+    if (breakdown) {
+      model.set_phase_timing(true);
+      timed_steps(iters);
+      double total = 0;
+      for (double t : model.phase_seconds()) total += t;
+      std::string text = fmt::format("\nPer phase at global batch {} (rank 0, {} steps):\n", global_batch,
+                                     model.timed_steps());
+      for (int p = 0; p < runtime::DlrmModel::num_phases; ++p) {
+        const double t = model.phase_seconds()[p];
+        text += fmt::format("  {:<34} {:9.1f} us/step {:6.1f}%\n", runtime::DlrmModel::phase_name(p),
+                            1e6 * t / model.timed_steps(), 100.0 * t / total);
+      }
+      model.set_phase_timing(false);
+      breakdowns.push_back(std::move(text));
+    }
   }
+  if (rank == 0)
+    for (const auto& text : breakdowns) fmt::print("{}", text);
   comm.reset();
   MPI_Finalize();
   return 0;
