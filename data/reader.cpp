@@ -1,16 +1,23 @@
 #include "data/reader.hpp"
 
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <unordered_map>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.hpp"
 #include "core/random.hpp"
@@ -22,6 +29,11 @@ namespace {
 
 constexpr std::int64_t kDefaultShuffleBlock = 4096;
 constexpr std::size_t kChunkCacheBytes = 32u << 20;
+// File order with independent I/O: file bytes per read unit (one HDF5 read per dataset), units
+// announced to the kernel ahead of the one being read, and the largest range per announcement.
+constexpr std::int64_t kUnitBytes = 4 << 20;
+constexpr std::int64_t kUnitsAhead = 4;
+constexpr std::int64_t kHintBytes = 2 << 20;
 
 // Row runs [start, start+len) in file-local coordinates, and the matching hyperslab union.
 struct Run {
@@ -89,12 +101,187 @@ std::size_t first_non_finite(const float* x, std::size_t n) {
   return n;
 }
 
+// --- copies fused with validation ---
+
+// Copies n floats; true when some value is not finite (an all-ones exponent).
+bool copy_dense(const float* src, float* dst, std::size_t n) {
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, src + i, 4);
+    std::memcpy(dst + i, &bits, 4);
+    any |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return any != 0;
+}
+
+// Copies n labels; true when some label is outside [0, 1] (or NaN).
+bool copy_labels(const float* src, float* dst, std::size_t n) {
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float y = src[i];
+    dst[i] = y;
+    bad |= static_cast<std::uint32_t>(!(y >= 0.0f && y <= 1.0f));
+  }
+  return bad != 0;
+}
+
+// Row-major [m x T] indices -> T arrays out[t][0..m), widened to int64. Returns true when some
+// value v of column t is outside [0, max[t]] (max[t] = table rows - 1, clamped to the source type).
+template <class S>
+bool transpose_scalar(const S* src, int T, std::int64_t m, std::int64_t* const* out, const S* max) {
+  bool bad = false;
+  for (std::int64_t j = 0; j < m; ++j) {
+    const S* row = src + j * T;
+    for (int t = 0; t < T; ++t) {
+      const S v = row[t];
+      out[t][j] = static_cast<std::int64_t>(v);
+      bad |= (v < 0) | (v > max[t]);
+    }
+  }
+  return bad;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RECMIX_READER_AVX2 1
+// The int32 case with AVX2: 8 rows x 8 columns at a time are transposed in registers, widened and
+// stored as one 64-byte line per column; the columns left over (T mod 8) go one by one.
+__attribute__((target("avx2"))) bool transpose32_avx2(const std::int32_t* src, int T, std::int64_t m,
+                                                        std::int64_t* const* out, const std::int32_t* max) {
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i bad = zero;
+  std::uint32_t bad_tail = 0;
+  std::int64_t j = 0;
+  for (; j + 8 <= m; j += 8) {
+    const std::int32_t* s = src + j * T;
+    int t = 0;
+    for (; t + 8 <= T; t += 8) {
+      __m256i r[8];
+      for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + k * T + t));
+      const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+      const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+      const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+      const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+      const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+      const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+      const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+      const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+      __m256i c[8];  // c[k]: column t + k of the 8 rows
+      c[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+      c[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+      c[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+      c[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+      c[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+      c[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+      c[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+      c[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+      for (int k = 0; k < 8; ++k) {
+        const __m256i limit = _mm256_set1_epi32(max[t + k]);
+        bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpgt_epi32(zero, c[k]), _mm256_cmpgt_epi32(c[k], limit)));
+        std::int64_t* d = out[t + k] + j;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(c[k])));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 4), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(c[k], 1)));
+      }
+    }
+    for (; t < T; ++t) {
+      std::int64_t* d = out[t] + j;
+      for (int k = 0; k < 8; ++k) {
+        const std::int32_t v = s[k * T + t];
+        d[k] = v;
+        bad_tail |= static_cast<std::uint32_t>((v < 0) | (v > max[t]));
+      }
+    }
+  }
+  bool any = !_mm256_testz_si256(bad, bad) || bad_tail != 0;
+  if (j < m) {
+    std::int64_t* rest[256];
+    std::vector<std::int64_t*> many;
+    std::int64_t** r = rest;
+    if (T > 256) {
+      many.resize(static_cast<std::size_t>(T));
+      r = many.data();
+    }
+    for (int t = 0; t < T; ++t) r[t] = out[t] + j;
+    any |= transpose_scalar(src + j * T, T, m - j, r, max);
+  }
+  return any;
+}
+
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+template <class S>
+bool transpose_widen(const S* src, int T, std::int64_t m, std::int64_t* const* out, const S* max) {
+#ifdef RECMIX_READER_AVX2
+  if constexpr (sizeof(S) == 4)
+    if (T >= 8 && have_avx2()) return transpose32_avx2(src, T, m, out, max);
+#endif
+  return transpose_scalar(src, T, m, out, max);
+}
+
+// Where the rows of a dataset lie in its file, for read-ahead hints to the kernel.
+struct Extent {
+  bool known = false;             // chunked or contiguous storage (compact data needs no hint)
+  bool chunked = false, filtered = false;
+  std::int64_t chunk_rows = 0, row_bytes = 0;
+  haddr_t base = HADDR_UNDEF;     // contiguous storage
+};
+
+Extent extent_of(hid_t dataset) {
+  Extent e;
+  const std::string where = h5::describe(dataset);
+  h5::PropList dcpl(RECMIX_H5_CHECK(H5Dget_create_plist(dataset), IoError, where));
+  h5::Datatype type(RECMIX_H5_CHECK(H5Dget_type(dataset), IoError, where));
+  const std::vector<hsize_t> dims = h5::shape(dataset);
+  const hsize_t cols = dims.size() == 2 ? dims[1] : 1;
+  e.row_bytes = static_cast<std::int64_t>(H5Tget_size(type) * cols);
+  const H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout == H5D_CHUNKED) {
+    hsize_t chunk[2] = {0, 0};
+    if (H5Pget_chunk(dcpl, 2, chunk) < 1 || chunk[0] == 0) return e;
+    e.chunked = true;
+    e.chunk_rows = static_cast<std::int64_t>(chunk[0]);
+    e.filtered = H5Pget_nfilters(dcpl) > 0;
+    e.known = true;
+  } else if (layout == H5D_CONTIGUOUS) {
+    e.base = H5Dget_offset(dataset);
+    e.known = e.base != HADDR_UNDEF;
+  }
+  return e;
+}
+
+// A plain descriptor of a dataset file, used only to tell the kernel what will be read next.
+class HintFd {
+ public:
+  HintFd() = default;
+  explicit HintFd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  HintFd(HintFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  HintFd& operator=(HintFd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  HintFd(const HintFd&) = delete;
+  HintFd& operator=(const HintFd&) = delete;
+  ~HintFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
 struct OpenFile {
   h5::File file;
   h5::Dataset dense, labels, sparse;
   bool sparse32 = false;  // /sparse stored as int32 (read without conversion)
   std::vector<h5::Dataset> offsets, indices;
   std::vector<std::int64_t> nnz;  // per table, multi-hot
+  HintFd hint_fd;                 // file order with independent I/O: read-ahead hints
+  Extent dense_extent, labels_extent, sparse_extent;
 };
 
 // Opens a dataset with a chunk cache only where one helps: compressed chunks must be decoded
@@ -134,6 +321,9 @@ class Reader::Impl {
   h5::PropList transfer;
   std::int64_t bpe = 0;
   std::int64_t block = 0, window = 0;
+  bool sparse32 = true;                    // every file stores one-hot indices as int32
+  std::vector<std::int32_t> max32;         // largest valid index of each table, clamped to int32
+  std::vector<std::int64_t> max64;         // table rows - 1
 
   // shuffle caches (guarded by shuffle_mutex)
   mutable std::mutex shuffle_mutex;
@@ -192,7 +382,18 @@ class Reader::Impl {
           f.nnz.push_back(static_cast<std::int64_t>(h5::shape(f.indices.back())[0]));
         }
       }
+      sparse32 = sparse32 && f.sparse32;
+      if (!opt.shuffle && !collective && !info.multi_hot) {
+        f.hint_fd = HintFd(name);
+        f.dense_extent = extent_of(f.dense);
+        f.labels_extent = extent_of(f.labels);
+        if (f.sparse.valid()) f.sparse_extent = extent_of(f.sparse);
+      }
       files.push_back(std::move(f));
+    }
+    for (std::int64_t rows : info.table_rows) {
+      max64.push_back(rows - 1);
+      max32.push_back(static_cast<std::int32_t>(std::clamp<std::int64_t>(rows - 1, -1, INT32_MAX)));
     }
   }
 
@@ -257,13 +458,31 @@ class Reader::Impl {
     throw DataError(info.files[f] + ":/" + dataset + " row " + std::to_string(local_row) + ": " + what);
   }
 
-  void read_batch(ReaderPosition pos, Batch& out) {
+  // This rank's rows [lo, lo + n) of positions [g_lo, g_hi) of global batch b.
+  struct Slice {
+    std::int64_t g_lo, g_hi, lo, n;
+  };
+  Slice slice(std::int64_t b) const {
     const std::int64_t G = opt.global_batch;
-    const std::int64_t g_lo = pos.batch * G, g_hi = std::min(info.rows, g_lo + G);
+    const std::int64_t g_lo = b * G, g_hi = std::min(info.rows, g_lo + G);
     const std::int64_t g = g_hi - g_lo;
     const std::int64_t per = g / opt.world, extra = g % opt.world;
-    const std::int64_t lo = g_lo + opt.rank * per + std::min<std::int64_t>(opt.rank, extra);
-    const std::int64_t n = per + (opt.rank < extra ? 1 : 0);
+    return {g_lo, g_hi, g_lo + opt.rank * per + std::min<std::int64_t>(opt.rank, extra),
+            per + (opt.rank < extra ? 1 : 0)};
+  }
+
+  void read_batch(ReaderPosition pos, Batch& out) {
+    if (staged()) {
+      out.global_index = pos.batch;
+      if (pos.batch < stage.first || pos.batch >= stage.end) read_unit(pos.batch);
+      if (!stage.direct) {
+        serve_staged(pos.batch, out);
+        return;
+      }
+      // the unit could not be read whole: this batch alone, as below, reports what is wrong
+    }
+    const auto [g_lo, g_hi, lo, n] = slice(pos.batch);
+    const std::int64_t g = g_hi - g_lo;
 
     // rows of this rank, and the files the whole global batch touches (collective mode)
     std::vector<std::pair<std::int64_t, std::int64_t>> rows(static_cast<std::size_t>(n));  // (row, slot)
@@ -304,11 +523,8 @@ class Reader::Impl {
     // multi-hot: per table, each slot's index list gathered before packing into CSR
     std::vector<std::vector<std::int64_t>> slot_begin, slot_len, gathered;
     if (!info.multi_hot) {
-      for (int t = 0; t < T; ++t) {
-        out.indices[t].resize(static_cast<std::size_t>(n));
-        out.offsets[t].resize(static_cast<std::size_t>(n + 1));
-        std::iota(out.offsets[t].begin(), out.offsets[t].end(), std::int64_t{0});
-      }
+      for (int t = 0; t < T; ++t) out.indices[t].resize(static_cast<std::size_t>(n));
+      one_hot_offsets(out, n);
     } else {
       slot_begin.assign(T, std::vector<std::int64_t>(n, 0));
       slot_len.assign(T, std::vector<std::int64_t>(n, 0));
@@ -373,8 +589,16 @@ class Reader::Impl {
           for (int t = 0; t < T; ++t) out_t[t] = out.indices[t].data();
           const std::vector<std::int64_t>& limit = info.table_rows;
           bool bad = false;
+          if (in_order) {
+            for (int t = 0; t < T; ++t) out_t[t] += k0;
+            using S = std::remove_cv_t<std::remove_reference_t<decltype(*src)>>;
+            if constexpr (sizeof(S) == 4)
+              bad = transpose_widen(src, T, m, out_t, max32.data());
+            else
+              bad = transpose_widen(src, T, m, out_t, max64.data());
+          } else
           for (std::int64_t j = 0; j < m; ++j) {
-            const std::int64_t slot = in_order ? static_cast<std::int64_t>(k0) + j : rows[k0 + j].second;
+            const std::int64_t slot = rows[k0 + j].second;
             const auto* row = src + j * T;
             for (int t = 0; t < T; ++t) {
               const auto v = static_cast<std::int64_t>(row[t]);
@@ -512,13 +736,15 @@ class Reader::Impl {
     out.labels.resize(static_cast<std::size_t>(n));
     out.offsets.resize(T);
     out.indices.resize(T);
-    for (int t = 0; t < T; ++t) {
-      out.offsets[t].resize(static_cast<std::size_t>(n + 1));
-      out.offsets[t][0] = 0;
-      if (!info.multi_hot)
-        out.indices[t].resize(static_cast<std::size_t>(n));
-      else
+    if (!info.multi_hot) {
+      for (int t = 0; t < T; ++t) out.indices[t].resize(static_cast<std::size_t>(n));
+      one_hot_offsets(out, n);
+    } else {
+      for (int t = 0; t < T; ++t) {
+        out.offsets[t].resize(static_cast<std::size_t>(n + 1));
+        out.offsets[t][0] = 0;
         out.indices[t].clear();
+      }
     }
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t row = rows[i].first;
@@ -545,12 +771,294 @@ class Reader::Impl {
         out.offsets[t][i + 1] = static_cast<std::int64_t>(out.indices[t].size());
       }
     }
-    if (!info.multi_hot)
-      for (int t = 0; t < T; ++t) std::iota(out.offsets[t].begin(), out.offsets[t].end(), std::int64_t{0});
     cached = nullptr;  // the cache may be reorganised before the next batch
   }
 
   CachedBlock* cached = nullptr;
+
+  // --- file order, one-hot, independent I/O: read units of several batches ---
+  //
+  // One HDF5 read per dataset brings this rank's rows of several consecutive batches (about
+  // kUnitBytes of file data) into a staging buffer; each batch is then copied out of it, with
+  // its values checked on the way, when its turn comes. A value error therefore still surfaces on
+  // the batch that holds it, and a unit that cannot be read whole (a damaged file) is read again
+  // batch by batch, so that the batches before the damage are served as before.
+
+  struct Stage {
+    std::int64_t first = 0, end = 0;  // batches [first, end) of the epoch (file order: any epoch)
+    bool direct = false;              // the unit read failed: read these batches one by one
+    std::vector<std::int64_t> at;     // staging row of each batch's first row, then the total
+    std::vector<float> dense, labels;
+    std::vector<std::int32_t> sparse32;
+    std::vector<std::int64_t> sparse64;
+  } stage;
+
+  bool staged() const { return !opt.shuffle && !collective && !info.multi_hot; }
+
+  std::int64_t unit_batches() const {
+    const std::int64_t row_bytes = 4 * (info.num_dense + 1) + (sparse32 ? 4 : 8) * info.num_tables();
+    const std::int64_t rows = std::max<std::int64_t>(1, opt.global_batch / opt.world);
+    return std::max<std::int64_t>(1, kUnitBytes / (row_bytes * rows));
+  }
+
+  // This rank's rows of batches [first, end), split at file boundaries into file-local runs, each
+  // with the staging row it goes to; runs that continue each other are merged. `at` receives the
+  // staging row of each batch's first row, then the total.
+  struct Piece {
+    int file;
+    Run run;
+    std::int64_t at;
+  };
+  std::vector<Piece> pieces_of(std::int64_t first, std::int64_t end, std::vector<std::int64_t>* at) const {
+    std::vector<Piece> pieces;
+    std::int64_t count = 0;
+    if (at) at->assign(1, 0);
+    for (std::int64_t k = first; k < end; ++k) {
+      const Slice s = slice(k);
+      for (std::int64_t r = s.lo; r < s.lo + s.n;) {
+        const int f = file_of(r);
+        const std::int64_t len = std::min(s.lo + s.n, file_start[f + 1]) - r;
+        const std::int64_t local = r - file_start[f];
+        if (!pieces.empty() && pieces.back().file == f && pieces.back().run.start + pieces.back().run.len == local)
+          pieces.back().run.len += len;
+        else
+          pieces.push_back({f, {local, len}, count + (r - s.lo)});
+        r += len;
+      }
+      count += s.n;
+      if (at) at->push_back(count);
+    }
+    return pieces;
+  }
+
+  // Read-ahead: the kernel is told which bytes the next units will need (posix_fadvise
+  // WILLNEED starts reading them and returns), so that storage works while this thread copies.
+  std::int64_t hinted_to = -1;  // batches before this one (from the current unit on) were hinted
+
+  void hint(std::int64_t first, std::int64_t end) {
+    std::vector<std::pair<int, std::pair<std::int64_t, std::int64_t>>> ranges;  // (file, (offset, bytes))
+    {
+      h5::Lock lock(h5::api_mutex());
+      for (const Piece& p : pieces_of(first, end, nullptr)) {
+        OpenFile& file = files[p.file];
+        if (file.hint_fd.get() < 0) continue;
+        auto add = [&](hid_t dataset, const Extent& e) {
+          if (!e.known) return;
+          const std::int64_t lo = p.run.start, hi = p.run.start + p.run.len;
+          if (!e.chunked) {
+            ranges.push_back({p.file, {static_cast<std::int64_t>(e.base) + lo * e.row_bytes, (hi - lo) * e.row_bytes}});
+            return;
+          }
+          for (std::int64_t c = lo / e.chunk_rows; c * e.chunk_rows < hi; ++c) {
+            hsize_t offset[2] = {static_cast<hsize_t>(c * e.chunk_rows), 0};
+            unsigned mask = 0;
+            haddr_t addr = HADDR_UNDEF;
+            hsize_t size = 0;
+            if (H5Dget_chunk_info_by_coord(dataset, offset, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF) continue;
+            if (e.filtered) {
+              ranges.push_back({p.file, {static_cast<std::int64_t>(addr), static_cast<std::int64_t>(size)}});
+            } else {
+              const std::int64_t a = std::max(lo, c * e.chunk_rows) - c * e.chunk_rows;
+              const std::int64_t z = std::min(hi, (c + 1) * e.chunk_rows) - c * e.chunk_rows;
+              ranges.push_back({p.file, {static_cast<std::int64_t>(addr) + a * e.row_bytes, (z - a) * e.row_bytes}});
+            }
+          }
+        };
+        add(file.dense, file.dense_extent);
+        add(file.labels, file.labels_extent);
+        if (file.sparse.valid()) add(file.sparse, file.sparse_extent);
+      }
+      H5Eclear2(H5E_DEFAULT);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<Hint> merged;
+    for (std::size_t i = 0; i < ranges.size();) {  // adjacent ranges of a file go as one
+      const int f = ranges[i].first;
+      std::int64_t lo = ranges[i].second.first, hi = lo + ranges[i].second.second;
+      for (++i; i < ranges.size() && ranges[i].first == f && ranges[i].second.first <= hi; ++i)
+        hi = std::max(hi, ranges[i].second.first + ranges[i].second.second);
+      // the kernel reads at most its read-ahead window (read_ahead_kb) per call: pieces of 2 MiB
+      for (std::int64_t at = lo; at < hi; at += kHintBytes)
+        merged.push_back({files[f].hint_fd.get(), at, std::min(kHintBytes, hi - at)});
+    }
+    if (merged.empty()) return;
+    std::lock_guard<std::mutex> lock(hint_mutex);
+    hint_queue.insert(hint_queue.end(), merged.begin(), merged.end());
+    if (!hint_thread.joinable()) hint_thread = std::thread([this] { run_hints(); });
+    hint_cv.notify_one();
+  }
+
+  // posix_fadvise(WILLNEED) returns once the kernel has allocated the pages and queued the reads,
+  // which on a cold file takes a good part of the reading time, so a small thread of its own makes
+  // the calls.
+  struct Hint {
+    int fd;
+    std::int64_t offset, bytes;
+  };
+  std::mutex hint_mutex;
+  std::condition_variable hint_cv;
+  std::deque<Hint> hint_queue;
+  bool hint_stop = false;
+  std::thread hint_thread;
+
+  void run_hints() {
+    std::unique_lock<std::mutex> lock(hint_mutex);
+    while (true) {
+      hint_cv.wait(lock, [&] { return hint_stop || !hint_queue.empty(); });
+      if (hint_stop) return;
+      const Hint h = hint_queue.front();
+      hint_queue.pop_front();
+      lock.unlock();
+      ::posix_fadvise(h.fd, h.offset, h.bytes, POSIX_FADV_WILLNEED);
+      lock.lock();
+    }
+  }
+
+  void stop_hints() {
+    {
+      std::lock_guard<std::mutex> lock(hint_mutex);
+      hint_stop = true;
+    }
+    hint_cv.notify_all();
+    if (hint_thread.joinable()) hint_thread.join();
+  }
+
+  ~Impl() { stop_hints(); }
+
+  void read_unit(std::int64_t b) {
+    const int D = info.num_dense, T = info.num_tables();
+    const std::int64_t unit = unit_batches();
+    stage.first = b;
+    stage.end = std::min(bpe, b + unit);
+    stage.direct = false;
+    const std::vector<Piece> pieces = pieces_of(stage.first, stage.end, &stage.at);
+    // Read-ahead: this unit, unless announced already, and up to 2 * kUnitsAhead units after it,
+    // announced kUnitsAhead units at a time so that the ranges of consecutive units join into long
+    // reads. After a seek or at a new epoch the announcements start again from this unit.
+    if (hinted_to < stage.first || hinted_to > stage.end + 2 * kUnitsAhead * unit) {
+      hinted_to = stage.first;
+      std::lock_guard<std::mutex> lock(hint_mutex);
+      hint_queue.clear();
+    }
+    const std::int64_t hint_end = std::min(bpe, stage.end + 2 * kUnitsAhead * unit);
+    if (hinted_to < std::min(bpe, stage.end + kUnitsAhead * unit)) {
+      hint(hinted_to, hint_end);
+      hinted_to = hint_end;
+    }
+    const std::int64_t total = stage.at.back();
+    try {
+      stage.dense.resize(static_cast<std::size_t>(total * D));
+      stage.labels.resize(static_cast<std::size_t>(total));
+      if (sparse32)
+        stage.sparse32.resize(static_cast<std::size_t>(total * T));
+      else
+        stage.sparse64.resize(static_cast<std::size_t>(total * T));
+      // one read per run and dataset: a single row range is HDF5's fast path (a union of ranges
+      // is mapped to chunks element by element)
+      for (const Piece& p : pieces) {
+        OpenFile& file = files[p.file];
+        const std::vector<Run> run{p.run};
+        if (D > 0) read_runs_into(file.dense, run, static_cast<hsize_t>(D), stage.dense.data() + p.at * D, xfer());
+        read_runs_into(file.labels, run, 0, stage.labels.data() + p.at, xfer());
+        if (T == 0) continue;
+        if (sparse32)
+          read_runs_into(file.sparse, run, static_cast<hsize_t>(T), stage.sparse32.data() + p.at * T, xfer());
+        else
+          read_runs_into(file.sparse, run, static_cast<hsize_t>(T), stage.sparse64.data() + p.at * T, xfer());
+      }
+    } catch (...) {
+      stage.direct = true;
+    }
+  }
+
+  // Batch b from the staging buffer: copies that check the values on the way.
+  void serve_staged(std::int64_t b, Batch& out) {
+    const int D = info.num_dense, T = info.num_tables();
+    const auto i = static_cast<std::size_t>(b - stage.first);
+    const std::int64_t s = stage.at[i], n = stage.at[i + 1] - s;
+    out.size = n;
+    out.dense.resize(static_cast<std::size_t>(n * D));
+    out.labels.resize(static_cast<std::size_t>(n));
+    bool bad = copy_dense(stage.dense.data() + s * D, out.dense.data(), static_cast<std::size_t>(n * D));
+    bad |= copy_labels(stage.labels.data() + s, out.labels.data(), static_cast<std::size_t>(n));
+    out.indices.resize(T);
+    std::int64_t* dst[256];
+    std::vector<std::int64_t*> many;
+    std::int64_t** out_t = dst;
+    if (T > 256) {
+      many.resize(T);
+      out_t = many.data();
+    }
+    for (int t = 0; t < T; ++t) {
+      out.indices[t].resize(static_cast<std::size_t>(n));
+      out_t[t] = out.indices[t].data();
+    }
+    if (T > 0)
+      bad |= sparse32 ? transpose_widen(stage.sparse32.data() + s * T, T, n, out_t, max32.data())
+                      : transpose_widen(stage.sparse64.data() + s * T, T, n, out_t, max64.data());
+    one_hot_offsets(out, n);
+    if (bad && opt.validate) report_staged(b, s, n);
+  }
+
+  // Throws the first value error of staged batch b (rows from staging row s), in the order a
+  // direct read reports them: file by file, dense, then labels, then indices.
+  void report_staged(std::int64_t b, std::int64_t s, std::int64_t n) const {
+    const int D = info.num_dense, T = info.num_tables();
+    const std::int64_t lo = slice(b).lo;
+    for (std::int64_t r = lo; r < lo + n;) {
+      const int f = file_of(r);
+      const std::int64_t m = std::min(lo + n, file_start[f + 1]) - r, j0 = s + (r - lo);
+      auto local_row = [&](std::int64_t j) { return r + j - file_start[f]; };
+      const float* dense = stage.dense.data() + j0 * D;
+      const std::size_t bad = first_non_finite(dense, static_cast<std::size_t>(m * D));
+      if (bad < static_cast<std::size_t>(m * D))
+        bad_value(f, "dense", local_row(static_cast<std::int64_t>(bad) / D),
+                  "column " + std::to_string(bad % D) + " is not finite");
+      const float* labels = stage.labels.data() + j0;
+      for (std::int64_t j = 0; j < m; ++j)
+        if (!(labels[j] >= 0.0f && labels[j] <= 1.0f))
+          bad_value(f, "labels", local_row(j), "label " + std::to_string(labels[j]) + " outside [0, 1]");
+      for (std::int64_t j = 0; j < m; ++j)
+        for (int t = 0; t < T; ++t) {
+          const std::int64_t v = sparse32 ? stage.sparse32[(j0 + j) * T + t] : stage.sparse64[(j0 + j) * T + t];
+          if (v < 0 || v >= info.table_rows[t])
+            bad_value(f, "sparse", local_row(j),
+                      "column " + std::to_string(t) + ": index " + std::to_string(v) + " outside table rows [0, " +
+                          std::to_string(info.table_rows[t]) + ")");
+        }
+      r += m;
+    }
+  }
+
+  // --- one-hot offsets: 0, 1, ..., n for every batch of n rows ---
+  //
+  // The batch buffers go round between the consumer and the reader, so an offsets array the
+  // reader filled comes back holding what it held: it is rewritten only when its size changed or
+  // it is not one the reader filled (a new batch, or one from elsewhere).
+  std::unordered_map<const std::int64_t*, std::size_t> iota_known;
+
+  bool holds_iota(const std::vector<std::int64_t>& o, std::size_t size) const {
+    if (o.size() != size) return false;
+    auto it = iota_known.find(o.data());
+    if (it == iota_known.end() || it->second != size) return false;
+    for (std::size_t k = 0; k <= 8; ++k) {  // spot check: nothing rewrote it in place
+      const std::size_t at = (size - 1) * k / 8;
+      if (o[at] != static_cast<std::int64_t>(at)) return false;
+    }
+    return true;
+  }
+
+  void one_hot_offsets(Batch& out, std::int64_t n) {
+    const auto size = static_cast<std::size_t>(n + 1);
+    out.offsets.resize(static_cast<std::size_t>(info.num_tables()));
+    for (std::vector<std::int64_t>& o : out.offsets) {
+      if (holds_iota(o, size)) continue;
+      o.resize(size);
+      std::iota(o.begin(), o.end(), std::int64_t{0});
+      if (iota_known.size() >= 4096) iota_known.clear();  // forget buffers long gone
+      iota_known[o.data()] = size;
+    }
+  }
 
   std::vector<float> scratch_dense, scratch_labels;
   std::vector<std::int32_t> scratch_sparse32;

@@ -59,7 +59,10 @@ class Reader {
   const ReaderOptions& options() const;
   std::int64_t batches_per_epoch() const;
   // Fills `out` with this rank's share of the next global batch; false at the end of an epoch
-  // (out untouched), and the next call starts the next epoch.
+  // (out untouched), and the next call starts the next epoch. The buffers of `out` are reused, and
+  // one-hot offsets (0, 1, ..., size) that this reader wrote into them earlier are not written
+  // again: hand next() a batch that is new or as this reader left it, not one whose contents were
+  // changed in place since.
   bool next(Batch& out);
   ReaderPosition position() const;
   // Restores a position; the following next() returns exactly what it would have returned then.

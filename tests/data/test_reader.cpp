@@ -4,9 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <set>
 
+#include "core/error.hpp"
+#include "data/h5.hpp"
 #include "data/reader.hpp"
+#include "data/writer.hpp"
 #include "dataset_fixture.hpp"
 #include "test_util.hpp"
 
@@ -224,6 +230,240 @@ TEST(Reader, PauseAndDestroyWhileReadingAhead) {
     ASSERT_TRUE(reader.next(b));
     EXPECT_EQ(rows_of(b).front(), 10);
   }  // destroyed with reads in flight
+}
+
+// --- file order with independent I/O: read units of several batches ---
+//
+// Rows wide enough (1200 dense values, about 4.8 kB) that a read unit (about 4 MiB of file data)
+// holds 8 batches of 100 rows: the dataset spans several units, one unit crosses the boundary
+// between the first and the last file (with an empty file between them), and the last batch is
+// partial.
+
+constexpr int kWide = 1200;
+
+struct WideFiles {
+  ScratchDir dir;
+  std::vector<std::string> paths;
+  static constexpr std::int64_t kRows = 2801;
+  // int64_last: the last file stores its indices as int64 (a dataset may mix both)
+  explicit WideFiles(bool int64_last = false) {
+    std::int64_t first = 0;
+    for (std::int64_t n : {1500, 0, 1301}) {
+      paths.push_back(dir / ("wide" + std::to_string(paths.size()) + ".h5"));
+      test::write_fixture(paths.back(), first, n, kWide, kTables, false,
+                          {.chunk_rows = 256, .index_int64 = int64_last && paths.size() == 3});
+      first += n;
+    }
+  }
+};
+
+std::vector<std::int64_t> wide_rows(const Batch& b) {
+  std::vector<std::int64_t> rows;
+  for (std::int64_t i = 0; i < b.size; ++i) rows.push_back(static_cast<std::int64_t>(b.dense[i * kWide]));
+  return rows;
+}
+
+// Every value of a batch of the wide files, against the fixture formula of its row.
+void expect_wide(const Batch& b, const std::vector<std::int64_t>& rows) {
+  ASSERT_EQ(b.size, static_cast<std::int64_t>(rows.size()));
+  ASSERT_EQ(b.dense.size(), rows.size() * kWide);
+  ASSERT_EQ(b.labels.size(), rows.size());
+  ASSERT_EQ(b.offsets.size(), kTables.size());
+  ASSERT_EQ(b.indices.size(), kTables.size());
+  for (std::int64_t i = 0; i < b.size; ++i) {
+    const std::int64_t r = rows[i];
+    for (int d = 0; d < kWide; ++d) ASSERT_EQ(b.dense[i * kWide + d], test::fixture_dense(r, d)) << "row " << r;
+    ASSERT_EQ(b.labels[i], test::fixture_label(r));
+  }
+  for (std::size_t t = 0; t < kTables.size(); ++t) {
+    ASSERT_EQ(b.offsets[t].size(), rows.size() + 1);
+    ASSERT_EQ(b.indices[t].size(), rows.size());
+    for (std::int64_t i = 0; i <= b.size; ++i) ASSERT_EQ(b.offsets[t][i], i) << "table " << t;
+    for (std::int64_t i = 0; i < b.size; ++i)
+      ASSERT_EQ(b.indices[t][i], test::fixture_index(rows[i], static_cast<int>(t), kTables[t])) << "row " << rows[i];
+  }
+}
+
+std::vector<std::int64_t> range(std::int64_t lo, std::int64_t hi) {
+  std::vector<std::int64_t> v;
+  for (std::int64_t r = lo; r < hi; ++r) v.push_back(r);
+  return v;
+}
+
+TEST(Reader, ReadUnitsAcrossBatchesFilesAndEpochs) {
+  for (bool int64_last : {false, true}) {
+    WideFiles files(int64_last);
+    for (int prefetch : {0, 2}) {
+      for (bool drop_last : {false, true}) {
+        Reader reader(files.paths, {.global_batch = 100, .prefetch = prefetch, .drop_last = drop_last});
+        const std::int64_t bpe = drop_last ? 28 : 29;
+        ASSERT_EQ(reader.batches_per_epoch(), bpe);
+        Batch b;
+        for (int epoch = 0; epoch < 2; ++epoch) {
+          for (std::int64_t k = 0; k < bpe; ++k) {
+            ASSERT_TRUE(reader.next(b)) << k;
+            EXPECT_EQ(b.global_index, k);
+            expect_wide(b, range(k * 100, std::min<std::int64_t>(WideFiles::kRows, (k + 1) * 100)));
+          }
+          EXPECT_FALSE(reader.next(b));
+        }
+      }
+    }
+  }
+}
+
+// Seeking to any batch (inside the unit being served, before it, after it, the partial last
+// batch) gives the batches that follow it in the epoch.
+TEST(Reader, SeekIntoTheMiddleOfAReadUnit) {
+  WideFiles files;
+  for (int prefetch : {0, 3}) {
+    Reader reader(files.paths, {.global_batch = 100, .prefetch = prefetch, .drop_last = false});
+    Batch b;
+    for (std::int64_t target : {5, 2, 13, 14, 9, 28, 0, 20}) {
+      reader.seek({1, target});
+      for (std::int64_t k = target; k < std::min<std::int64_t>(29, target + 4); ++k) {
+        ASSERT_TRUE(reader.next(b)) << target << " " << k;
+        EXPECT_EQ(b.global_index, k);
+        expect_wide(b, range(k * 100, std::min<std::int64_t>(WideFiles::kRows, (k + 1) * 100)));
+      }
+    }
+    reader.seek({2, 29});  // the end of an epoch: the next call ends it
+    EXPECT_FALSE(reader.next(b));
+    ASSERT_TRUE(reader.next(b));
+    expect_wide(b, range(0, 100));
+  }
+}
+
+// At 1, 2 and 4 ranks (and 3, which does not divide the batch) the slices of every batch join
+// into the one-rank batch, and over an epoch every row is read exactly once.
+TEST(Reader, ReadUnitRankSlicesCoverEveryRowOnce) {
+  WideFiles files;
+  for (int world : {1, 2, 3, 4}) {
+    std::vector<int> seen(WideFiles::kRows, 0);
+    std::vector<std::unique_ptr<Reader>> ranks;
+    for (int r = 0; r < world; ++r)
+      ranks.push_back(std::make_unique<Reader>(
+          files.paths, ReaderOptions{.global_batch = 90, .rank = r, .world = world, .prefetch = r % 2 ? 2 : 0,
+                                     .drop_last = false}));
+    Batch b;
+    for (std::int64_t k = 0; k < ranks[0]->batches_per_epoch(); ++k) {
+      std::vector<std::int64_t> joined;
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(ranks[r]->next(b));
+        const auto rows = wide_rows(b);
+        expect_wide(b, rows);
+        joined.insert(joined.end(), rows.begin(), rows.end());
+        for (std::int64_t row : rows) ++seen[row];
+      }
+      ASSERT_EQ(joined, range(k * 90, std::min<std::int64_t>(WideFiles::kRows, (k + 1) * 90))) << world << " " << k;
+    }
+    for (int r = 0; r < world; ++r) EXPECT_FALSE(ranks[r]->next(b));
+    for (std::int64_t row = 0; row < WideFiles::kRows; ++row) ASSERT_EQ(seen[row], 1) << world << " row " << row;
+  }
+}
+
+// The one-hot offsets are written only into buffers that do not hold them already: a batch of
+// another size, a new one, or one that a multi-hot reader filled in between all come out right.
+TEST(Reader, OneHotOffsetsWhateverTheBatchHeld) {
+  Files one_hot(false), multi_hot(true);
+  for (int prefetch : {0, 2}) {
+    Reader a(one_hot.paths, {.global_batch = 100, .prefetch = prefetch, .drop_last = false});
+    Reader m(multi_hot.paths, {.global_batch = 100, .prefetch = prefetch, .drop_last = false});
+    Batch b;
+    for (std::int64_t k = 0; k < 13; ++k) {
+      ASSERT_TRUE(m.next(b));  // multi-hot CSR in the buffers, then one-hot again
+      ASSERT_TRUE(a.next(b));
+      expect_fixture(b, range(k * 100, std::min<std::int64_t>(1251, (k + 1) * 100)), false);
+    }
+    a.seek({0, 12});  // the partial batch (51 rows), then a full one in the same buffers
+    ASSERT_TRUE(a.next(b));
+    expect_fixture(b, range(1200, 1251), false);
+    EXPECT_FALSE(a.next(b));
+    ASSERT_TRUE(a.next(b));
+    expect_fixture(b, range(0, 100), false);
+    Batch fresh;
+    ASSERT_TRUE(a.next(fresh));
+    expect_fixture(fresh, range(100, 200), false);
+  }
+}
+
+// A bad value inside a read unit is reported on the batch that holds it (the batches before it
+// are served), naming file, dataset and row; a damaged file serves the batches it can.
+TEST(Reader, ErrorsInsideAReadUnitSurfaceOnTheirBatch) {
+  ScratchDir dir;
+  const std::string path = dir / "bad.h5";
+  {
+    DatasetWriter w(path, kWide, kTables, false, {.chunk_rows = 256});
+    std::vector<float> dense(kWide);
+    for (std::int64_t r = 0; r < 2000; ++r) {
+      for (int d = 0; d < kWide; ++d) dense[d] = test::fixture_dense(r, d);
+      float label = test::fixture_label(r);
+      std::int64_t idx[2] = {test::fixture_index(r, 0, kTables[0]), test::fixture_index(r, 1, kTables[1])};
+      if (r == 1234) idx[1] = kTables[1];
+      w.append(1, dense.data(), &label, idx);
+    }
+    w.finish();
+  }
+  for (int prefetch : {0, 2}) {
+    Reader reader({path}, {.global_batch = 100, .prefetch = prefetch});
+    Batch b;
+    std::int64_t served = 0;
+    std::string error;
+    try {
+      while (reader.next(b)) {
+        expect_wide(b, range(served * 100, (served + 1) * 100));
+        ++served;
+      }
+    } catch (const DataError& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(served, 12);
+    EXPECT_NE(error.find("bad.h5:/sparse row 1234: column 1: index 1000 outside table rows [0, 1000)"),
+              std::string::npos)
+        << error;
+  }
+
+  // a compressed chunk that cannot be decoded (rows 1280-1535 of /sparse): the unit holding it
+  // cannot be read whole, and its batches are read one by one, so that the 12 batches before the
+  // damage come out, and then an error naming the file
+  test::write_fixture(dir / "gz.h5", 0, 2000, kWide, kTables, false, {.chunk_rows = 256, .gzip_level = 1});
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t bytes = 0;
+  {
+    h5::File f = h5::open_file(dir / "gz.h5");
+    h5::Dataset sparse = h5::open_dataset(f, "sparse");
+    hsize_t offset[2] = {1280, 0};
+    unsigned mask = 0;
+    h5::Lock lock(h5::api_mutex());
+    ASSERT_GE(H5Dget_chunk_info_by_coord(sparse, offset, &mask, &addr, &bytes), 0);
+  }
+  {
+    std::fstream f(dir / "gz.h5", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(addr));
+    const std::string zeros(bytes, '\0');
+    f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  for (int prefetch : {0, 2}) {
+    Reader reader({dir / "gz.h5"}, {.global_batch = 100, .prefetch = prefetch});
+    Batch b;
+    std::int64_t served = 0;
+    std::string error;
+    try {
+      while (reader.next(b)) {
+        expect_wide(b, range(served * 100, (served + 1) * 100));
+        ++served;
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(served, 12);
+    EXPECT_NE(error.find("gz.h5"), std::string::npos) << error;
+    // every later call reports it too, until a seek past the damage
+    EXPECT_THROW(reader.next(b), Error);
+    reader.seek({0, 16});
+    ASSERT_TRUE(reader.next(b));
+    expect_wide(b, range(1600, 1700));
+  }
 }
 
 }  // namespace

@@ -118,6 +118,8 @@ TEST(ReaderMpi, CollectiveSynchronous) { run_epochs(false, true, true, 0); }
 TEST(ReaderMpi, CollectiveMultiHotSynchronous) { run_epochs(true, true, true, 0); }
 TEST(ReaderMpi, CollectiveMultiHotFileOrder) { run_epochs(true, false, true, 2); }
 TEST(ReaderMpi, IndependentShuffled) { run_epochs(false, true, false, 2); }
+TEST(ReaderMpi, IndependentInFileOrder) { run_epochs(false, false, false, 2); }
+TEST(ReaderMpi, IndependentInFileOrderSynchronous) { run_epochs(false, false, false, 0); }
 TEST(ReaderMpi, IndependentMultiHot) { run_epochs(true, false, false, 1); }
 
 TEST(ReaderMpi, CollectiveSeekAndPause) {
