@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <mpi.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -909,9 +910,20 @@ class Reader::Impl {
       const Hint h = hint_queue.front();
       hint_queue.pop_front();
       lock.unlock();
-      ::posix_fadvise(h.fd, h.offset, h.bytes, POSIX_FADV_WILLNEED);
+      if (!in_page_cache(h)) ::posix_fadvise(h.fd, h.offset, h.bytes, POSIX_FADV_WILLNEED);
       lock.lock();
     }
+  }
+
+  // Whether the first and last bytes of a range are in the page cache already (a read that must
+  // not wait says so); the announcement is skipped then, since asking for cached pages still
+  // walks them all.
+  static bool in_page_cache(const Hint& h) {
+    char byte;
+    iovec v{&byte, 1};
+    for (std::int64_t at : {h.offset, h.offset + h.bytes - 1})
+      if (::preadv2(h.fd, &v, 1, at, RWF_NOWAIT) != 1) return false;
+    return true;
   }
 
   void stop_hints() {
