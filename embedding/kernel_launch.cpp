@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "core/error.hpp"
 #include "device/launch.hpp"
@@ -93,6 +94,162 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
 }
 
 }  // namespace
+
+namespace cpu {
+
+std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out) {
+  const std::int64_t B = f.batch, T = f.tables, D = f.dim;
+  // Bag-major, like the output: out and rows are written in order, the indices read from one
+  // stream per table, the weight rows (the random part) prefetched kAhead lookups ahead.
+  auto row_of = [&](std::int64_t b, std::int64_t t) __attribute__((always_inline)) {
+    const std::int64_t r = f.indices[t][b];
+    return r >= 0 && r < f.table_rows[t] ? f.table_base[t] + r : -1;
+  };
+  auto bags = [&](std::int64_t b_begin, std::int64_t b_end) {
+    bool bad = false;
+    const std::int64_t j_begin = b_begin * T, j_end = b_end * T;
+    std::int64_t pb = b_begin, pt = 0;
+    auto prefetch_next = [&]() __attribute__((always_inline)) {
+      const std::int64_t row = row_of(pb, pt);
+      if (row >= 0) prefetch_row(f.weights + row * D, D);
+      if (++pt == T) pt = 0, ++pb;
+    };
+    for (std::int64_t j = j_begin; j < std::min(j_end, j_begin + kAhead); ++j) prefetch_next();
+    for (std::int64_t j = j_begin, b = b_begin, t = 0; j < j_end; ++j, (++t == T ? (t = 0, ++b) : 0)) {
+      if (j + kAhead < j_end) prefetch_next();
+      const std::int64_t row = row_of(b, t);
+      if (row < 0) {
+        bad = true;
+        f.rows[j] = f.table_base[t];
+        continue;
+      }
+      f.rows[j] = row;
+      const float* w = f.weights + row * D;
+      float* o = out + j * D;
+      for (std::int64_t d = 0; d < D; ++d) o[d] = w[d];
+    }
+    return bad;
+  };
+  bool bad = false;
+  if (threads <= 1 || B * T * D < kGrain) {
+    bad = bags(0, B);
+  } else {
+#pragma omp parallel num_threads(threads) reduction(|| : bad)
+    {
+      const std::int64_t parts = omp_get_num_threads(), me = omp_get_thread_num();
+      bad = bags(B * me / parts, B * (me + 1) / parts);
+    }
+  }
+  if (!bad) return -1;
+  for (std::int64_t t = 0; t < T; ++t)  // the first bad index, tables in order, then bags
+    for (std::int64_t b = 0; b < B; ++b)
+      if (row_of(b, t) < 0) return t * B + b;
+  return -1;
+}
+
+void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind, float lr, float eps,
+                    const float* grad) {
+  const std::int64_t B = f.batch, T = f.tables, D = f.dim;
+  const bool parallel = threads > 1 && B * T * D >= kGrain;
+  // 1. Per table: find each row's bags. lead[b * T + t] is -1 for a row only bag b looks up,
+  //    -2 for a later bag of a row seen earlier in the batch, and for the first bag of a row
+  //    looked up several times the position in order[] where its bags start (sorted by bag).
+  std::int64_t* lead = f.scratch;                // [B x T]
+  std::int64_t* group_size = f.scratch + T * B;  // [B x T]
+  std::int64_t* order = f.scratch + 2 * T * B;   // [T x B]
+  auto group_tables = [&](std::int64_t t_begin, std::int64_t t_end) {
+    std::vector<std::int64_t> key(B), key_tmp(B), entry_tmp(B);
+    constexpr int kBits = 8;  // a small count array: one table's batch is only B entries
+    constexpr std::int64_t kMask = (std::int64_t(1) << kBits) - 1;
+    std::vector<std::int64_t> count(std::size_t(1) << kBits);
+    for (std::int64_t t = t_begin; t < t_end; ++t) {
+      int bits = 0;
+      while (bits < 63 && (std::int64_t(1) << bits) < f.table_rows[t]) ++bits;
+      std::int64_t* k = key.data();
+      std::int64_t* k2 = key_tmp.data();
+      std::int64_t* e = order + t * B;
+      std::int64_t* e2 = entry_tmp.data();
+      for (std::int64_t b = 0; b < B; ++b) {
+        k[b] = f.rows[b * T + t];
+        e[b] = b;
+      }
+      // Stable LSD radix sort of the bags by row: each row's bags stay in bag order.
+      for (int shift = 0; shift < bits; shift += kBits) {
+        std::fill(count.begin(), count.end(), 0);
+        for (std::int64_t i = 0; i < B; ++i) ++count[((k[i] - f.table_base[t]) >> shift) & kMask];
+        std::int64_t sum = 0;
+        for (auto& c : count) {
+          const std::int64_t here = c;
+          c = sum;
+          sum += here;
+        }
+        for (std::int64_t i = 0; i < B; ++i) {
+          const std::int64_t at = count[((k[i] - f.table_base[t]) >> shift) & kMask]++;
+          k2[at] = k[i];
+          e2[at] = e[i];
+        }
+        std::swap(k, k2);
+        std::swap(e, e2);
+      }
+      if (e != order + t * B) std::copy(e, e + B, order + t * B);
+      e = order + t * B;
+      std::int64_t* l = lead + t;  // l[b * T]
+      std::int64_t* n = group_size + t;
+      for (std::int64_t i = 0; i < B;) {
+        std::int64_t end = i + 1;
+        while (end < B && k[end] == k[i]) ++end;
+        l[e[i] * T] = end - i == 1 ? -1 : i;
+        n[e[i] * T] = end - i;
+        for (std::int64_t j = i + 1; j < end; ++j) l[e[j] * T] = -2;
+        i = end;
+      }
+    }
+  };
+  // 2. Bag-major over the batch, so the gradients stream in order: each row is updated once,
+  //    by whichever thread holds its first bag, with its bags' gradients summed in bag order
+  //    (kernels::UpdateRows, as in the general path: the same bits).
+  auto update_bags = [&](std::int64_t b_begin, std::int64_t b_end) {
+    std::vector<std::int64_t> grads_of;
+    std::int64_t unique = 0, offsets[2] = {0, 0};
+    kernels::UpdateRows u{f.weights, f.state, D, kind, lr, eps, &unique, offsets, nullptr, nullptr, grad};
+    const std::int64_t j_begin = b_begin * T, j_end = b_end * T;
+    for (std::int64_t j = j_begin; j < std::min(j_end, j_begin + kAhead); ++j)
+      if (lead[j] != -2) prefetch_row_for_write(f.weights + f.rows[j] * D, D);
+    for (std::int64_t j = j_begin, b = b_begin, t = 0; j < j_end; ++j, (++t == T ? (t = 0, ++b) : 0)) {
+      if (j + kAhead < j_end && lead[j + kAhead] != -2)
+        prefetch_row_for_write(f.weights + f.rows[j + kAhead] * D, D);
+      const std::int64_t l = lead[j];
+      if (l == -2) continue;
+      unique = f.rows[j];
+      std::int64_t single = j;
+      if (l == -1) {
+        offsets[1] = 1;
+        u.entry_grad = &single;
+      } else {
+        const std::int64_t n = group_size[j];
+        grads_of.resize(n);
+        for (std::int64_t i = 0; i < n; ++i) grads_of[i] = order[t * B + l + i] * T + t;
+        offsets[1] = n;
+        u.entry_grad = grads_of.data();
+      }
+      u(0);
+    }
+  };
+  if (!parallel) {
+    group_tables(0, T);
+    update_bags(0, B);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const std::int64_t parts = omp_get_num_threads(), me = omp_get_thread_num();
+    group_tables(T * me / parts, T * (me + 1) / parts);
+#pragma omp barrier
+    update_bags(B * me / parts, B * (me + 1) / parts);
+  }
+}
+
+}  // namespace cpu
 
 void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::PoolBags& f) {
   run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));

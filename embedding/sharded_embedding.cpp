@@ -161,7 +161,14 @@ struct ShardedEmbedding::Impl {
     pending.reset();
   }
 
-  void check_batch(std::span<const Bags> bags, int local_batch, std::string& error) const;
+  void check_batch(std::span<const Bags> bags, int local_batch, std::string& error,
+                   bool check_indices = true) const;
+  // One rank, CPU, whole tables, one index per bag: the table-by-table path (cpu::one_hot_*).
+  bool one_hot_step = false;
+  std::vector<std::int64_t> one_hot_rows, one_hot_base, one_hot_table_rows, one_hot_scratch;
+  std::vector<const std::int64_t*> one_hot_indices;
+  static bool is_one_hot(std::span<const Bags> bags, int local_batch);
+  cpu::OneHotTables one_hot_tables();
   void forward_local(device::Stream& stream, std::span<const Bags> bags, float* out);
   void forward_distributed(device::Stream& stream, std::span<const Bags> bags, bool bad_batch,
                            const std::string& error);
@@ -170,8 +177,23 @@ struct ShardedEmbedding::Impl {
   void update(device::Stream& stream, const float* grad, std::size_t grad_vectors);
 };
 
+bool ShardedEmbedding::Impl::is_one_hot(std::span<const Bags> bags, int local_batch) {
+  for (const Bags& bag : bags) {
+    const std::int64_t* off = bag.offsets.data();
+    for (int b = 0; b < local_batch; ++b)
+      if (off[b + 1] != off[b] + 1) return false;
+  }
+  return true;
+}
+
+cpu::OneHotTables ShardedEmbedding::Impl::one_hot_tables() {
+  return {weights.data(), state.empty() ? nullptr : state.data(), dim, num_tables, batch,
+          one_hot_indices.data(), one_hot_base.data(), one_hot_table_rows.data(), one_hot_rows.data(),
+          one_hot_scratch.data()};
+}
+
 void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_batch,
-                                         std::string& error) const {
+                                         std::string& error, bool check_indices) const {
   auto fail = [&](std::string msg) {
     if (error.empty()) error = std::move(msg);
   };
@@ -193,6 +215,7 @@ void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_b
     if (off[local_batch] > static_cast<std::int64_t>(idx.size()))
       return fail(fmt::format("embedding table {}: bag offsets end at {} but there are only {} indices",
                               t, off[local_batch], idx.size()));
+    if (!check_indices) continue;
     const std::int64_t rows = tables[t].rows;
     for (int b = 0; b < local_batch; ++b)
       for (std::int64_t k = off[b]; k < off[b + 1]; ++k)
@@ -576,8 +599,34 @@ void ShardedEmbedding::forward_start(device::Stream& stream, std::span<const Bag
   m.bytes_sent = 0;
   m.pending_out = out;
   std::string error;
-  m.check_batch(bags, local_batch, error);
-  if (m.local_only) {
+  // The one-hot CPU path checks the indices as it reads them.
+  m.one_hot_step = m.local_only && m.on_host && local_batch > 0 &&
+                   static_cast<int>(bags.size()) == m.num_tables;
+  for (int t = 0; m.one_hot_step && t < m.num_tables; ++t)
+    m.one_hot_step = static_cast<std::int64_t>(bags[t].offsets.size()) == local_batch + 1;
+  m.one_hot_step = m.one_hot_step && Impl::is_one_hot(bags, local_batch);
+  m.check_batch(bags, local_batch, error, !m.one_hot_step);
+  if (m.local_only && m.one_hot_step) {
+    if (!error.empty()) throw DataError(error);
+    m.batch = local_batch;
+    m.one_hot_rows.resize(std::size_t(m.num_tables) * local_batch);
+    m.one_hot_scratch.resize(3 * std::size_t(m.num_tables) * local_batch);
+    m.one_hot_base.resize(m.num_tables);
+    m.one_hot_table_rows.resize(m.num_tables);
+    m.one_hot_indices.resize(m.num_tables);
+    for (int t = 0; t < m.num_tables; ++t) {
+      m.one_hot_base[t] = m.shard_base[m.table_shards[t][0]];
+      m.one_hot_table_rows[t] = m.tables[t].rows;
+      m.one_hot_indices[t] = bags[t].indices.data() + bags[t].offsets[0];
+    }
+    const std::int64_t bad = cpu::one_hot_forward(m.backend.num_threads(), m.one_hot_tables(), out);
+    if (bad >= 0) {
+      const int t = static_cast<int>(bad / local_batch), b = static_cast<int>(bad % local_batch);
+      throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
+                                  "batch (rank {})",
+                                  t, m.one_hot_indices[t][b], m.tables[t].rows, b, m.rank));
+    }
+  } else if (m.local_only) {
     if (!error.empty()) throw DataError(error);
     m.batch = local_batch;
     m.forward_local(stream, bags, out);
@@ -611,6 +660,11 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
                  "embedding: backward without a completed forward (each forward allows one backward)");
   m.phase = Impl::Phase::idle;
   const int B = m.batch, T = m.num_tables, D = m.dim;
+  if (m.one_hot_step) {  // one rank, CPU, one index per bag: table by table
+    cpu::one_hot_update(m.backend.num_threads(), m.one_hot_tables(), m.kind, m.opt.lr, m.opt.eps, grad_out);
+    m.phase = Impl::Phase::backward_started;
+    return;
+  }
   if (m.local_only) {  // nothing travels: the whole update runs here
     const std::int64_t n_bags = std::int64_t(T) * B;
     m.group_rows(n_bags, nullptr, m.own_scale.empty() ? nullptr : m.own_scale.data());

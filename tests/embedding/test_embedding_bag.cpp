@@ -119,6 +119,13 @@ std::vector<Case> cases() {
   // Large enough to run the kernels on two threads.
   out.push_back({"two_threads_sgd", {{3000, 8}, {2000, 8}}, 4000, 2, false, false, "sgd", false, 2});
   out.push_back({"two_threads_adagrad_rowwise", {{3000, 8}}, 3000, 3, false, true, "adagrad", true, 2});
+  // One rank, whole tables, one index per bag: the table-by-table CPU path, on one and two
+  // threads, with tables past one radix digit (2^11 rows) and many duplicate rows.
+  const std::vector<TableSpec> kaggle_like{{3000, 16}, {5000, 16}, {700, 16}};
+  for (const char* opt : {"sgd", "adagrad", "rowwise_adagrad"})
+    for (int threads : {1, 2})
+      out.push_back({std::string("onehot_big_") + opt + "_threads" + std::to_string(threads), kaggle_like, 6000, 1,
+                     true, threads == 2, opt, false, threads});
   return out;
 }
 
@@ -233,6 +240,36 @@ TEST(EmbeddingBagEdges, OutOfRangeIndexIsADataErrorNamingTableIndexAndBag) {
   }
 }
 
+TEST(EmbeddingBagEdges, OutOfRangeIndexInOneHotBagsNamesTheFirstOne) {
+  Fixture f;
+  std::vector<TableSpec> tables{{10, 2}, {20, 2}};
+  ShardedEmbedding emb(f.comm, *f.backend, f.pool, tables, Pooling::sum, ShardingPlan::automatic(tables, 1), {},
+                       1);
+  std::vector<std::int64_t> off{0, 1, 2, 3}, idx0{1, 2, 3}, good1{0, 19, 5};
+  for (std::int64_t bad : {20, -1}) {
+    std::vector<std::int64_t> idx1{0, 19, bad}, idx1_twice{bad, 19, bad};
+    for (auto* idx : {&idx1, &idx1_twice}) {
+      std::vector<Bags> bags{{off, idx0}, {off, *idx}};
+      std::vector<float> out(3 * 2 * 2);
+      try {
+        emb.forward(*f.stream, bags, 3, out.data());
+        FAIL() << "no error for index " << bad;
+      } catch (const DataError& e) {
+        const std::string what = e.what();
+        const std::string bag = idx == &idx1 ? "bag 2" : "bag 0";
+        EXPECT_NE(what.find("table 1: index " + std::to_string(bad)), std::string::npos) << what;
+        EXPECT_NE(what.find(bag), std::string::npos) << what;
+      }
+      EXPECT_THROW(emb.backward(*f.stream, out.data()), Error);
+    }
+  }
+  // The layer still works after the errors.
+  std::vector<Bags> bags{{off, idx0}, {off, good1}};
+  std::vector<float> out(3 * 2 * 2);
+  emb.forward(*f.stream, bags, 3, out.data());
+  emb.backward(*f.stream, out.data());
+}
+
 TEST(EmbeddingBagEdges, BadConfigurationsAreConfigErrors) {
   Fixture f;
   std::vector<TableSpec> tables{{10, 4}, {10, 8}};
@@ -278,6 +315,8 @@ namespace {
 // in batch order whatever the thread count).
 TEST(EmbeddingBagDeterminism, ThreadCountDoesNotChangeAnyBit) {
   std::vector<TableSpec> tables{{20000, 12}, {9000, 12}};
+  for (bool one_hot : {false, true}) {
+  SCOPED_TRACE(one_hot ? "one-hot" : "multi-hot");
   std::vector<std::vector<float>> weights, outputs;
   for (int threads : {1, 2}) {
     auto backend = device::make_backend(device::BackendKind::cpu, threads);
@@ -289,7 +328,7 @@ TEST(EmbeddingBagDeterminism, ThreadCountDoesNotChangeAnyBit) {
     std::mt19937_64 rng(5);
     std::vector<float> all_out;
     for (int step = 0; step < 2; ++step) {
-      auto batch = test::random_batch(tables, 6000, 4, false, rng);
+      auto batch = test::random_batch(tables, 6000, 4, one_hot, rng);
       std::vector<Bags> bags;
       for (auto& tb : batch) bags.push_back(tb.view());
       std::vector<float> out(6000 * 2 * 12);
@@ -306,6 +345,7 @@ TEST(EmbeddingBagDeterminism, ThreadCountDoesNotChangeAnyBit) {
   }
   EXPECT_TRUE(outputs[0] == outputs[1]);
   EXPECT_TRUE(weights[0] == weights[1]);
+  }
 }
 
 }  // namespace
