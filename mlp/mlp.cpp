@@ -160,6 +160,40 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
   return input_grad_.data();
 }
 
+Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)
+    : backend_(backend), pool_(primary.pool_), name_(primary.name_), sizes_(primary.sizes_),
+      max_batch_(max_batch) {
+  if (max_batch_ <= 0)
+    throw ConfigError(fmt::format("mlp '{}': max batch {} must be positive", name_, max_batch_));
+  grads_ = device::Buffer<float>(pool_, primary.grads_.size(), name_ + " replica weight gradients");
+  auto stream = backend_.create_stream();
+  std::size_t offset = 0;
+  int widest = 0;
+  layers_.resize(primary.layers_.size());
+  for (int i = 0; i < num_layers(); ++i) {
+    const Layer& p = primary.layers_[i];
+    Layer& l = layers_[i];
+    l.in = p.in;
+    l.out = p.out;
+    l.act = p.act;
+    l.weight = p.weight;
+    l.bias = p.bias;
+    l.weight_grad = grads_.data() + offset;
+    offset += static_cast<std::size_t>(l.in) * l.out;
+    l.bias_grad = grads_.data() + offset;
+    offset += l.out;
+    auto prefix = fmt::format("{}.{} replica", name_, i);
+    l.output = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * l.out, prefix + " activations");
+    l.grad = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * l.out,
+                                   prefix + " activation gradients");
+    widest = std::max(widest, l.out);
+  }
+  backend_.fill_zero(grads_.data(), grads_.bytes(), *stream);
+  bias_partials_ = device::Buffer<float>(pool_, static_cast<std::size_t>(detail::row_blocks(max_batch_)) * widest,
+                                         name_ + " replica bias gradient partial sums");
+  stream->synchronize();
+}
+
 std::vector<Param> Mlp::parameters() {
   std::vector<Param> params;
   for (int i = 0; i < num_layers(); ++i) {

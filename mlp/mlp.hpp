@@ -20,6 +20,10 @@ class Mlp {
   // Throws ConfigError on fewer than two sizes, a non-positive size or max_batch.
   Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name, std::vector<int> sizes,
       Activation last, std::uint64_t seed, int max_batch);
+  // A replica for intra-rank data parallelism: it computes with `primary`'s parameters (reads
+  // them, never writes them) and keeps its own activations and gradients, on `backend`, for up
+  // to max_batch samples. all_values() is null; parameters() name primary's values.
+  Mlp(const Mlp& primary, device::Backend& backend, int max_batch);
 
   int in_features() const { return sizes_.front(); }
   int out_features() const { return sizes_.back(); }
@@ -49,7 +53,7 @@ class Mlp {
   std::vector<Param> parameters();
   float* all_values() { return values_.data(); }
   float* all_grads() { return grads_.data(); }
-  std::size_t parameter_count() const { return values_.size(); }
+  std::size_t parameter_count() const { return grads_.size(); }
 
  private:
   const float* backward_impl(device::Stream& s, const float* grad_output, bool need_input_grad,

@@ -5,6 +5,9 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "mlp/host_workers.hpp"
+
+#include <exception>
 
 namespace recmix::runtime {
 
@@ -55,6 +58,25 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   fused_sgd_ = comm.size() == 1 && dense.kind == "sgd";
   fused_sgd_lr_ = dense.lr;
 
+  threads_ = backend.num_threads();
+  const bool replicas_wanted = spec.device.dense_replicas == "on" ||
+                               (spec.device.dense_replicas == "auto" && max_local_batch_ >= kReplicaMinRows * threads_);
+  if (replicas_wanted && backend.kind() == device::BackendKind::cpu && comm.size() == 1 && threads_ > 1 &&
+      max_local_batch_ >= threads_) {
+    replica_backend_ = device::make_backend(device::BackendKind::cpu, 1);
+    const int share = static_cast<int>((max_local_batch_ + threads_ - 1) / threads_);
+    for (int r = 0; r < threads_; ++r) {
+      Replica rep;
+      rep.bottom = std::make_unique<mlp::Mlp>(*bottom_, *replica_backend_, share);
+      rep.top = std::make_unique<mlp::Mlp>(*top_, *replica_backend_, share);
+      rep.interaction = mlp::make_interaction(spec.model.interaction, *replica_backend_, pool, k, dim_, share);
+      rep.stream = replica_backend_->create_stream();
+      replicas_.push_back(std::move(rep));
+    }
+    fused_sgd_ = false;  // the replicas read the weights until their gradients are summed
+    backend_.set_num_threads(threads_);  // OpenBLAS's thread count is process-wide
+  }
+
   dense_in_ = device::Buffer<float>(pool, max_local_batch_ * num_dense, "dense input");
   labels_ = device::Buffer<float>(pool, max_local_batch_, "labels");
   pooled_ = device::Buffer<float>(pool, max_local_batch_ * k * dim_, "pooled embeddings");
@@ -74,7 +96,7 @@ std::string_view DlrmModel::phase_name(int phase) {
       "embedding forward (send, pool)", "bottom MLP forward", "embedding forward (receive)",
       "interaction forward", "top MLP forward", "loss", "top MLP backward", "interaction backward",
       "embedding backward (send)", "bottom MLP backward", "embedding backward (update)",
-      "dense update / all-reduce wait"};
+      "dense update / all-reduce wait", "dense half, replicas on threads", "replica gradient sum"};
   return phase >= 0 && phase < num_phases ? names[phase] : "?";
 }
 
@@ -121,7 +143,80 @@ const float* DlrmModel::forward(const data::Batch& batch) {
   return top_->forward(*stream_, z, b);
 }
 
+template <class F>
+void DlrmModel::on_replicas(const F& body) {
+  const int n = static_cast<int>(replicas_.size());
+  std::vector<std::exception_ptr> errors(n);
+  replica_backend_->set_num_threads(1);  // single-threaded GEMMs, called from n threads at once
+  mlp::cpu::HostWorkers::for_this_thread().run(n, n, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) try {
+        body(static_cast<int>(r));
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+  });
+  backend_.set_num_threads(threads_);
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t global_batch) {
+  const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size());
+  const int k = num_tables();
+  if (time_phases_) phase_start_ = now_seconds();
+  stage_inputs(batch);
+  std::vector<embedding::Bags> bags(k);
+  for (int t = 0; t < k; ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
+  embedding_->forward_start(*stream_, bags, b, pooled_.data());
+  embedding_->forward_finish(*stream_);
+  mark(embedding_forward_start);
+  std::vector<double> loss_sums(n, 0.0);
+  const float scale = 1.0f / static_cast<float>(global_batch);
+  on_replicas([&](int r) {
+    Replica& rep = replicas_[r];
+    device::Stream& s = *rep.stream;
+    const std::int64_t b0 = std::int64_t(b) * r / n, rows = std::int64_t(b) * (r + 1) / n - b0;
+    const int m = static_cast<int>(rows);
+    const float* bottom_out = rep.bottom->forward(s, dense_in_.data() + b0 * num_dense_, m);
+    const float* z = rep.interaction->forward(s, bottom_out, pooled_.data() + b0 * k * dim_, m);
+    const float* prob = rep.top->forward(s, z, m);
+    if (m > 0) loss_sums[r] = mlp::bce_loss(*replica_backend_, s, prob, labels_.data() + b0, m) * m;
+    mlp::bce_loss_backward(*replica_backend_, s, prob, labels_.data() + b0, m, scale, grad_prob_.data() + b0);
+    const float* grad_z = rep.top->backward(s, grad_prob_.data() + b0, true);
+    rep.interaction->backward(s, grad_z, grad_bottom_.data() + b0 * dim_, grad_pooled_.data() + b0 * k * dim_);
+    rep.bottom->backward(s, grad_bottom_.data() + b0 * dim_, false);
+    s.synchronize();
+  });
+  mark(dense_replicas);
+  // The gradients of the whole batch: the replicas' sums, in replica order.
+  for (auto [primary, replica] : {std::pair{top_.get(), &Replica::top}, std::pair{bottom_.get(), &Replica::bottom}}) {
+    float* out = primary->all_grads();
+    std::vector<const float*> parts;
+    for (auto& rep : replicas_) parts.push_back(((rep.*replica).get())->all_grads());
+    const std::int64_t count = static_cast<std::int64_t>(primary->parameter_count());
+    mlp::cpu::HostWorkers::for_this_thread().run(threads_, count, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        float g = parts[0][i];
+        for (std::size_t p = 1; p < parts.size(); ++p) g += parts[p][i];
+        out[i] = g;
+      }
+    });
+  }
+  mark(gradient_sum);
+  embedding_->backward_start(*stream_, grad_pooled_.data());
+  embedding_->backward_finish(*stream_);
+  mark(embedding_backward_start);
+  dense_optimizer_->step(*stream_);
+  stream_->synchronize();
+  mark(dense_update);
+  if (time_phases_) ++timed_steps_;
+  double loss_sum = 0.0;
+  for (double l : loss_sums) loss_sum += l;
+  return loss_sum / static_cast<double>(global_batch);
+}
+
 double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch) {
+  if (!replicas_.empty()) return train_step_replicas(batch, global_batch);
   const int b = static_cast<int>(batch.size);
   if (time_phases_) phase_start_ = now_seconds();
   stage_inputs(batch);
@@ -188,6 +283,26 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
 }
 
 void DlrmModel::predict(const data::Batch& batch, float* probs) {
+  if (!replicas_.empty()) {
+    const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size()), k = num_tables();
+    stage_inputs(batch);
+    std::vector<embedding::Bags> bags(k);
+    for (int t = 0; t < k; ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
+    embedding_->forward_start(*stream_, bags, b, pooled_.data());
+    embedding_->forward_finish(*stream_);
+    on_replicas([&](int r) {
+      Replica& rep = replicas_[r];
+      device::Stream& s = *rep.stream;
+      const std::int64_t b0 = std::int64_t(b) * r / n, rows = std::int64_t(b) * (r + 1) / n - b0;
+      const int m = static_cast<int>(rows);
+      const float* bottom_out = rep.bottom->forward(s, dense_in_.data() + b0 * num_dense_, m);
+      const float* z = rep.interaction->forward(s, bottom_out, pooled_.data() + b0 * k * dim_, m);
+      const float* prob = rep.top->forward(s, z, m);
+      replica_backend_->copy(probs + b0, prob, rows * sizeof(float), s);
+      s.synchronize();
+    });
+    return;
+  }
   const float* prob = forward(batch);
   backend_.copy(probs, prob, batch.size * sizeof(float), *stream_);
   stream_->synchronize();

@@ -30,6 +30,10 @@ class DlrmModel {
             comm::Communicator& comm, device::Backend& backend, device::MemoryPool& device_pool,
             std::int64_t max_local_batch, const embedding::ShardingPlan& plan);
 
+  // Local batch at which "auto" turns the dense replicas on: each replica's GEMMs need enough
+  // rows (measured: a win at batch 2048 on 2 threads, a loss at 128; bench/RESULTS.md).
+  static constexpr std::int64_t kReplicaMinRows = 256;
+
   // One training step on this rank's slice of a global batch of global_batch samples.
   // Collective over the communicator. Returns the loss of the whole global batch.
   double train_step(const data::Batch& batch, std::int64_t global_batch);
@@ -44,8 +48,10 @@ class DlrmModel {
   enum Phase {
     embedding_forward_start, bottom_forward, embedding_forward_finish, interaction_forward,
     top_forward, loss, top_backward, interaction_backward, embedding_backward_start, bottom_backward,
-    embedding_backward_finish, dense_update, num_phases
+    embedding_backward_finish, dense_update, dense_replicas, gradient_sum, num_phases
   };
+  // Replicas of the dense half run data-parallel on this rank's threads (device.dense_replicas).
+  int dense_replicas_count() const { return static_cast<int>(replicas_.size()); }
   static std::string_view phase_name(int phase);
   void set_phase_timing(bool on);
   const std::array<double, num_phases>& phase_seconds() const { return phase_seconds_; }
@@ -61,6 +67,10 @@ class DlrmModel {
  private:
   const float* forward(const data::Batch& batch);
   void stage_inputs(const data::Batch& batch);
+  double train_step_replicas(const data::Batch& batch, std::int64_t global_batch);
+  // Runs body(r) for every replica r, each on its own thread, with single-threaded GEMMs.
+  template <class F>
+  void on_replicas(const F& body);
   void mark(Phase phase);  // ends `phase` when phase timing is on
 
   comm::Communicator& comm_;
@@ -79,6 +89,20 @@ class DlrmModel {
   // since no gradient all-reduce has to come between.
   float fused_sgd_lr_ = 0.f;
   bool fused_sgd_ = false;
+  // One rank on the CPU with several threads (device.dense_replicas): the dense half (both MLPs, the
+  // interaction, the loss) runs data-parallel, one replica per thread on a contiguous share of
+  // the batch with single-threaded GEMMs, and the replicas' gradients are summed before the
+  // optimizer step. On these skinny layers that beats splitting every GEMM over the threads, and
+  // the element-wise work runs on all threads (bench/RESULTS.md). The embedding layer works on
+  // the whole batch with all threads.
+  struct Replica {
+    std::unique_ptr<mlp::Mlp> bottom, top;
+    std::unique_ptr<mlp::Interaction> interaction;
+    std::unique_ptr<device::Stream> stream;
+  };
+  std::unique_ptr<device::Backend> replica_backend_;  // CPU, one thread
+  std::vector<Replica> replicas_;
+  int threads_ = 1;
   bool time_phases_ = false;
   double phase_start_ = 0.0;
   std::array<double, num_phases> phase_seconds_{};

@@ -245,6 +245,8 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   dev.read("kind", spec.device.kind);
   dev.one_of("kind", spec.device.kind, {"cpu", "cuda"});
   dev.read_int("threads", spec.device.threads, 1, 1024);
+  dev.read("dense_replicas", spec.device.dense_replicas);
+  dev.one_of("dense_replicas", spec.device.dense_replicas, {"auto", "on", "off"});
   dev.read_bytes("memory_capacity", spec.device.memory_capacity);
   dev.read_bytes("host_memory_capacity", spec.device.host_memory_capacity);
   dev.reject_unknown();

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   double min_seconds = 0.5;
   std::string sparse = "sgd";
   bool breakdown = false;
+  std::string replicas = "auto";
   app.add_option("--batch", batches, "global batch sizes");
   app.add_option("--threads", threads, "threads per rank (OpenBLAS and OpenMP)");
   app.add_option("--reps", reps, "repetitions (median reported)");
@@ -67,6 +68,10 @@ int main(int argc, char** argv) {
   app.add_option("--tables", tables, "embedding tables");
   app.add_option("--rows", rows, "rows per table");
   app.add_option("--sparse", sparse, "sparse optimizer");
+  app.add_option("--dense-replicas", replicas,
+                 "one rank, several threads: the dense half as one replica per thread (on), every GEMM split "
+                 "over the threads (off), or by batch size (auto, the default; docs/job-spec.md)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_flag("--breakdown", breakdown,
                "after the table, the time of each phase of the step on rank 0 (extra timed steps)");
   try {
@@ -99,6 +104,7 @@ int main(int argc, char** argv) {
     auto plan = embedding::ShardingPlan::automatic(specs, world);
     device::MemoryPool pool(*backend, device::Tier::device, "bench");
     const std::int64_t local = (global_batch + world - 1) / world;
+    spec.device.dense_replicas = replicas;
     runtime::DlrmModel model(spec, table_rows, 13, *comm, *backend, pool, local, plan);
     constexpr int kBatches = 8;
     std::vector<data::Batch> data;

@@ -244,6 +244,59 @@ TEST(Trainer, LearnsPlantedSignal) {
   }
 }
 
+// One rank with two threads runs the dense half as two replicas on halves of the batch; it
+// must train like one thread (to rounding: the gradient sum is ordered differently), give the
+// same bits run after run, and resume bit for bit.
+TEST(Trainer, ThreadReplicasMatchOneThread) {
+  auto& comm = *world->comm;
+  auto self = comm.split(comm.rank(), 0);
+  for (const char* dense : {"sgd", "adam"}) {
+    SCOPED_TRACE(dense);
+    auto one = small_spec(fmt::format("threads1-{}-{}", dense, comm.rank()));
+    one.optimizer.dense = dense;
+    one.optimizer.sparse = "rowwise_adagrad";
+    auto two = one;
+    two.name = fmt::format("threads2-{}-{}", dense, comm.rank());
+    two.device.threads = 2;
+    two.device.dense_replicas = "on";  // "auto" keeps them off at this small batch
+    auto again = two;
+    again.name += "-again";
+    const auto a = train_steps(one, *self, 12, run_dir(one.name) + "/w.h5");
+    const auto b = train_steps(two, *self, 12, run_dir(two.name) + "/w.h5");
+    const auto c = train_steps(again, *self, 12, run_dir(again.name) + "/w.h5");
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << "step " << i;
+    EXPECT_LE(max_relative_difference(read_weights(run_dir(one.name) + "/w.h5"), read_weights(run_dir(two.name) + "/w.h5")),
+              1e-5);
+    EXPECT_TRUE(bitwise_equal(read_weights(run_dir(two.name) + "/w.h5"), read_weights(run_dir(again.name) + "/w.h5")));
+    EXPECT_EQ(b, c);
+  }
+  // Stop and resume with the replicas: the same bits as without stopping.
+  auto spec = small_spec(fmt::format("threads2-resume-{}", comm.rank()));
+  spec.device.threads = 2;
+  spec.device.dense_replicas = "on";
+  spec.optimizer.dense = "adagrad";
+  spec.data.shuffle = true;
+  spec.train.steps = 16;
+  spec.data.eval.clear();
+  TrainOptions quiet;
+  quiet.quiet = true;
+  auto straight = spec;
+  straight.run_dir = run_dir(spec.name + "-straight");
+  straight.checkpoint.dir = straight.run_dir + "/ck";
+  auto full = Trainer(straight, *self).train(quiet);
+  auto stopped = spec;
+  stopped.run_dir = run_dir(spec.name + "-stopped");
+  stopped.checkpoint.dir = stopped.run_dir + "/ck";
+  TrainOptions first = quiet;
+  first.stop_after = 7;
+  Trainer(stopped, *self).train(first);
+  TrainOptions second = quiet;
+  second.resume = "latest";
+  auto rest = Trainer(stopped, *self).train(second);
+  EXPECT_EQ(rest.last_loss, full.last_loss);
+  EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+}
+
 TEST(Trainer, SameSeedSameBits) {
   auto a = small_spec("det-a");
   a.data.shuffle = true;
