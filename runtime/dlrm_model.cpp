@@ -22,7 +22,15 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       dim_(spec.model.embedding_dim),
       max_local_batch_(std::max<std::int64_t>(1, max_local_batch)) {
   const int k = static_cast<int>(table_rows.size());
-  const int max_batch = static_cast<int>(max_local_batch_);
+  threads_ = backend.num_threads();
+  const bool use_replicas =
+      backend.kind() == device::BackendKind::cpu && comm.size() == 1 && threads_ > 1 &&
+      max_local_batch_ >= threads_ &&
+      (spec.device.dense_replicas == "on" ||
+       (spec.device.dense_replicas == "auto" && max_local_batch_ >= kReplicaMinRows * threads_));
+  // With replicas the primary MLPs only hold the parameters and the summed gradients: their own
+  // activation buffers are sized for one sample.
+  const int max_batch = use_replicas ? 1 : static_cast<int>(max_local_batch_);
   // Parameters are initialised from counter-based streams keyed by the seed, so every rank
   // builds identical MLP replicas and every shard layout the same embedding rows.
   std::vector<int> bottom_sizes = {num_dense};
@@ -58,11 +66,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   fused_sgd_ = comm.size() == 1 && dense.kind == "sgd";
   fused_sgd_lr_ = dense.lr;
 
-  threads_ = backend.num_threads();
-  const bool replicas_wanted = spec.device.dense_replicas == "on" ||
-                               (spec.device.dense_replicas == "auto" && max_local_batch_ >= kReplicaMinRows * threads_);
-  if (replicas_wanted && backend.kind() == device::BackendKind::cpu && comm.size() == 1 && threads_ > 1 &&
-      max_local_batch_ >= threads_) {
+  if (use_replicas) {
     replica_backend_ = device::make_backend(device::BackendKind::cpu, 1);
     const int share = static_cast<int>((max_local_batch_ + threads_ - 1) / threads_);
     for (int r = 0; r < threads_; ++r) {
