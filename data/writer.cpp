@@ -115,8 +115,14 @@ void DatasetWriter::flush() {
   h5::Lock lock(h5::api_mutex());
   const auto first = static_cast<hsize_t>(rows_);
   const auto count = static_cast<hsize_t>(buffered_);
+  // Each dataset is flushed after its rows so that its chunk is allocated now: a chunk row
+  // range is then stored as dense, labels, sparse together and in row order (without it, chunks
+  // smaller than the chunk cache reach the file late, labels at its end), which file-order reads
+  // need to stay sequential.
   append_rows(dense_ds_, first, count, dense_.data());
+  RECMIX_H5_CHECK(H5Dflush(dense_ds_), IoError, out_.temp());
   append_rows(labels_ds_, first, count, labels_.data());
+  RECMIX_H5_CHECK(H5Dflush(labels_ds_), IoError, out_.temp());
   if (!multi_hot_) {
     if (sparse_ds_.valid()) {
       if (index64_) {
@@ -125,6 +131,7 @@ void DatasetWriter::flush() {
         std::vector<std::int32_t> narrow(sparse_.begin(), sparse_.end());
         append_rows(sparse_ds_, first, count, narrow.data());
       }
+      RECMIX_H5_CHECK(H5Dflush(sparse_ds_), IoError, out_.temp());
     }
   } else {
     for (std::size_t t = 0; t < table_rows_.size(); ++t) {

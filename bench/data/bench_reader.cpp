@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +34,28 @@ double median(std::vector<double> v) {
 
 bool cold = false;  // drop the page cache before every timed read (needs root)
 
+// Block-device counters of the device holding the dataset (/sys/dev/block/MAJ:MIN/stat): read
+// requests completed and sectors read, summed over the timed passes of each configuration.
+std::string stat_path;
+struct IoCount {
+  double requests = 0, sectors = 0;
+};
+IoCount io_now() {
+  IoCount c;
+  if (stat_path.empty()) return c;
+  std::FILE* f = std::fopen(stat_path.c_str(), "r");
+  if (!f) return c;
+  double merged = 0;
+  if (std::fscanf(f, "%lf %lf %lf", &c.requests, &merged, &c.sectors) != 3) c = {};
+  std::fclose(f);
+  return c;
+}
+void io_add(IoCount& sum, const IoCount& before) {
+  const IoCount after = io_now();
+  sum.requests += after.requests - before.requests;
+  sum.sectors += after.sectors - before.sectors;
+}
+
 void drop_cache() {
   if (!cold) return;
   ::sync();
@@ -40,8 +64,9 @@ void drop_cache() {
   std::fclose(f);
 }
 
-double raw_read(const std::string& path) {
+double raw_read(const std::string& path, IoCount* io) {
   drop_cache();
+  const IoCount io0 = io_now();
   std::vector<char> buf(4u << 20);
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw std::runtime_error("cannot open " + path);
@@ -51,18 +76,22 @@ double raw_read(const std::string& path) {
   while ((n = ::read(fd, buf.data(), buf.size())) > 0) total += static_cast<std::size_t>(n);
   const double s = seconds_since(t0);
   ::close(fd);
+  if (io) io_add(*io, io0);
   return s;
 }
 
-double reader_pass(const std::string& path, recmix::data::ReaderOptions o, std::int64_t* rows) {
+double reader_pass(const std::string& path, recmix::data::ReaderOptions o, std::int64_t* rows, IoCount* io) {
   drop_cache();
+  const IoCount io0 = io_now();
   const auto t0 = std::chrono::steady_clock::now();
   recmix::data::Reader reader({path}, o);
   recmix::data::Batch b;
   std::int64_t n = 0;
   while (reader.next(b)) n += b.size;
   *rows = n;
-  return seconds_since(t0);
+  const double s = seconds_since(t0);
+  io_add(*io, io0);
+  return s;
 }
 
 }  // namespace
@@ -103,16 +132,25 @@ int main(int argc, char** argv) {
       {"rank 0 of 2, file order, prefetch 2", {.global_batch = batch, .rank = 0, .world = 2, .prefetch = 2}},
   };
   std::erase_if(configs, [&](const Config& c) { return std::string(c.name).find(only) == std::string::npos; });
-  raw_read(so.output);  // warm up the cache once
+  if (struct stat st; ::stat(so.output.c_str(), &st) == 0)
+    stat_path = fmt::format("/sys/dev/block/{}:{}/stat", major(st.st_dev), minor(st.st_dev));
+  if (!std::filesystem::exists(stat_path)) stat_path.clear();
+  raw_read(so.output, nullptr);  // warm up the cache once
+  std::vector<IoCount> io(configs.size() + 1);
   std::vector<double> raw;
   std::vector<std::vector<double>> timed(configs.size());
   std::vector<std::int64_t> rows(configs.size());
   for (int r = 0; r < repeats; ++r) {
-    raw.push_back(raw_read(so.output));
-    for (std::size_t c = 0; c < configs.size(); ++c) timed[c].push_back(reader_pass(so.output, configs[c].options, &rows[c]));
+    raw.push_back(raw_read(so.output, &io[0]));
+    for (std::size_t c = 0; c < configs.size(); ++c)
+      timed[c].push_back(reader_pass(so.output, configs[c].options, &rows[c], &io[c + 1]));
   }
   const double raw_gbs = mb / 1e3 / median(raw);
-  fmt::print("{:<52} {:>8.2f} GB/s\n", "raw sequential read(2), 4 MiB blocks", raw_gbs);
+  // mean size of the device's read requests over the timed passes (cold: what storage was asked)
+  auto request_size = [&](const IoCount& c) {
+    return c.requests > 0 ? fmt::format("  {:.2f} MB/request", c.sectors * 512 / c.requests / 1e6) : std::string();
+  };
+  fmt::print("{:<52} {:>8.2f} GB/s{}\n", "raw sequential read(2), 4 MiB blocks", raw_gbs, cold ? request_size(io[0]) : "");
   for (std::size_t c = 0; c < configs.size(); ++c) {
     // a rank reads its share: count the bytes of the rows it delivered
     const double share = static_cast<double>(rows[c]) / static_cast<double>(so.rows);
@@ -122,9 +160,9 @@ int main(int argc, char** argv) {
     std::vector<double> paired;
     for (int r = 0; r < repeats; ++r) paired.push_back(100.0 * share * raw[r] / timed[c][r]);
     std::sort(paired.begin(), paired.end());
-    fmt::print("{:<52} {:>8.2f} GB/s  {:5.1f}% of raw  ({:.2f} M rows/s)  paired {:5.1f}% [{:.0f}-{:.0f}]\n",
+    fmt::print("{:<52} {:>8.2f} GB/s  {:5.1f}% of raw  ({:.2f} M rows/s)  paired {:5.1f}% [{:.0f}-{:.0f}]{}\n",
                configs[c].name, gbs, 100.0 * gbs / raw_gbs, rows[c] / median(timed[c]) / 1e6, median(paired),
-               paired.front(), paired.back());
+               paired.front(), paired.back(), cold ? request_size(io[c + 1]) : "");
   }
   std::filesystem::remove(so.output);
   return 0;
