@@ -3,11 +3,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
 #include "device/launch.hpp"
+#include "embedding/radix_sort.hpp"
 
 namespace recmix::embedding {
 namespace {
@@ -158,39 +160,17 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
   std::int64_t* group_size = f.scratch + T * B;  // [B x T]
   std::int64_t* order = f.scratch + 2 * T * B;   // [T x B]
   auto group_tables = [&](std::int64_t t_begin, std::int64_t t_end) {
-    std::vector<std::int64_t> key(B), key_tmp(B), entry_tmp(B);
-    constexpr int kBits = 8;  // a small count array: one table's batch is only B entries
-    constexpr std::int64_t kMask = (std::int64_t(1) << kBits) - 1;
-    std::vector<std::int64_t> count(std::size_t(1) << kBits);
+    std::vector<std::int64_t> key(B), key_tmp(B), entry_tmp(B), count;
     for (std::int64_t t = t_begin; t < t_end; ++t) {
-      int bits = 0;
-      while (bits < 63 && (std::int64_t(1) << bits) < f.table_rows[t]) ++bits;
       std::int64_t* k = key.data();
-      std::int64_t* k2 = key_tmp.data();
       std::int64_t* e = order + t * B;
-      std::int64_t* e2 = entry_tmp.data();
       for (std::int64_t b = 0; b < B; ++b) {
-        k[b] = f.rows[b * T + t];
+        k[b] = f.rows[b * T + t] - f.table_base[t];
         e[b] = b;
       }
-      // Stable LSD radix sort of the bags by row: each row's bags stay in bag order.
-      for (int shift = 0; shift < bits; shift += kBits) {
-        std::fill(count.begin(), count.end(), 0);
-        for (std::int64_t i = 0; i < B; ++i) ++count[((k[i] - f.table_base[t]) >> shift) & kMask];
-        std::int64_t sum = 0;
-        for (auto& c : count) {
-          const std::int64_t here = c;
-          c = sum;
-          sum += here;
-        }
-        for (std::int64_t i = 0; i < B; ++i) {
-          const std::int64_t at = count[((k[i] - f.table_base[t]) >> shift) & kMask]++;
-          k2[at] = k[i];
-          e2[at] = e[i];
-        }
-        std::swap(k, k2);
-        std::swap(e, e2);
-      }
+      // Each row's bags in bag order; 8-bit digits keep the count array small next to B.
+      std::tie(k, e) = detail::radix_sort(k, e, key_tmp.data(), entry_tmp.data(), B,
+                                          detail::bits_below(f.table_rows[t]), 8, count);
       if (e != order + t * B) std::copy(e, e + B, order + t * B);
       e = order + t * B;
       std::int64_t* l = lead + t;  // l[b * T]

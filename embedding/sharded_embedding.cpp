@@ -11,6 +11,7 @@
 #include "embedding/sharded_embedding.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <cstdint>
 #include <fmt/format.h>
 #if defined(__linux__)
@@ -20,6 +21,7 @@
 #include "core/error.hpp"
 #include "device/buffer.hpp"
 #include "embedding/kernel_launch.hpp"
+#include "embedding/radix_sort.hpp"
 
 namespace recmix::embedding {
 namespace {
@@ -427,29 +429,8 @@ void ShardedEmbedding::Impl::group_rows(std::int64_t n_bags, const std::int64_t*
   std::int64_t* entry_tmp = tmp_entry.data();
   std::copy(own_rows.begin(), own_rows.begin() + n, rows);
   for (std::int64_t e = 0; e < n; ++e) entry[e] = e;
-  constexpr int kBits = 11;
-  constexpr std::int64_t kMask = (std::int64_t(1) << kBits) - 1;
-  int bits = 0;
-  while (bits < 63 && (std::int64_t(1) << bits) < local_rows) ++bits;
-  std::vector<std::int64_t> count(std::size_t(1) << kBits);
-  std::int64_t* c = count.data();
-  for (int shift = 0; shift < bits; shift += kBits) {
-    std::fill(count.begin(), count.end(), 0);
-    for (std::int64_t e = 0; e < n; ++e) ++c[(rows[e] >> shift) & kMask];
-    std::int64_t sum = 0;
-    for (auto& x : count) {
-      const std::int64_t here = x;
-      x = sum;
-      sum += here;
-    }
-    for (std::int64_t e = 0; e < n; ++e) {
-      const std::int64_t at = c[(rows[e] >> shift) & kMask]++;
-      rows_tmp[at] = rows[e];
-      entry_tmp[at] = entry[e];
-    }
-    std::swap(rows, rows_tmp);
-    std::swap(entry, entry_tmp);
-  }
+  std::vector<std::int64_t> count;
+  std::tie(rows, entry) = detail::radix_sort(rows, entry, rows_tmp, entry_tmp, n, detail::bits_below(local_rows), 11, count);
   // Bag of every entry.
   bag_of_entry.resize(n);
   std::int64_t* bag = bag_of_entry.data();

@@ -164,6 +164,20 @@ void DlrmModel::on_replicas(const F& body) {
     if (e) std::rethrow_exception(e);
 }
 
+std::pair<std::int64_t, int> DlrmModel::replica_rows(int r, int batch) const {
+  const std::int64_t n = static_cast<std::int64_t>(replicas_.size());
+  const std::int64_t b0 = std::int64_t(batch) * r / n;
+  return {b0, static_cast<int>(std::int64_t(batch) * (r + 1) / n - b0)};
+}
+
+const float* DlrmModel::replica_forward(int r, std::int64_t b0, int rows) {
+  Replica& rep = replicas_[r];
+  device::Stream& s = *rep.stream;
+  const float* bottom_out = rep.bottom->forward(s, dense_in_.data() + b0 * num_dense_, rows);
+  const float* z = rep.interaction->forward(s, bottom_out, pooled_.data() + b0 * num_tables() * dim_, rows);
+  return rep.top->forward(s, z, rows);
+}
+
 double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t global_batch) {
   const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size());
   const int k = num_tables();
@@ -179,11 +193,8 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   on_replicas([&](int r) {
     Replica& rep = replicas_[r];
     device::Stream& s = *rep.stream;
-    const std::int64_t b0 = std::int64_t(b) * r / n, rows = std::int64_t(b) * (r + 1) / n - b0;
-    const int m = static_cast<int>(rows);
-    const float* bottom_out = rep.bottom->forward(s, dense_in_.data() + b0 * num_dense_, m);
-    const float* z = rep.interaction->forward(s, bottom_out, pooled_.data() + b0 * k * dim_, m);
-    const float* prob = rep.top->forward(s, z, m);
+    const auto [b0, m] = replica_rows(r, b);
+    const float* prob = replica_forward(r, b0, m);
     if (m > 0) loss_sums[r] = mlp::bce_loss(*replica_backend_, s, prob, labels_.data() + b0, m) * m;
     mlp::bce_loss_backward(*replica_backend_, s, prob, labels_.data() + b0, m, scale, grad_prob_.data() + b0);
     const float* grad_z = rep.top->backward(s, grad_prob_.data() + b0, true);
@@ -288,22 +299,17 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
 
 void DlrmModel::predict(const data::Batch& batch, float* probs) {
   if (!replicas_.empty()) {
-    const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size()), k = num_tables();
+    const int b = static_cast<int>(batch.size), k = num_tables();
     stage_inputs(batch);
     std::vector<embedding::Bags> bags(k);
     for (int t = 0; t < k; ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
     embedding_->forward_start(*stream_, bags, b, pooled_.data());
     embedding_->forward_finish(*stream_);
     on_replicas([&](int r) {
-      Replica& rep = replicas_[r];
-      device::Stream& s = *rep.stream;
-      const std::int64_t b0 = std::int64_t(b) * r / n, rows = std::int64_t(b) * (r + 1) / n - b0;
-      const int m = static_cast<int>(rows);
-      const float* bottom_out = rep.bottom->forward(s, dense_in_.data() + b0 * num_dense_, m);
-      const float* z = rep.interaction->forward(s, bottom_out, pooled_.data() + b0 * k * dim_, m);
-      const float* prob = rep.top->forward(s, z, m);
-      replica_backend_->copy(probs + b0, prob, rows * sizeof(float), s);
-      s.synchronize();
+      const auto [b0, m] = replica_rows(r, b);
+      const float* prob = replica_forward(r, b0, m);
+      replica_backend_->copy(probs + b0, prob, std::size_t(m) * sizeof(float), *replicas_[r].stream);
+      replicas_[r].stream->synchronize();
     });
     return;
   }

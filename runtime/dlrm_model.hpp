@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -71,6 +72,10 @@ class DlrmModel {
   // Runs body(r) for every replica r, each on its own thread, with single-threaded GEMMs.
   template <class F>
   void on_replicas(const F& body);
+  // Replica r's share of a local batch: first sample and count.
+  std::pair<std::int64_t, int> replica_rows(int r, int batch) const;
+  // Replica r's forward over its share of the staged inputs and pooled embeddings.
+  const float* replica_forward(int r, std::int64_t first, int rows);
   void mark(Phase phase);  // ends `phase` when phase timing is on
 
   comm::Communicator& comm_;
