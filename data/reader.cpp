@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <condition_variable>
@@ -27,6 +28,23 @@
 namespace recmix::data {
 
 namespace {
+
+// The per-table index arrays of a batch as one array of pointers (on the stack for up to 256
+// tables), for the row-major -> per-table transposes.
+class TableColumns {
+ public:
+  explicit TableColumns(std::vector<std::vector<std::int64_t>>& indices) {
+    const std::size_t tables = indices.size();
+    if (tables > fixed_.size()) many_.resize(tables);
+    std::int64_t** p = data();
+    for (std::size_t t = 0; t < tables; ++t) p[t] = indices[t].data();
+  }
+  std::int64_t** data() { return many_.empty() ? fixed_.data() : many_.data(); }
+
+ private:
+  std::array<std::int64_t*, 256> fixed_{};
+  std::vector<std::int64_t*> many_;
+};
 
 constexpr std::int64_t kDefaultShuffleBlock = 4096;
 constexpr std::size_t kChunkCacheBytes = 32u << 20;
@@ -580,14 +598,8 @@ class Reader::Impl {
         if (T == 0) continue;
         // row-major [m x T] -> one array per table: read in order, T sequential write streams
         auto transpose = [&](const auto* src) {
-          std::int64_t* dst[256];
-          std::vector<std::int64_t*> many;
-          std::int64_t** out_t = dst;
-          if (T > 256) {
-            many.resize(T);
-            out_t = many.data();
-          }
-          for (int t = 0; t < T; ++t) out_t[t] = out.indices[t].data();
+          TableColumns columns(out.indices);
+          std::int64_t** out_t = columns.data();
           const std::vector<std::int64_t>& limit = info.table_rows;
           bool bad = false;
           if (in_order) {
@@ -994,17 +1006,9 @@ class Reader::Impl {
     bool bad = copy_dense(stage.dense.data() + s * D, out.dense.data(), static_cast<std::size_t>(n * D));
     bad |= copy_labels(stage.labels.data() + s, out.labels.data(), static_cast<std::size_t>(n));
     out.indices.resize(T);
-    std::int64_t* dst[256];
-    std::vector<std::int64_t*> many;
-    std::int64_t** out_t = dst;
-    if (T > 256) {
-      many.resize(T);
-      out_t = many.data();
-    }
-    for (int t = 0; t < T; ++t) {
-      out.indices[t].resize(static_cast<std::size_t>(n));
-      out_t[t] = out.indices[t].data();
-    }
+    for (int t = 0; t < T; ++t) out.indices[t].resize(static_cast<std::size_t>(n));
+    TableColumns columns(out.indices);
+    std::int64_t** out_t = columns.data();
     if (T > 0)
       bad |= sparse32 ? transpose_widen(stage.sparse32.data() + s * T, T, n, out_t, max32.data())
                       : transpose_widen(stage.sparse64.data() + s * T, T, n, out_t, max64.data());

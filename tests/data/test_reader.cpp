@@ -404,9 +404,9 @@ TEST(Reader, ErrorsInsideAReadUnitSurfaceOnTheirBatch) {
     }
     w.finish();
   }
-  for (int prefetch : {0, 2}) {
-    Reader reader({path}, {.global_batch = 100, .prefetch = prefetch});
-    Batch b;
+  // Reads batches of 100 in file order, checking each, until the reader throws: (batches served,
+  // the error).
+  auto read_until_error = [](Reader& reader, Batch& b) {
     std::int64_t served = 0;
     std::string error;
     try {
@@ -414,9 +414,15 @@ TEST(Reader, ErrorsInsideAReadUnitSurfaceOnTheirBatch) {
         expect_wide(b, range(served * 100, (served + 1) * 100));
         ++served;
       }
-    } catch (const DataError& e) {
+    } catch (const Error& e) {
       error = e.what();
     }
+    return std::pair{served, error};
+  };
+  for (int prefetch : {0, 2}) {
+    Reader reader({path}, {.global_batch = 100, .prefetch = prefetch});
+    Batch b;
+    const auto [served, error] = read_until_error(reader, b);
     EXPECT_EQ(served, 12);
     EXPECT_NE(error.find("bad.h5:/sparse row 1234: column 1: index 1000 outside table rows [0, 1000)"),
               std::string::npos)
@@ -446,16 +452,7 @@ TEST(Reader, ErrorsInsideAReadUnitSurfaceOnTheirBatch) {
   for (int prefetch : {0, 2}) {
     Reader reader({dir / "gz.h5"}, {.global_batch = 100, .prefetch = prefetch});
     Batch b;
-    std::int64_t served = 0;
-    std::string error;
-    try {
-      while (reader.next(b)) {
-        expect_wide(b, range(served * 100, (served + 1) * 100));
-        ++served;
-      }
-    } catch (const Error& e) {
-      error = e.what();
-    }
+    const auto [served, error] = read_until_error(reader, b);
     EXPECT_EQ(served, 12);
     EXPECT_NE(error.find("gz.h5"), std::string::npos) << error;
     // every later call reports it too, until a seek past the damage
