@@ -36,6 +36,7 @@ TEST(JobSpec, DefaultsFollowTheReferenceKaggleModel) {
   EXPECT_EQ(spec.data.train[0], "/base/train.h5");  // relative to the spec's folder
   EXPECT_EQ(spec.run_dir, "/base/runs/t");
   EXPECT_EQ(spec.checkpoint.dir, "/base/runs/t/checkpoints");
+  EXPECT_EQ(spec.device.dense_replicas, "auto");
 }
 
 TEST(JobSpec, ReadsEverySection) {
@@ -68,6 +69,7 @@ dir = "/ck"
 interval = 50
 [device]
 threads = 2
+dense_replicas = "off"
 memory_capacity = "1.5GiB"
 )", "job.toml");
   EXPECT_EQ(spec.seed, 7u);
@@ -80,6 +82,7 @@ memory_capacity = "1.5GiB"
   EXPECT_EQ(spec.train.steps, 100);
   EXPECT_EQ(spec.checkpoint.dir, "/ck");
   EXPECT_EQ(spec.device.memory_capacity, static_cast<std::uint64_t>(1.5 * 1024 * 1024 * 1024));
+  EXPECT_EQ(spec.device.dense_replicas, "off");
 }
 
 TEST(JobSpec, UnknownKeysAreNamed) {
@@ -100,6 +103,8 @@ TEST(JobSpec, BadValuesAreNamed) {
   EXPECT_NE(msg.find("model.top_mlp"), std::string::npos) << msg;
   msg = expect_config_error(std::string(kMinimal) + "[device]\nmemory_capacity = \"4 parsecs\"\n");
   EXPECT_NE(msg.find("device.memory_capacity"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[device]\ndense_replicas = \"maybe\"\n");
+  EXPECT_NE(msg.find("device.dense_replicas"), std::string::npos) << msg;
   msg = expect_config_error(std::string(kMinimal) + "[train]\nsteps = \"ten\"\n");
   EXPECT_NE(msg.find("train.steps"), std::string::npos) << msg;
   msg = expect_config_error("name = \"x\"\n");
