@@ -26,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (seconds < 9.95) return fmt::format("{:.1f}s", seconds);  // short runs: "0.2s", not "0s"
   auto s = static_cast<std::int64_t>(seconds + 0.5);
   if (s >= 3600) return fmt::format("{}h{:02}m{:02}s", s / 3600, (s / 60) % 60, s % 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
