@@ -535,11 +535,7 @@ class Reader::Impl {
                  const std::vector<char>& touched, Batch& out) {
     const auto n = static_cast<std::int64_t>(rows.size());
     const int D = info.num_dense, T = info.num_tables();
-    out.size = n;
-    out.dense.resize(static_cast<std::size_t>(n * D));
-    out.labels.resize(static_cast<std::size_t>(n));
-    out.offsets.resize(T);
-    out.indices.resize(T);
+    shape_batch(out, n);
     // multi-hot: per table, each slot's index list gathered before packing into CSR
     std::vector<std::vector<std::int64_t>> slot_begin, slot_len, gathered;
     if (!info.multi_hot) {
@@ -745,11 +741,7 @@ class Reader::Impl {
   void gather_from_blocks(const std::vector<std::pair<std::int64_t, std::int64_t>>& rows, Batch& out) {
     const auto n = static_cast<std::int64_t>(rows.size());
     const int D = info.num_dense, T = info.num_tables();
-    out.size = n;
-    out.dense.resize(static_cast<std::size_t>(n * D));
-    out.labels.resize(static_cast<std::size_t>(n));
-    out.offsets.resize(T);
-    out.indices.resize(T);
+    shape_batch(out, n);
     if (!info.multi_hot) {
       for (int t = 0; t < T; ++t) out.indices[t].resize(static_cast<std::size_t>(n));
       one_hot_offsets(out, n);
@@ -1021,12 +1013,9 @@ class Reader::Impl {
     const int D = info.num_dense, T = info.num_tables();
     const auto i = static_cast<std::size_t>(b - stage.first);
     const std::int64_t s = stage.at[i], n = stage.at[i + 1] - s;
-    out.size = n;
-    out.dense.resize(static_cast<std::size_t>(n * D));
-    out.labels.resize(static_cast<std::size_t>(n));
+    shape_batch(out, n);
     bool bad = copy_dense(stage.dense.data() + s * D, out.dense.data(), static_cast<std::size_t>(n * D));
     bad |= copy_labels(stage.labels.data() + s, out.labels.data(), static_cast<std::size_t>(n));
-    out.indices.resize(T);
     for (int t = 0; t < T; ++t) out.indices[t].resize(static_cast<std::size_t>(n));
     TableColumns columns(out.indices);
     std::int64_t** out_t = columns.data();
@@ -1083,6 +1072,16 @@ class Reader::Impl {
       if (o[at] != static_cast<std::int64_t>(at)) return false;
     }
     return true;
+  }
+
+  // Sizes a batch for n rows: dense values, labels, and one offsets and one indices array per
+  // table (their lengths are the caller's to set).
+  void shape_batch(Batch& out, std::int64_t n) const {
+    out.size = n;
+    out.dense.resize(static_cast<std::size_t>(n * info.num_dense));
+    out.labels.resize(static_cast<std::size_t>(n));
+    out.offsets.resize(static_cast<std::size_t>(info.num_tables()));
+    out.indices.resize(static_cast<std::size_t>(info.num_tables()));
   }
 
   void one_hot_offsets(Batch& out, std::int64_t n) {

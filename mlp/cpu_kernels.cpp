@@ -88,14 +88,7 @@ __attribute__((target("avx2"))) void backward_avx2(const kernels::DotInteraction
     const float* e = f.emb + s * k * d;
     const float* gx = f.grad_out + s * f.out_cols;
     const float* gz = gx + d;
-    for (int i = 0; i < n; ++i) {
-      g_sym[i * n + i] = 0.f;
-      for (int j = 0; j < i; ++j) {
-        float w = gz[i * (i - 1) / 2 + j];
-        g_sym[i * n + j] = w;
-        g_sym[j * n + i] = w;
-      }
-    }
+    kernels::spread_symmetric(gz, n, g_sym);
     for (int i0 = 0; i0 < n; i0 += 4) {
       const float* g[4];
       for (int r = 0; r < 4; ++r) g[r] = g_sym + (i0 + r < n ? i0 + r : n - 1) * n;

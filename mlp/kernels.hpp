@@ -151,6 +151,19 @@ struct DotInteractionForward {
 // diagonal: dT_i = sum_j G_ij T_j, summed over j in order; grad_bottom = grad_out[0:d] + dT_0,
 // grad_emb[t] = dT_{t+1}. G is spread into the block's scratch first (the diagonal's zero terms are
 // added too, so that the CPU-tuned version needs no branch and gives the same bits).
+// G (n x n, row-major) from the packed strictly-lower triangle gz: G_ij = G_ji = gz[i(i-1)/2 + j]
+// for i > j, zero diagonal.
+RECMIX_HOST_DEVICE inline void spread_symmetric(const float* gz, int n, float* g_sym) {
+  for (int i = 0; i < n; ++i) {
+    g_sym[i * n + i] = 0.f;
+    for (int j = 0; j < i; ++j) {
+      const float w = gz[i * (i - 1) / 2 + j];
+      g_sym[i * n + j] = w;
+      g_sym[j * n + i] = w;
+    }
+  }
+}
+
 struct DotInteractionBackward {
   const float* bottom;
   const float* emb;
@@ -168,14 +181,7 @@ struct DotInteractionBackward {
       const float* e = emb + s * k * d;  // rows 1 .. k of T, contiguous
       const float* gx = grad_out + s * out_cols;
       const float* gz = gx + d;
-      for (int i = 0; i < n; ++i) {
-        g_sym[i * n + i] = 0.f;
-        for (int j = 0; j < i; ++j) {
-          float w = gz[i * (i - 1) / 2 + j];
-          g_sym[i * n + j] = w;
-          g_sym[j * n + i] = w;
-        }
-      }
+      spread_symmetric(gz, n, g_sym);
       for (int i = 0; i < n; ++i) row_gradient(i, 0, s, b, e, gx, g_sym + i * n);
     }
   }

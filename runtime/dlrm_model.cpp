@@ -124,7 +124,7 @@ std::vector<mlp::Param> DlrmModel::dense_parameters() {
   return all;
 }
 
-void DlrmModel::stage_inputs(const data::Batch& batch) {
+std::vector<embedding::Bags> DlrmModel::stage_inputs(const data::Batch& batch) {
   if (batch.size > max_local_batch_)
     throw ConfigError(fmt::format("local batch of {} samples exceeds the model's maximum of {}", batch.size,
                                   max_local_batch_));
@@ -132,13 +132,14 @@ void DlrmModel::stage_inputs(const data::Batch& batch) {
     throw DataError(fmt::format("batch has {} tables but the model has {}", batch.offsets.size(), num_tables()));
   backend_.copy(dense_in_.data(), batch.dense.data(), batch.dense.size() * sizeof(float), *stream_);
   backend_.copy(labels_.data(), batch.labels.data(), batch.labels.size() * sizeof(float), *stream_);
+  std::vector<embedding::Bags> bags(num_tables());
+  for (int t = 0; t < num_tables(); ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
+  return bags;
 }
 
 const float* DlrmModel::forward(const data::Batch& batch) {
-  stage_inputs(batch);
+  const std::vector<embedding::Bags> bags = stage_inputs(batch);
   const int b = static_cast<int>(batch.size);
-  std::vector<embedding::Bags> bags(num_tables());
-  for (int t = 0; t < num_tables(); ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
   // The bottom MLP runs while the embedding lookups travel.
   embedding_->forward_start(*stream_, bags, b, pooled_.data());
   const float* bottom_out = bottom_->forward(*stream_, dense_in_.data(), b);
@@ -182,9 +183,7 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size());
   const int k = num_tables();
   if (time_phases_) phase_start_ = now_seconds();
-  stage_inputs(batch);
-  std::vector<embedding::Bags> bags(k);
-  for (int t = 0; t < k; ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
+  const std::vector<embedding::Bags> bags = stage_inputs(batch);
   embedding_->forward_start(*stream_, bags, b, pooled_.data());
   embedding_->forward_finish(*stream_);
   mark(embedding_forward_start);
@@ -234,9 +233,7 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   if (!replicas_.empty()) return train_step_replicas(batch, global_batch);
   const int b = static_cast<int>(batch.size);
   if (time_phases_) phase_start_ = now_seconds();
-  stage_inputs(batch);
-  std::vector<embedding::Bags> bags(num_tables());
-  for (int t = 0; t < num_tables(); ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
+  const std::vector<embedding::Bags> bags = stage_inputs(batch);
   // The bottom MLP runs while the embedding lookups travel.
   embedding_->forward_start(*stream_, bags, b, pooled_.data());
   mark(embedding_forward_start);
@@ -299,10 +296,8 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
 
 void DlrmModel::predict(const data::Batch& batch, float* probs) {
   if (!replicas_.empty()) {
-    const int b = static_cast<int>(batch.size), k = num_tables();
-    stage_inputs(batch);
-    std::vector<embedding::Bags> bags(k);
-    for (int t = 0; t < k; ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
+    const int b = static_cast<int>(batch.size);
+    const std::vector<embedding::Bags> bags = stage_inputs(batch);
     embedding_->forward_start(*stream_, bags, b, pooled_.data());
     embedding_->forward_finish(*stream_);
     on_replicas([&](int r) {
