@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the benchmarks: a wall clock, medians, deterministic fills, and the bare
+// Helpers shared by the benchmarks: timing (timing.hpp), deterministic fills, and the bare
 // GEMM chain of one DLRM training step (forward, weight-gradient and input-gradient GEMMs of
 // every layer through Backend::gemm), the machine's practical ceiling for the model.
 #include <algorithm>
@@ -7,19 +7,11 @@
 #include <cstddef>
 #include <vector>
 
+#include "bench/common/timing.hpp"
 #include "device/backend.hpp"
 #include "device/buffer.hpp"
 
 namespace recmix::bench {
-
-inline double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 inline void fill(float* p, std::size_t n, float lo, float hi, unsigned seed) {
   for (std::size_t i = 0; i < n; ++i) {

@@ -15,20 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/timing.hpp"
 #include "core/random.hpp"
 #include "data/converter.hpp"
 #include "data/criteo_parser.hpp"
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using recmix::bench::median;
+using recmix::bench::seconds_since;
 
 std::string make_tsv(std::int64_t rows, std::uint64_t seed) {
   std::string out;

@@ -18,19 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/timing.hpp"
 #include "data/reader.hpp"
 #include "data/synth.hpp"
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using recmix::bench::median;
+using recmix::bench::seconds_since;
 
 bool cold = false;  // drop the page cache before every timed read (needs root)
 

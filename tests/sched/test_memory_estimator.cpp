@@ -4,21 +4,12 @@
 
 #include "core/error.hpp"
 #include "sched/memory_estimator.hpp"
+#include "tests/sched/tiny_job.hpp"
 
 namespace recmix::sched {
 namespace {
 
-JobSpec tiny() {
-  JobSpec s;
-  s.name = "tiny";
-  s.shape.tables = {{10, 4}, {6, 4}};
-  s.shape.bottom_mlp = {3, 8, 4};
-  s.shape.top_mlp = {5, 1};
-  s.global_batch = 6;
-  s.optimizer = Optimizer::adagrad;
-  s.sparse_optimizer = SparseOptimizer::adagrad;
-  return s;
-}
+JobSpec tiny() { return test::tiny_job(Optimizer::adagrad, SparseOptimizer::adagrad); }
 
 RankShard whole(const JobSpec& s) { return plan_shards(s.shape, 1)[0]; }
 
