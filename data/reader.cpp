@@ -121,10 +121,46 @@ std::size_t first_non_finite(const float* x, std::size_t n) {
   return n;
 }
 
+// --- checks in place (packed one-hot batches) ---
+// Plain loops over flat memory, with an AVX2 clone chosen at run time.
+
+// Whether every label of x[0..n) is within [0, 1] (NaN is not).
+__attribute__((target_clones("avx2", "default"))) bool labels_ok(const float* x, std::size_t n) {
+  int ok = 1;
+  for (std::size_t i = 0; i < n; ++i) ok &= static_cast<int>(x[i] >= 0.0f) & static_cast<int>(x[i] <= 1.0f);
+  return ok != 0;
+}
+
+// Whether every value of x[0..n) is finite.
+__attribute__((target_clones("avx2", "default"))) bool all_finite(const float* x, std::size_t n) {
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    any |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return any == 0;
+}
+
+// Whether every index of the row-major [m x T] block x is within its table: x[j * T + t] <= max[t]
+// as unsigned (so negative indices fail too). `max` holds the T limits repeated for kLimitRows
+// rows, so that the loop runs over whole vectors of flat memory.
+constexpr int kLimitRows = 8;
+__attribute__((target_clones("avx2", "default"))) bool indices_ok(const std::int32_t* x, std::int64_t m, int T,
+                                                                  const std::uint32_t* max) {
+  const std::int64_t total = m * T, block = std::int64_t{kLimitRows} * T;
+  std::uint32_t bad = 0;
+  std::int64_t i = 0;
+  for (; i + block <= total; i += block)
+    for (std::int64_t k = 0; k < block; ++k) bad |= static_cast<std::uint32_t>(x[i + k]) > max[k];
+  for (std::int64_t k = 0; i + k < total; ++k) bad |= static_cast<std::uint32_t>(x[i + k]) > max[k];
+  return bad == 0;
+}
+
 // --- copies fused with validation ---
 
 // Copies n floats; true when some value is not finite (an all-ones exponent).
-bool copy_dense(const float* src, float* dst, std::size_t n) {
+__attribute__((target_clones("avx2", "default"))) bool copy_dense(const float* src, float* dst, std::size_t n) {
   std::uint32_t any = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t bits;
@@ -136,7 +172,7 @@ bool copy_dense(const float* src, float* dst, std::size_t n) {
 }
 
 // Copies n labels; true when some label is outside [0, 1] (or NaN).
-bool copy_labels(const float* src, float* dst, std::size_t n) {
+__attribute__((target_clones("avx2", "default"))) bool copy_labels(const float* src, float* dst, std::size_t n) {
   std::uint32_t bad = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const float y = src[i];
@@ -248,9 +284,14 @@ struct Extent {
   bool chunked = false, filtered = false;
   std::int64_t chunk_rows = 0, row_bytes = 0;
   haddr_t base = HADDR_UNDEF;     // contiguous storage
+  // Stored as the memory type the reader asks for and unfiltered: rows can be read from the file
+  // with pread at the addresses HDF5 gives (chunk_addr: each chunk's, looked up once).
+  bool plain = false;
+  std::vector<haddr_t> chunk_addr;
 };
 
-Extent extent_of(hid_t dataset) {
+// `memory_type`: the type the reader reads the dataset as (plain storage only if they are equal).
+Extent extent_of(hid_t dataset, hid_t memory_type) {
   Extent e;
   const std::string where = h5::describe(dataset);
   h5::PropList dcpl(RECMIX_H5_CHECK(H5Dget_create_plist(dataset), IoError, where));
@@ -270,7 +311,48 @@ Extent extent_of(hid_t dataset) {
     e.base = H5Dget_offset(dataset);
     e.known = e.base != HADDR_UNDEF;
   }
+  e.plain = e.known && !e.filtered && H5Tequal(type, memory_type) > 0;
   return e;
+}
+
+// Reads `bytes` at `offset` of fd into dest; false when the file ends first or a read fails.
+bool pread_all(int fd, void* dest, std::int64_t bytes, std::int64_t offset) {
+  char* out = static_cast<char*>(dest);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd, out, static_cast<std::size_t>(bytes), offset);
+    if (n <= 0) return false;
+    out += n;
+    offset += n;
+    bytes -= n;
+  }
+  return true;
+}
+
+// Where rows `run` of a plain dataset (Extent::plain) lie in the file: calls
+// segment(file offset, rows, first row's index within the run) for each stretch of whole rows,
+// in row order, while it returns true. False when a chunk is not allocated or a segment
+// failed. Call under the HDF5 lock.
+template <class F>
+bool for_each_segment(hid_t dataset, Extent& e, const Run& run, const F& segment) {
+  if (!e.chunked) return segment(static_cast<std::int64_t>(e.base) + run.start * e.row_bytes, run.len, 0);
+  const std::int64_t end = run.start + run.len;
+  for (std::int64_t c = run.start / e.chunk_rows; c * e.chunk_rows < end; ++c) {
+    if (static_cast<std::int64_t>(e.chunk_addr.size()) <= c) e.chunk_addr.resize(c + 1, HADDR_UNDEF);
+    if (e.chunk_addr[c] == HADDR_UNDEF) {
+      hsize_t offset[2] = {static_cast<hsize_t>(c * e.chunk_rows), 0};
+      unsigned mask = 0;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info_by_coord(dataset, offset, &mask, &e.chunk_addr[c], &size) < 0 ||
+          e.chunk_addr[c] == HADDR_UNDEF) {
+        H5Eclear2(H5E_DEFAULT);
+        return false;
+      }
+    }
+    const std::int64_t a = std::max(run.start, c * e.chunk_rows), z = std::min(end, (c + 1) * e.chunk_rows);
+    if (!segment(static_cast<std::int64_t>(e.chunk_addr[c]) + (a - c * e.chunk_rows) * e.row_bytes, z - a, a - run.start))
+      return false;
+  }
+  return true;
 }
 
 // A plain descriptor of a dataset file, used only to tell the kernel what will be read next.
@@ -327,6 +409,7 @@ struct Item {
   ReaderPosition pos;
   Batch batch;
   std::exception_ptr error;
+  bool check_values = false;  // read with its checks deferred to the consumer
 };
 
 }  // namespace
@@ -344,6 +427,8 @@ class Reader::Impl {
   bool sparse32 = true;                    // every file stores one-hot indices as int32
   std::vector<std::int32_t> max32;         // largest valid index of each table, clamped to int32
   std::vector<std::int64_t> max64;         // table rows - 1
+  bool packed = false;                     // batches are packed (ReaderOptions::packed_one_hot applies)
+  std::vector<std::uint32_t> max_rows;     // max32 for kLimitRows rows (indices_ok)
 
   // shuffle caches (guarded by shuffle_mutex)
   mutable std::mutex shuffle_mutex;
@@ -405,9 +490,9 @@ class Reader::Impl {
       sparse32 = sparse32 && f.sparse32;
       if (!opt.shuffle && !collective && !info.multi_hot) {
         f.hint_fd = HintFd(name);
-        f.dense_extent = extent_of(f.dense);
-        f.labels_extent = extent_of(f.labels);
-        if (f.sparse.valid()) f.sparse_extent = extent_of(f.sparse);
+        f.dense_extent = extent_of(f.dense, H5T_NATIVE_FLOAT);
+        f.labels_extent = extent_of(f.labels, H5T_NATIVE_FLOAT);
+        if (f.sparse.valid()) f.sparse_extent = extent_of(f.sparse, f.sparse32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64);
       }
       files.push_back(std::move(f));
     }
@@ -415,6 +500,11 @@ class Reader::Impl {
       max64.push_back(rows - 1);
       max32.push_back(static_cast<std::int32_t>(std::clamp<std::int64_t>(rows - 1, -1, INT32_MAX)));
     }
+    packed = opt.packed_one_hot && !info.multi_hot &&
+             std::all_of(info.table_rows.begin(), info.table_rows.end(),
+                         [](std::int64_t rows) { return rows - 1 <= INT32_MAX; });
+    for (int j = 0; j < kLimitRows; ++j)
+      for (std::int32_t m : max32) max_rows.push_back(static_cast<std::uint32_t>(m));
   }
 
   hid_t xfer() const { return transfer.valid() ? transfer.get() : H5P_DEFAULT; }
@@ -491,15 +581,24 @@ class Reader::Impl {
             per + (opt.rank < extra ? 1 : 0)};
   }
 
-  void read_batch(ReaderPosition pos, Batch& out) {
+  // Reads batch `pos` into out. defer_checks: a packed batch in file order may come back with its
+  // values unchecked (the return value says so), for the consumer to check (values_ok) while
+  // this thread reads on.
+  bool read_batch(ReaderPosition pos, Batch& out, bool defer_checks = false) {
     if (staged()) {
       out.global_index = pos.batch;
-      if (pos.batch < stage.first || pos.batch >= stage.end) read_unit(pos.batch);
-      if (!stage.direct) {
-        serve_staged(pos.batch, out);
-        return;
+      if (packed) {
+        const bool check = opt.validate && !defer_checks;
+        if (read_packed(pos.batch, out, check)) return opt.validate && !check;
+      } else {
+        if (pos.batch < stage.first || pos.batch >= stage.end) read_unit(pos.batch);
+        if (!stage.direct) {
+          serve_staged(pos.batch, out);
+          return false;
+        }
       }
-      // the unit could not be read whole: this batch alone, as below, reports what is wrong
+      // the batch could not be read whole or holds a bad value: read alone, as below, it
+      // reports what is wrong
     }
     const auto [g_lo, g_hi, lo, n] = slice(pos.batch);
     const std::int64_t g = g_hi - g_lo;
@@ -522,10 +621,102 @@ class Reader::Impl {
     out.global_index = pos.batch;
     if (opt.shuffle && !collective) {
       gather_from_blocks(rows, out);
-      return;
+    } else {
+      if (opt.shuffle) std::sort(rows.begin(), rows.end());
+      read_rows(rows, !opt.shuffle, touched, out);
     }
-    if (opt.shuffle) std::sort(rows.begin(), rows.end());
-    read_rows(rows, !opt.shuffle, touched, out);
+    if (packed) pack_one_hot(out);
+    return false;
+  }
+
+  // The checks of ReaderOptions::validate on a packed batch that read_batch left unchecked.
+  bool values_ok(const Batch& b) const {
+    return all_finite(b.dense.data(), b.dense.size()) && labels_ok(b.labels.data(), b.labels.size()) &&
+           indices_ok(b.one_hot.data(), b.size, info.num_tables(), max_rows.data());
+  }
+
+  // Batch b in file order, packed: this rank's rows go straight from the file into the batch (with
+  // pread where the storage is plain, otherwise one HDF5 read per dataset and file) and, with
+  // `check`, are checked in place. False when a read fails or a value is bad; the caller then
+  // reads the batch by the per-table path, which names the file, dataset and row at fault.
+  bool read_packed(std::int64_t b, Batch& out, bool check) {
+    const int D = info.num_dense, T = info.num_tables();
+    read_ahead_for(b, b + 1, unit_batches());
+    std::vector<std::int64_t> at;
+    const std::vector<Piece> pieces = pieces_of(b, b + 1, &at);
+    const std::int64_t n = at.back();
+    out.size = n;
+    out.packed = true;
+    out.tables = T;
+    out.dense.resize(static_cast<std::size_t>(n * D));
+    out.labels.resize(static_cast<std::size_t>(n));
+    out.one_hot.resize(static_cast<std::size_t>(n * T));
+    out.offsets.clear();
+    out.indices.clear();
+    // each piece checked as soon as it is read, while it is in cache
+    bool ok = true;
+    try {
+      h5::Lock lock(h5::api_mutex());
+      for (const Piece& p : pieces) {
+        OpenFile& file = files[p.file];
+        const std::vector<Run> run{p.run};
+        const auto len = static_cast<std::size_t>(p.run.len);
+        // plain storage straight from the file with pread, anything else through HDF5; each
+        // piece checked as soon as it is read, while it is in cache
+        auto read = [&](h5::Dataset& dataset, Extent& e, hsize_t cols, auto* dest) {
+          using V = std::remove_pointer_t<decltype(dest)>;
+          const std::int64_t per_row = e.row_bytes / static_cast<std::int64_t>(sizeof(V));
+          const int fd = file.hint_fd.get();
+          if (e.plain && for_each_segment(dataset.get(), e, p.run, [&](std::int64_t at, std::int64_t rows, std::int64_t j) {
+                return pread_all(fd, dest + j * per_row, rows * e.row_bytes, at);
+              }))
+            return;
+          read_runs_into(dataset, run, cols, dest, xfer());
+        };
+        if (D > 0) {
+          float* dense = out.dense.data() + p.at * D;
+          read(file.dense, file.dense_extent, static_cast<hsize_t>(D), dense);
+          if (check && !all_finite(dense, len * D)) return false;
+        }
+        float* labels = out.labels.data() + p.at;
+        read(file.labels, file.labels_extent, 0, labels);
+        if (check && !labels_ok(labels, len)) return false;
+        if (T == 0) continue;
+        std::int32_t* dest = out.one_hot.data() + p.at * T;
+        if (file.sparse32) {
+          read(file.sparse, file.sparse_extent, static_cast<hsize_t>(T), dest);
+          if (check && !indices_ok(dest, p.run.len, T, max_rows.data())) return false;
+          continue;
+        }
+        scratch_sparse64.resize(static_cast<std::size_t>(p.run.len * T));
+        read_runs_into(file.sparse, run, static_cast<hsize_t>(T), scratch_sparse64.data(), xfer());
+        for (std::int64_t k = 0; k < p.run.len * T; ++k) {  // int64 files: narrowed, out of range fails
+          const std::int64_t v = scratch_sparse64[k];
+          ok &= v >= 0 && v <= max64[k % T];
+          dest[k] = static_cast<std::int32_t>(v);
+        }
+      }
+    } catch (...) {
+      return false;
+    }
+    return ok;
+  }
+
+  // Turns a batch read by the per-table path into the packed layout. An index int32 cannot hold
+  // becomes -1, so that the embedding layer reports it as out of range.
+  void pack_one_hot(Batch& out) const {
+    const int T = info.num_tables();
+    const std::int64_t n = out.size;
+    out.one_hot.resize(static_cast<std::size_t>(n * T));
+    for (int t = 0; t < T; ++t)
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t v = out.indices[t][i];
+        out.one_hot[i * T + t] = v >= 0 && v <= INT32_MAX ? static_cast<std::int32_t>(v) : -1;
+      }
+    out.offsets.clear();
+    out.indices.clear();
+    out.packed = true;
+    out.tables = T;
   }
 
   // Reads `rows` ((row, slot) sorted by row) into `out` (slot order). in_order: slot i holds the
@@ -962,6 +1153,23 @@ class Reader::Impl {
 
   ~Impl() { stop_hints(); }
 
+  // Read-ahead for batches [first, end), read `unit` batches at a time: these, unless announced
+  // already, and up to 2 * kUnitsAhead units after them, announced kUnitsAhead units at a time so
+  // that the ranges of consecutive units join into long reads. After a seek or at a new epoch the
+  // announcements start again from `first`.
+  void read_ahead_for(std::int64_t first, std::int64_t end, std::int64_t unit) {
+    if (hinted_to < first || hinted_to > end + 2 * kUnitsAhead * unit) {
+      hinted_to = first;
+      std::lock_guard<std::mutex> lock(hint_mutex);
+      hint_queue.clear();
+    }
+    const std::int64_t hint_end = std::min(bpe, end + 2 * kUnitsAhead * unit);
+    if (hinted_to < std::min(bpe, end + kUnitsAhead * unit)) {
+      hint(hinted_to, hint_end);
+      hinted_to = hint_end;
+    }
+  }
+
   void read_unit(std::int64_t b) {
     const int D = info.num_dense, T = info.num_tables();
     const std::int64_t unit = unit_batches();
@@ -969,19 +1177,7 @@ class Reader::Impl {
     stage.end = std::min(bpe, b + unit);
     stage.direct = false;
     const std::vector<Piece> pieces = pieces_of(stage.first, stage.end, &stage.at);
-    // Read-ahead: this unit, unless announced already, and up to 2 * kUnitsAhead units after it,
-    // announced kUnitsAhead units at a time so that the ranges of consecutive units join into long
-    // reads. After a seek or at a new epoch the announcements start again from this unit.
-    if (hinted_to < stage.first || hinted_to > stage.end + 2 * kUnitsAhead * unit) {
-      hinted_to = stage.first;
-      std::lock_guard<std::mutex> lock(hint_mutex);
-      hint_queue.clear();
-    }
-    const std::int64_t hint_end = std::min(bpe, stage.end + 2 * kUnitsAhead * unit);
-    if (hinted_to < std::min(bpe, stage.end + kUnitsAhead * unit)) {
-      hint(hinted_to, hint_end);
-      hinted_to = hint_end;
-    }
+    read_ahead_for(stage.first, stage.end, unit);
     const std::int64_t total = stage.at.back();
     try {
       stage.dense.resize(static_cast<std::size_t>(total * D));
@@ -1078,6 +1274,8 @@ class Reader::Impl {
   // table (their lengths are the caller's to set).
   void shape_batch(Batch& out, std::int64_t n) const {
     out.size = n;
+    out.packed = false;
+    out.tables = info.num_tables();
     out.dense.resize(static_cast<std::size_t>(n * info.num_dense));
     out.labels.resize(static_cast<std::size_t>(n));
     out.offsets.resize(static_cast<std::size_t>(info.num_tables()));
@@ -1125,7 +1323,7 @@ class Reader::Impl {
       busy = true;
       lock.unlock();
       try {
-        read_batch(item.pos, item.batch);
+        item.check_values = read_batch(item.pos, item.batch, true);
       } catch (...) {
         item.error = std::current_exception();
       }
@@ -1216,6 +1414,28 @@ bool Reader::next(Batch& out) {
   m.queue.pop_front();
   m.cv.notify_all();
   if (!(item.pos == m.consume_pos)) throw Error("reader: prefetch queue out of order");
+  bool ok = true;
+  if (item.check_values) {  // checked here, while the producer reads on
+    lock.unlock();
+    ok = m.values_ok(item.batch);
+    lock.lock();
+  }
+  if (!ok) {
+    // Read again by the path that names the file, dataset and row at fault; the error then stays
+    // at the front, as a read error does, until a seek().
+    m.wait_idle(lock);
+    ++m.generation;
+    m.queue.clear();
+    m.produce_pos = m.consume_pos;
+    try {
+      m.read_batch(item.pos, item.batch);
+      throw DataError("reader: batch " + std::to_string(item.pos.batch) + " holds a bad value");
+    } catch (...) {
+      m.failed = true;
+      m.queue.push_back({item.pos, {}, std::current_exception()});
+      throw;
+    }
+  }
   std::swap(out, item.batch);
   if (m.spare.size() < 2) m.spare.push_back(std::move(item.batch));
   ++m.consume_pos.batch;

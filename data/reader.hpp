@@ -20,6 +20,11 @@ struct Batch {
   std::vector<std::vector<std::int64_t>> offsets;     // per table: size+1 entries (CSR; one-hot: 0,1,2,...)
   std::vector<std::vector<std::int64_t>> indices;     // per table
   std::int64_t global_index = 0;                      // index of this global batch within the epoch
+  // ReaderOptions::packed_one_hot: the indices as the dataset stores them, sample i's index into
+  // table t at one_hot[i * tables + t]; offsets and indices are then empty.
+  bool packed = false;
+  int tables = 0;                                     // when packed
+  std::vector<std::int32_t> one_hot;                  // when packed: [size x tables]
 };
 
 struct ReaderOptions {
@@ -33,6 +38,10 @@ struct ReaderOptions {
   int prefetch = 2;                 // batches read ahead in a background thread (0: synchronous)
   bool drop_last = true;            // a final partial global batch is dropped (false: served, split over ranks)
   bool validate = true;             // check values (indices < table rows, finite dense, labels in [0,1]) on read
+  // One-hot datasets whose tables int32 can index: batches hold the indices row-major as int32,
+  // as stored (Batch::one_hot), which in file order are read straight into the batch. Otherwise
+  // ignored: multi-hot datasets always give one CSR per table.
+  bool packed_one_hot = false;
 };
 
 // Next global batch to be read; saved in checkpoints.

@@ -98,13 +98,17 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
 }  // namespace
 
 namespace cpu {
+namespace {
 
-std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out) {
+// index_of(b, t): bag b's index into table t, from whichever layout the caller holds.
+template <class IndexOf>
+std::int64_t one_hot_forward_with(int threads, const OneHotTables& f, float* out, IndexOf index_of) {
   const std::int64_t B = f.batch, T = f.tables, D = f.dim;
-  // Bag-major, like the output: out and rows are written in order, the indices read from one
-  // stream per table, the weight rows (the random part) prefetched kAhead lookups ahead.
+  // Bag-major, like the output: out and rows are written in order, the indices read in order
+  // (row-major) or from one stream per table, the weight rows (the random part) prefetched
+  // kAhead lookups ahead.
   auto row_of = [&](std::int64_t b, std::int64_t t) __attribute__((always_inline)) {
-    const std::int64_t r = f.indices[t][b];
+    const std::int64_t r = index_of(b, t);
     return r >= 0 && r < f.table_rows[t] ? f.table_base[t] + r : -1;
   };
   auto bags = [&](std::int64_t b_begin, std::int64_t b_end) {
@@ -147,6 +151,20 @@ std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out) {
     for (std::int64_t b = 0; b < B; ++b)
       if (row_of(b, t) < 0) return t * B + b;
   return -1;
+}
+
+}  // namespace
+
+std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out) {
+  if (f.packed) {
+    const std::int32_t* packed = f.packed;
+    const std::int64_t T = f.tables;
+    return one_hot_forward_with(threads, f, out, [packed, T](std::int64_t b, std::int64_t t) {
+      return std::int64_t{packed[b * T + t]};
+    });
+  }
+  const std::int64_t* const* indices = f.indices;
+  return one_hot_forward_with(threads, f, out, [indices](std::int64_t b, std::int64_t t) { return indices[t][b]; });
 }
 
 void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind, float lr, float eps,

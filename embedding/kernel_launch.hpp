@@ -28,11 +28,16 @@ struct OneHotTables {
   float* state;                      // optimizer state (see kernels::UpdateRows); may be null for SGD
   std::int64_t dim;
   int tables, batch;
-  const std::int64_t* const* indices;  // per table: `batch` indices into the table
+  const std::int64_t* const* indices;  // per table: `batch` indices into the table, or
+  const std::int32_t* packed;          // when not null: [batch x tables], row-major (OneHotRows)
   const std::int64_t* table_base;      // per table: its first row in `weights`
   const std::int64_t* table_rows;      // per table: rows
   std::int64_t* rows;                  // [batch x tables]: weight row of each lookup (forward writes it)
   std::int64_t* scratch;               // 3 x batch x tables, for the update
+
+  std::int64_t index(std::int64_t b, std::int64_t t) const {
+    return packed ? packed[b * tables + t] : indices[t][b];
+  }
 };
 
 // out[(b * tables + t) * dim ..] = row of indices[t][b] (sum or mean of one row are that row).

@@ -11,6 +11,7 @@
 #include "embedding/sharded_embedding.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <tuple>
 #include <cstdint>
 #include <fmt/format.h>
@@ -169,8 +170,15 @@ struct ShardedEmbedding::Impl {
   bool one_hot_step = false;
   std::vector<std::int64_t> one_hot_rows, one_hot_base, one_hot_table_rows, one_hot_scratch;
   std::vector<const std::int64_t*> one_hot_indices;
+  const std::int32_t* one_hot_packed = nullptr;  // OneHotRows input, used instead of one_hot_indices
+  // A OneHotRows batch on the other paths, as one CSR per table.
+  std::vector<std::vector<std::int64_t>> expanded_offsets, expanded_indices;
+  std::vector<Bags> expanded_bags;
   static bool is_one_hot(std::span<const Bags> bags, int local_batch);
   cpu::OneHotTables one_hot_tables();
+  void begin_forward(float* out);
+  // The one-hot CPU path's forward, over one_hot_indices or one_hot_packed.
+  void forward_one_hot(int local_batch, float* out);
   void forward_local(device::Stream& stream, std::span<const Bags> bags, float* out);
   void forward_distributed(device::Stream& stream, std::span<const Bags> bags, bool bad_batch,
                            const std::string& error);
@@ -190,8 +198,36 @@ bool ShardedEmbedding::Impl::is_one_hot(std::span<const Bags> bags, int local_ba
 
 cpu::OneHotTables ShardedEmbedding::Impl::one_hot_tables() {
   return {weights.data(), state.empty() ? nullptr : state.data(), dim, num_tables, batch,
-          one_hot_indices.data(), one_hot_base.data(), one_hot_table_rows.data(), one_hot_rows.data(),
-          one_hot_scratch.data()};
+          one_hot_indices.data(), one_hot_packed, one_hot_base.data(), one_hot_table_rows.data(),
+          one_hot_rows.data(), one_hot_scratch.data()};
+}
+
+void ShardedEmbedding::Impl::begin_forward(float* out) {
+  RECMIX_REQUIRE(phase != Phase::forward_started && phase != Phase::backward_started, Error,
+                 "embedding: forward_start() while a forward or backward is in flight");
+  phase = Phase::idle;
+  bytes_sent = 0;
+  pending_out = out;
+}
+
+void ShardedEmbedding::Impl::forward_one_hot(int local_batch, float* out) {
+  batch = local_batch;
+  one_hot_rows.resize(std::size_t(num_tables) * local_batch);
+  one_hot_scratch.resize(3 * std::size_t(num_tables) * local_batch);
+  one_hot_base.resize(num_tables);
+  one_hot_table_rows.resize(num_tables);
+  for (int t = 0; t < num_tables; ++t) {
+    one_hot_base[t] = shard_base[table_shards[t][0]];
+    one_hot_table_rows[t] = tables[t].rows;
+  }
+  const cpu::OneHotTables f = one_hot_tables();
+  const std::int64_t bad = cpu::one_hot_forward(backend.num_threads(), f, out);
+  if (bad >= 0) {
+    const int t = static_cast<int>(bad / local_batch), b = static_cast<int>(bad % local_batch);
+    throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
+                                "batch (rank {})",
+                                t, f.index(b, t), tables[t].rows, b, rank));
+  }
 }
 
 void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_batch,
@@ -571,14 +607,50 @@ void ShardedEmbedding::backward(device::Stream& stream, const float* grad_out) {
   backward_finish(stream);
 }
 
+void ShardedEmbedding::forward(device::Stream& stream, OneHotRows rows, int local_batch, float* out) {
+  forward_start(stream, rows, local_batch, out);
+  forward_finish(stream);
+}
+
+void ShardedEmbedding::forward_start(device::Stream& stream, OneHotRows rows, int local_batch, float* out) {
+  Impl& m = *impl_;
+  if (rows.tables != m.num_tables)
+    throw DataError(fmt::format("embedding: the batch has indices for {} tables, the model has {}", rows.tables,
+                                m.num_tables));
+  if (local_batch < 0 || rows.indices.size() != std::size_t(local_batch) * std::size_t(m.num_tables))
+    throw DataError(fmt::format("embedding: {} one-hot indices for a local batch of {} over {} tables (need {})",
+                                rows.indices.size(), local_batch, m.num_tables,
+                                std::int64_t(local_batch) * m.num_tables));
+  if (m.local_only && m.on_host && local_batch > 0) {  // read in place, checked as they are read
+    m.begin_forward(out);
+    m.one_hot_step = true;
+    m.one_hot_packed = rows.indices.data();
+    m.forward_one_hot(local_batch, out);
+    m.phase = Impl::Phase::forward_started;
+    return;
+  }
+  // Every other path takes one CSR per table.
+  const int T = m.num_tables;
+  m.expanded_offsets.resize(T);
+  m.expanded_indices.resize(T);
+  m.expanded_bags.resize(T);
+  for (int t = 0; t < T; ++t) {
+    std::vector<std::int64_t>& off = m.expanded_offsets[t];
+    std::vector<std::int64_t>& idx = m.expanded_indices[t];
+    off.resize(std::size_t(local_batch) + 1);
+    std::iota(off.begin(), off.end(), std::int64_t{0});
+    idx.resize(std::size_t(local_batch));
+    for (int b = 0; b < local_batch; ++b) idx[b] = rows.indices[std::size_t(b) * T + t];
+    m.expanded_bags[t] = {off, idx};
+  }
+  forward_start(stream, m.expanded_bags, local_batch, out);
+}
+
 void ShardedEmbedding::forward_start(device::Stream& stream, std::span<const Bags> bags,
                                      int local_batch, float* out) {
   Impl& m = *impl_;
-  RECMIX_REQUIRE(m.phase != Impl::Phase::forward_started && m.phase != Impl::Phase::backward_started,
-                 Error, "embedding: forward_start() while a forward or backward is in flight");
-  m.phase = Impl::Phase::idle;
-  m.bytes_sent = 0;
-  m.pending_out = out;
+  m.begin_forward(out);
+  m.one_hot_packed = nullptr;
   std::string error;
   // The one-hot CPU path checks the indices as it reads them.
   m.one_hot_step = m.local_only && m.on_host && local_batch > 0 &&
@@ -589,24 +661,9 @@ void ShardedEmbedding::forward_start(device::Stream& stream, std::span<const Bag
   m.check_batch(bags, local_batch, error, !m.one_hot_step);
   if (m.local_only && m.one_hot_step) {
     if (!error.empty()) throw DataError(error);
-    m.batch = local_batch;
-    m.one_hot_rows.resize(std::size_t(m.num_tables) * local_batch);
-    m.one_hot_scratch.resize(3 * std::size_t(m.num_tables) * local_batch);
-    m.one_hot_base.resize(m.num_tables);
-    m.one_hot_table_rows.resize(m.num_tables);
     m.one_hot_indices.resize(m.num_tables);
-    for (int t = 0; t < m.num_tables; ++t) {
-      m.one_hot_base[t] = m.shard_base[m.table_shards[t][0]];
-      m.one_hot_table_rows[t] = m.tables[t].rows;
-      m.one_hot_indices[t] = bags[t].indices.data() + bags[t].offsets[0];
-    }
-    const std::int64_t bad = cpu::one_hot_forward(m.backend.num_threads(), m.one_hot_tables(), out);
-    if (bad >= 0) {
-      const int t = static_cast<int>(bad / local_batch), b = static_cast<int>(bad % local_batch);
-      throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
-                                  "batch (rank {})",
-                                  t, m.one_hot_indices[t][b], m.tables[t].rows, b, m.rank));
-    }
+    for (int t = 0; t < m.num_tables; ++t) m.one_hot_indices[t] = bags[t].indices.data() + bags[t].offsets[0];
+    m.forward_one_hot(local_batch, out);
   } else if (m.local_only) {
     if (!error.empty()) throw DataError(error);
     m.batch = local_batch;

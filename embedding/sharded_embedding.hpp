@@ -49,6 +49,9 @@ class ShardedEmbedding {
   // out: [local_batch x num_tables x dim] in the backend's device memory.
   // DataError for an index outside [0, rows) naming table, index and bag. Collective.
   void forward(device::Stream& stream, std::span<const Bags> bags, int local_batch, float* out);
+  // The same for a batch with one index per bag, in the dataset's row-major layout: read in place
+  // by the one-rank CPU path, turned into one CSR per table for the others.
+  void forward(device::Stream& stream, OneHotRows rows, int local_batch, float* out);
   // grad_out: same layout as out, gradients of the loss as the trainer scaled it (device memory).
   // Sends them to the owners, which sum duplicate rows deterministically and apply the sparse
   // optimizer to the rows of the last forward() only. Collective: every rank calls it.
@@ -61,6 +64,7 @@ class ShardedEmbedding {
   // gradients to the owners; backward_finish() waits, sums duplicates and updates. Every rank
   // calls them in this order; forward()/backward() are start + finish.
   void forward_start(device::Stream& stream, std::span<const Bags> bags, int local_batch, float* out);
+  void forward_start(device::Stream& stream, OneHotRows rows, int local_batch, float* out);
   void forward_finish(device::Stream& stream);
   void backward_start(device::Stream& stream, const float* grad_out);
   void backward_finish(device::Stream& stream);

@@ -1,6 +1,6 @@
 #pragma once
 // The vocabulary of the sparse half of the model: table shapes, pooling modes, one table's bags
-// of indices in CSR form (and, via initial_weight.hpp, every element's initial value).
+// of indices in CSR form or one index per bag (and, via initial_weight.hpp, every element's initial value).
 #include <cstdint>
 #include <span>
 
@@ -21,6 +21,13 @@ struct TableSpec {
 struct Bags {
   std::span<const std::int64_t> offsets;
   std::span<const std::int64_t> indices;
+};
+
+// A batch in which every bag holds exactly one index (the Criteo case), in the layout the dataset
+// stores it: sample b's index into table t is indices[b * tables + t].
+struct OneHotRows {
+  std::span<const std::int32_t> indices;  // [local_batch x tables], row-major
+  int tables = 0;
 };
 
 }  // namespace recmix::embedding

@@ -124,24 +124,28 @@ std::vector<mlp::Param> DlrmModel::dense_parameters() {
   return all;
 }
 
-std::vector<embedding::Bags> DlrmModel::stage_inputs(const data::Batch& batch) {
+void DlrmModel::start_batch(const data::Batch& batch) {
   if (batch.size > max_local_batch_)
     throw ConfigError(fmt::format("local batch of {} samples exceeds the model's maximum of {}", batch.size,
                                   max_local_batch_));
-  if (static_cast<int>(batch.offsets.size()) != num_tables())
-    throw DataError(fmt::format("batch has {} tables but the model has {}", batch.offsets.size(), num_tables()));
+  const int tables = batch.packed ? batch.tables : static_cast<int>(batch.offsets.size());
+  if (tables != num_tables())
+    throw DataError(fmt::format("batch has {} tables but the model has {}", tables, num_tables()));
   backend_.copy(dense_in_.data(), batch.dense.data(), batch.dense.size() * sizeof(float), *stream_);
   backend_.copy(labels_.data(), batch.labels.data(), batch.labels.size() * sizeof(float), *stream_);
+  const int b = static_cast<int>(batch.size);
+  if (batch.packed) {
+    embedding_->forward_start(*stream_, embedding::OneHotRows{batch.one_hot, batch.tables}, b, pooled_.data());
+    return;
+  }
   std::vector<embedding::Bags> bags(num_tables());
   for (int t = 0; t < num_tables(); ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
-  return bags;
+  embedding_->forward_start(*stream_, bags, b, pooled_.data());
 }
 
 const float* DlrmModel::forward(const data::Batch& batch) {
-  const std::vector<embedding::Bags> bags = stage_inputs(batch);
   const int b = static_cast<int>(batch.size);
-  // The bottom MLP runs while the embedding lookups travel.
-  embedding_->forward_start(*stream_, bags, b, pooled_.data());
+  start_batch(batch);  // the bottom MLP runs while the embedding lookups travel
   const float* bottom_out = bottom_->forward(*stream_, dense_in_.data(), b);
   embedding_->forward_finish(*stream_);
   const float* z = interaction_->forward(*stream_, bottom_out, pooled_.data(), b);
@@ -183,8 +187,7 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size());
   const int k = num_tables();
   if (time_phases_) phase_start_ = now_seconds();
-  const std::vector<embedding::Bags> bags = stage_inputs(batch);
-  embedding_->forward_start(*stream_, bags, b, pooled_.data());
+  start_batch(batch);
   embedding_->forward_finish(*stream_);
   mark(embedding_forward_start);
   std::vector<double> loss_sums(n, 0.0);
@@ -233,9 +236,7 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   if (!replicas_.empty()) return train_step_replicas(batch, global_batch);
   const int b = static_cast<int>(batch.size);
   if (time_phases_) phase_start_ = now_seconds();
-  const std::vector<embedding::Bags> bags = stage_inputs(batch);
-  // The bottom MLP runs while the embedding lookups travel.
-  embedding_->forward_start(*stream_, bags, b, pooled_.data());
+  start_batch(batch);  // the bottom MLP runs while the embedding lookups travel
   mark(embedding_forward_start);
   const float* bottom_out = bottom_->forward(*stream_, dense_in_.data(), b);
   mark(bottom_forward);
@@ -297,8 +298,7 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
 void DlrmModel::predict(const data::Batch& batch, float* probs) {
   if (!replicas_.empty()) {
     const int b = static_cast<int>(batch.size);
-    const std::vector<embedding::Bags> bags = stage_inputs(batch);
-    embedding_->forward_start(*stream_, bags, b, pooled_.data());
+    start_batch(batch);
     embedding_->forward_finish(*stream_);
     on_replicas([&](int r) {
       const auto [b0, m] = replica_rows(r, b);

@@ -67,8 +67,9 @@ class DlrmModel {
 
  private:
   const float* forward(const data::Batch& batch);
-  // Copies the dense features and labels to the device; returns the batch's bags per table.
-  std::vector<embedding::Bags> stage_inputs(const data::Batch& batch);
+  // Copies the dense features and labels to the device and starts the embedding lookups
+  // (ShardedEmbedding::forward_start), in whichever index layout the batch holds.
+  void start_batch(const data::Batch& batch);
   double train_step_replicas(const data::Batch& batch, std::int64_t global_batch);
   // Runs body(r) for every replica r, each on its own thread, with single-threaded GEMMs.
   template <class F>

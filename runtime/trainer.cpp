@@ -220,6 +220,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   ro.shuffle_window = spec_.data.shuffle_window;
   ro.prefetch = spec_.data.prefetch;
   ro.drop_last = true;
+  ro.packed_one_hot = true;
   data::Reader reader(spec_.data.train, ro);
   if (reader.batches_per_epoch() == 0)
     throw DataError(fmt::format("'{}' holds {} rows, fewer than one global batch of {}", spec_.data.train.front(),
@@ -314,6 +315,7 @@ EvalResult Trainer::evaluate(const std::vector<std::string>& files, std::int64_t
   ro.world = comm_.size();
   ro.prefetch = spec_.data.prefetch;
   ro.drop_last = false;
+  ro.packed_one_hot = true;
   data::Reader reader(files, ro);
   if (reader.info().num_dense != num_dense_ || reader.info().table_rows != table_rows_)
     throw DataError(fmt::format("'{}' has {} dense features and {} tables; the model was built for {} and {}",

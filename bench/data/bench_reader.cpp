@@ -125,6 +125,13 @@ int main(int argc, char** argv) {
       {"file order, synchronous, validate", {.global_batch = batch, .prefetch = 0}},
       {"shuffled (block 4096, window 65536), prefetch 2", {.global_batch = batch, .shuffle = true, .seed = 1, .prefetch = 2}},
       {"rank 0 of 2, file order, prefetch 2", {.global_batch = batch, .rank = 0, .world = 2, .prefetch = 2}},
+      // the layout the trainer reads: indices int32 row-major, as stored (ReaderOptions::packed_one_hot)
+      {"packed, file order, prefetch 2, validate", {.global_batch = batch, .prefetch = 2, .packed_one_hot = true}},
+      {"packed, file order, synchronous, validate", {.global_batch = batch, .prefetch = 0, .packed_one_hot = true}},
+      {"packed, file order, synchronous, no validation",
+       {.global_batch = batch, .prefetch = 0, .validate = false, .packed_one_hot = true}},
+      {"packed, rank 0 of 2, file order, prefetch 2",
+       {.global_batch = batch, .rank = 0, .world = 2, .prefetch = 2, .packed_one_hot = true}},
   };
   std::erase_if(configs, [&](const Config& c) { return std::string(c.name).find(only) == std::string::npos; });
   if (struct stat st; ::stat(so.output.c_str(), &st) == 0)

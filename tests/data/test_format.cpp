@@ -214,16 +214,27 @@ TEST(Format, MultiFileMustAgree) {
   EXPECT_NE(e.find("must agree"), std::string::npos) << e;
 }
 
-// Writes a file with one bad value and reads it: the error names file, dataset and row.
+// Writes a file with one bad value and reads it: the error names file, dataset and row, the same
+// whether batches are read ahead or not, packed or one CSR per table.
 TEST(Format, ValueErrorsOnReadNameRow) {
   ScratchDir dir;
   auto read_all = [](const std::string& path, bool validate) {
-    return error_of([&] {
-      Reader reader({path}, {.global_batch = 16, .prefetch = 2, .drop_last = false, .validate = validate});
-      Batch b;
-      while (reader.next(b)) {
+    std::string first;
+    for (bool packed : {false, true})
+      for (int prefetch : {2, 0}) {
+        const std::string e = error_of([&] {
+          Reader reader({path}, {.global_batch = 16, .prefetch = prefetch, .drop_last = false, .validate = validate,
+                                 .packed_one_hot = packed});
+          Batch b;
+          while (reader.next(b)) {
+          }
+        });
+        if (!packed && prefetch == 2)
+          first = e;
+        else
+          EXPECT_EQ(e, first) << path << " packed " << packed << ", prefetch " << prefetch;
       }
-    });
+    return first;
   };
   auto write_with = [&](const std::string& name, std::int64_t bad_row, auto&& change) {
     DatasetWriter w(dir / name, 2, {10, 10}, false, {.chunk_rows = 8});

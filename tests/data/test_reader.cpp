@@ -31,18 +31,32 @@ std::vector<std::int64_t> rows_of(const Batch& b) {
   return rows;
 }
 
-// Checks every value of `b` against the fixture, given the rows it should hold.
-void expect_fixture(const Batch& b, const std::vector<std::int64_t>& rows, bool multi_hot) {
+// Sample i's indices into table t, from either layout of a batch (after checking its shape).
+std::vector<std::int64_t> bag_of(const Batch& b, std::int64_t i, std::size_t t) {
+  if (b.packed) {
+    EXPECT_EQ(b.tables, static_cast<int>(kTables.size()));
+    EXPECT_EQ(b.one_hot.size(), static_cast<std::size_t>(b.size) * kTables.size());
+    EXPECT_TRUE(b.offsets.empty() && b.indices.empty());
+    return {b.one_hot[i * kTables.size() + t]};
+  }
+  EXPECT_EQ(b.offsets.size(), kTables.size());
+  const auto& off = b.offsets[t];
+  EXPECT_EQ(off.size(), static_cast<std::size_t>(b.size + 1));
+  return std::vector<std::int64_t>(b.indices[t].begin() + off[i], b.indices[t].begin() + off[i + 1]);
+}
+
+// Checks every value of `b` against the fixture, given the rows it should hold. One-hot batches
+// are checked in the layout asked for (packed: ReaderOptions::packed_one_hot); multi-hot ones are
+// always one CSR per table.
+void expect_fixture(const Batch& b, const std::vector<std::int64_t>& rows, bool multi_hot, bool packed = false) {
   ASSERT_EQ(b.size, static_cast<std::int64_t>(rows.size()));
-  ASSERT_EQ(b.offsets.size(), kTables.size());
+  ASSERT_EQ(b.packed, packed && !multi_hot);
   for (std::int64_t i = 0; i < b.size; ++i) {
     const std::int64_t r = rows[i];
     for (int d = 0; d < kDense; ++d) ASSERT_EQ(b.dense[i * kDense + d], test::fixture_dense(r, d)) << "row " << r;
     ASSERT_EQ(b.labels[i], test::fixture_label(r));
     for (std::size_t t = 0; t < kTables.size(); ++t) {
-      const auto& off = b.offsets[t];
-      ASSERT_EQ(off.size(), static_cast<std::size_t>(b.size + 1));
-      std::vector<std::int64_t> got(b.indices[t].begin() + off[i], b.indices[t].begin() + off[i + 1]);
+      std::vector<std::int64_t> got = bag_of(b, i, t);
       std::vector<std::int64_t> want = multi_hot ? test::fixture_bag(r, static_cast<int>(t), kTables[t])
                                                  : std::vector<std::int64_t>{test::fixture_index(r, static_cast<int>(t), kTables[t])};
       ASSERT_EQ(got, want) << "row " << r << " table " << t;
@@ -67,8 +81,9 @@ struct Files {
 TEST(Reader, SequentialAcrossFiles) {
   for (bool multi_hot : {false, true}) {
     Files files(multi_hot);
-    for (int prefetch : {0, 3}) {
-      Reader reader(files.paths, {.global_batch = 100, .prefetch = prefetch, .drop_last = false});
+    for (auto [prefetch, packed] : {std::pair{0, false}, {3, false}, {0, true}, {3, true}}) {
+      Reader reader(files.paths,
+                    {.global_batch = 100, .prefetch = prefetch, .drop_last = false, .packed_one_hot = packed});
       EXPECT_EQ(reader.info().rows, 1251);
       ASSERT_EQ(reader.batches_per_epoch(), 13);
       Batch b;
@@ -77,7 +92,7 @@ TEST(Reader, SequentialAcrossFiles) {
         EXPECT_EQ(b.global_index, k);
         std::vector<std::int64_t> want;
         for (std::int64_t r = k * 100; r < std::min<std::int64_t>(1251, (k + 1) * 100); ++r) want.push_back(r);
-        expect_fixture(b, want, multi_hot);
+        expect_fixture(b, want, multi_hot, packed);
       }
       EXPECT_FALSE(reader.next(b));
       EXPECT_EQ(reader.position(), (ReaderPosition{1, 0}));
@@ -102,10 +117,12 @@ TEST(Reader, DropLast) {
 
 // W ranks' slices, concatenated in rank order, are exactly the one-rank batch; sizes differ by <= 1.
 TEST(Reader, RankSlicesMakeUpTheGlobalBatch) {
-  for (bool shuffle : {false, true}) {
-    Files files(true);
+  for (auto [shuffle, multi_hot] : {std::pair{false, true}, {true, true}, {false, false}, {true, false}}) {
+    Files files(multi_hot);
+    // one-hot files are read packed (in file order straight from the file, shuffled by the
+    // per-table path and then packed)
     ReaderOptions base{.global_batch = 97, .shuffle = shuffle, .seed = 5, .shuffle_window = 300,
-                       .shuffle_block = 64, .prefetch = 2, .drop_last = false};
+                       .shuffle_block = 64, .prefetch = 2, .drop_last = false, .packed_one_hot = !multi_hot};
     Reader one(files.paths, base);
     std::vector<std::vector<std::int64_t>> whole;
     Batch b;
@@ -124,7 +141,7 @@ TEST(Reader, RankSlicesMakeUpTheGlobalBatch) {
         for (int r = 0; r < world; ++r) {
           ASSERT_TRUE(ranks[r]->next(b));
           auto rows = rows_of(b);
-          expect_fixture(b, rows, true);
+          expect_fixture(b, rows, multi_hot, !multi_hot);
           joined.insert(joined.end(), rows.begin(), rows.end());
           smallest = std::min(smallest, b.size);
           largest = std::max(largest, b.size);
@@ -268,6 +285,18 @@ void expect_wide(const Batch& b, const std::vector<std::int64_t>& rows) {
   ASSERT_EQ(b.size, static_cast<std::int64_t>(rows.size()));
   ASSERT_EQ(b.dense.size(), rows.size() * kWide);
   ASSERT_EQ(b.labels.size(), rows.size());
+  if (b.packed) {
+    for (std::int64_t i = 0; i < b.size; ++i) {
+      ASSERT_EQ(b.dense[i * kWide], static_cast<float>(rows[i]));
+      ASSERT_EQ(b.labels[i], test::fixture_label(rows[i]));
+      for (std::size_t t = 0; t < kTables.size(); ++t)
+        ASSERT_EQ(bag_of(b, i, t), std::vector<std::int64_t>{test::fixture_index(rows[i], static_cast<int>(t), kTables[t])})
+            << "row " << rows[i];
+    }
+    for (std::size_t k = 0; k < b.dense.size(); ++k)
+      ASSERT_EQ(b.dense[k], test::fixture_dense(rows[k / kWide], static_cast<int>(k % kWide)));
+    return;
+  }
   ASSERT_EQ(b.offsets.size(), kTables.size());
   ASSERT_EQ(b.indices.size(), kTables.size());
   for (std::int64_t i = 0; i < b.size; ++i) {
@@ -293,9 +322,10 @@ std::vector<std::int64_t> range(std::int64_t lo, std::int64_t hi) {
 TEST(Reader, ReadUnitsAcrossBatchesFilesAndEpochs) {
   for (bool int64_last : {false, true}) {
     WideFiles files(int64_last);
-    for (int prefetch : {0, 2}) {
+    for (auto [prefetch, packed] : {std::pair{0, false}, {2, false}, {0, true}, {2, true}}) {
       for (bool drop_last : {false, true}) {
-        Reader reader(files.paths, {.global_batch = 100, .prefetch = prefetch, .drop_last = drop_last});
+        Reader reader(files.paths, {.global_batch = 100, .prefetch = prefetch, .drop_last = drop_last,
+                                    .packed_one_hot = packed});
         const std::int64_t bpe = drop_last ? 28 : 29;
         ASSERT_EQ(reader.batches_per_epoch(), bpe);
         Batch b;
@@ -303,6 +333,7 @@ TEST(Reader, ReadUnitsAcrossBatchesFilesAndEpochs) {
           for (std::int64_t k = 0; k < bpe; ++k) {
             ASSERT_TRUE(reader.next(b)) << k;
             EXPECT_EQ(b.global_index, k);
+            ASSERT_EQ(b.packed, packed);
             expect_wide(b, range(k * 100, std::min<std::int64_t>(WideFiles::kRows, (k + 1) * 100)));
           }
           EXPECT_FALSE(reader.next(b));
@@ -316,8 +347,9 @@ TEST(Reader, ReadUnitsAcrossBatchesFilesAndEpochs) {
 // batch) gives the batches that follow it in the epoch.
 TEST(Reader, SeekIntoTheMiddleOfAReadUnit) {
   WideFiles files;
-  for (int prefetch : {0, 3}) {
-    Reader reader(files.paths, {.global_batch = 100, .prefetch = prefetch, .drop_last = false});
+  for (auto [prefetch, packed] : {std::pair{0, false}, {3, false}, {3, true}}) {
+    Reader reader(files.paths,
+                  {.global_batch = 100, .prefetch = prefetch, .drop_last = false, .packed_one_hot = packed});
     Batch b;
     for (std::int64_t target : {5, 2, 13, 14, 9, 28, 0, 20}) {
       reader.seek({1, target});
@@ -341,10 +373,10 @@ TEST(Reader, ReadUnitRankSlicesCoverEveryRowOnce) {
   for (int world : {1, 2, 3, 4}) {
     std::vector<int> seen(WideFiles::kRows, 0);
     std::vector<std::unique_ptr<Reader>> ranks;
-    for (int r = 0; r < world; ++r)
+    for (int r = 0; r < world; ++r)  // odd ranks read ahead, ranks 2 and 3 read packed
       ranks.push_back(std::make_unique<Reader>(
           files.paths, ReaderOptions{.global_batch = 90, .rank = r, .world = world, .prefetch = r % 2 ? 2 : 0,
-                                     .drop_last = false}));
+                                     .drop_last = false, .packed_one_hot = r >= 2}));
     Batch b;
     for (std::int64_t k = 0; k < ranks[0]->batches_per_epoch(); ++k) {
       std::vector<std::int64_t> joined;
@@ -419,14 +451,19 @@ TEST(Reader, ErrorsInsideAReadUnitSurfaceOnTheirBatch) {
     }
     return std::pair{served, error};
   };
-  for (int prefetch : {0, 2}) {
-    Reader reader({path}, {.global_batch = 100, .prefetch = prefetch});
+  for (auto [prefetch, packed] : {std::pair{0, false}, {2, false}, {0, true}, {2, true}}) {
+    Reader reader({path}, {.global_batch = 100, .prefetch = prefetch, .packed_one_hot = packed});
     Batch b;
     const auto [served, error] = read_until_error(reader, b);
     EXPECT_EQ(served, 12);
     EXPECT_NE(error.find("bad.h5:/sparse row 1234: column 1: index 1000 outside table rows [0, 1000)"),
               std::string::npos)
         << error;
+    // every later call reports it too, until a seek
+    EXPECT_THROW(reader.next(b), DataError);
+    reader.seek({0, 13});
+    ASSERT_TRUE(reader.next(b));
+    expect_wide(b, range(1300, 1400));
   }
 
   // a compressed chunk that cannot be decoded (rows 1280-1535 of /sparse): the unit holding it
@@ -449,8 +486,8 @@ TEST(Reader, ErrorsInsideAReadUnitSurfaceOnTheirBatch) {
     const std::string zeros(bytes, '\0');
     f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
   }
-  for (int prefetch : {0, 2}) {
-    Reader reader({dir / "gz.h5"}, {.global_batch = 100, .prefetch = prefetch});
+  for (auto [prefetch, packed] : {std::pair{0, false}, {2, false}, {2, true}}) {
+    Reader reader({dir / "gz.h5"}, {.global_batch = 100, .prefetch = prefetch, .packed_one_hot = packed});
     Batch b;
     const auto [served, error] = read_until_error(reader, b);
     EXPECT_EQ(served, 12);

@@ -2,6 +2,7 @@
 // rank: the direct path (whole tables) and the general path (row-wise shards, all-to-all to self).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -267,6 +268,74 @@ TEST(EmbeddingBagEdges, OutOfRangeIndexInOneHotBagsNamesTheFirstOne) {
   std::vector<Bags> bags{{off, idx0}, {off, good1}};
   std::vector<float> out(3 * 2 * 2);
   emb.forward(*f.stream, bags, 3, out.data());
+  emb.backward(*f.stream, out.data());
+}
+
+// A batch given as OneHotRows (int32, row-major, as datasets store it) gives the same bits as
+// the same indices given as one CSR per table: on the one-rank CPU path that reads them in place
+// (whole tables, one and two threads) and on the general path they are turned into CSRs for.
+TEST(EmbeddingBagOneHotRows, SameBitsAsPerTableBags) {
+  const std::vector<TableSpec> tables{{3000, 8}, {700, 8}, {5, 8}};
+  const int T = 3, D = 8, B = 5000;
+  for (bool rowwise : {false, true})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE((rowwise ? "row-wise shards, threads " : "whole tables, threads ") + std::to_string(threads));
+      Case c{"", tables, B, 1, true, false, "adagrad", rowwise, threads};
+      auto backend = device::make_backend(device::BackendKind::cpu, threads);
+      device::MemoryPool pool(*backend, device::Tier::device, "test");
+      auto stream = backend->create_stream();
+      test::SelfCommunicator comm;
+      SparseOptimizerConfig opt{"adagrad", 0.05f, 1e-8f, 0.1f};
+      ShardedEmbedding bags_emb(comm, *backend, pool, tables, Pooling::sum, plan_for(c), opt, 7);
+      ShardedEmbedding rows_emb(comm, *backend, pool, tables, Pooling::sum, plan_for(c), opt, 7);
+      std::mt19937_64 rng(5);
+      for (int step = 0; step < 3; ++step) {
+        auto batch = test::random_batch(tables, B, 1, true, rng);
+        std::vector<Bags> bags;
+        for (auto& tb : batch) bags.push_back(tb.view());
+        std::vector<std::int32_t> packed(std::size_t(B) * T);
+        for (int b = 0; b < B; ++b)
+          for (int t = 0; t < T; ++t) packed[std::size_t(b) * T + t] = static_cast<std::int32_t>(batch[t].indices[b]);
+        std::vector<float> out_bags(std::size_t(B) * T * D), out_rows(out_bags.size(), -1.f);
+        bags_emb.forward(*stream, bags, B, out_bags.data());
+        rows_emb.forward(*stream, OneHotRows{packed, T}, B, out_rows.data());
+        ASSERT_EQ(out_rows, out_bags) << "step " << step;
+        auto grad = test::random_vector(out_bags.size(), rng);
+        bags_emb.backward(*stream, grad.data());
+        rows_emb.backward(*stream, grad.data());
+      }
+      const auto a = bags_emb.local_shards(), b = rows_emb.local_shards();
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t s = 0; s < a.size(); ++s) {
+        const std::size_t n = std::size_t(a[s].row_end - a[s].row_begin) * D;
+        ASSERT_TRUE(std::equal(a[s].weights, a[s].weights + n, b[s].weights)) << "shard " << s;
+        ASSERT_TRUE(std::equal(a[s].state[0].second, a[s].state[0].second + a[s].state_counts[0], b[s].state[0].second));
+      }
+    }
+}
+
+TEST(EmbeddingBagOneHotRows, BadIndicesAndShapesAreDataErrors) {
+  Fixture f;
+  std::vector<TableSpec> tables{{10, 2}, {20, 2}};
+  ShardedEmbedding emb(f.comm, *f.backend, f.pool, tables, Pooling::sum, ShardingPlan::automatic(tables, 1), {},
+                       1);
+  std::vector<float> out(3 * 2 * 2);
+  for (std::int32_t bad : {20, -1}) {
+    const std::vector<std::int32_t> rows{1, 0, 2, 19, 3, bad};  // bag 2 of table 1
+    try {
+      emb.forward(*f.stream, OneHotRows{rows, 2}, 3, out.data());
+      FAIL() << "no error for index " << bad;
+    } catch (const DataError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("table 1: index " + std::to_string(bad)), std::string::npos) << what;
+      EXPECT_NE(what.find("bag 2"), std::string::npos) << what;
+    }
+  }
+  const std::vector<std::int32_t> five{1, 0, 2, 19, 3};
+  EXPECT_THROW(emb.forward(*f.stream, OneHotRows{five, 2}, 3, out.data()), DataError);
+  EXPECT_THROW(emb.forward(*f.stream, OneHotRows{five, 1}, 5, out.data()), DataError);
+  const std::vector<std::int32_t> good{1, 0, 2, 19, 3, 4};
+  emb.forward(*f.stream, OneHotRows{good, 2}, 3, out.data());  // still works
   emb.backward(*f.stream, out.data());
 }
 
