@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <mpi.h>
-#include <sys/uio.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -383,6 +383,8 @@ struct OpenFile {
   std::vector<h5::Dataset> offsets, indices;
   std::vector<std::int64_t> nnz;  // per table, multi-hot
   HintFd hint_fd;                 // file order with independent I/O: read-ahead hints
+  HintFd read_fd;                 // packed reads of plain datasets (the kernel keeps read-ahead
+                                  // state per descriptor: one per reading thread)
   Extent dense_extent, labels_extent, sparse_extent;
 };
 
@@ -490,6 +492,7 @@ class Reader::Impl {
       sparse32 = sparse32 && f.sparse32;
       if (!opt.shuffle && !collective && !info.multi_hot) {
         f.hint_fd = HintFd(name);
+        if (opt.packed_one_hot) f.read_fd = HintFd(name);
         f.dense_extent = extent_of(f.dense, H5T_NATIVE_FLOAT);
         f.labels_extent = extent_of(f.labels, H5T_NATIVE_FLOAT);
         if (f.sparse.valid()) f.sparse_extent = extent_of(f.sparse, f.sparse32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64);
@@ -666,8 +669,8 @@ class Reader::Impl {
         auto read = [&](h5::Dataset& dataset, Extent& e, hsize_t cols, auto* dest) {
           using V = std::remove_pointer_t<decltype(dest)>;
           const std::int64_t per_row = e.row_bytes / static_cast<std::int64_t>(sizeof(V));
-          const int fd = file.hint_fd.get();
-          if (e.plain && for_each_segment(dataset.get(), e, p.run, [&](std::int64_t at, std::int64_t rows, std::int64_t j) {
+          const int fd = file.read_fd.get();
+          if (e.plain && fd >= 0 && for_each_segment(dataset.get(), e, p.run, [&](std::int64_t at, std::int64_t rows, std::int64_t j) {
                 return pread_all(fd, dest + j * per_row, rows * e.row_bytes, at);
               }))
             return;
@@ -1078,7 +1081,10 @@ class Reader::Impl {
       for (std::int64_t at = lo; at < hi; at += kHintBytes)
         merged.push_back({files[f].hint_fd.get(), at, std::min(kHintBytes, hi - at)});
     }
-    if (merged.empty()) return;
+    // Ranges are read ahead all or none: skipping the ones found cached (the kernel's own
+    // read-ahead of the previous range may have brought them in, or be bringing them) breaks the
+    // sequential stream the kernel sees, and storage then gets requests of half the size.
+    if (merged.empty() || std::all_of(merged.begin(), merged.end(), in_page_cache)) return;
     std::lock_guard<std::mutex> lock(hint_mutex);
     hint_queue.insert(hint_queue.end(), merged.begin(), merged.end());
     if (!hint_thread.joinable()) hint_thread = std::thread([this] { run_hints(); });
@@ -1105,7 +1111,7 @@ class Reader::Impl {
       const Hint h = hint_queue.front();
       hint_queue.pop_front();
       lock.unlock();
-      if (!in_page_cache(h)) read_ahead(h);
+      read_ahead(h);
       lock.lock();
     }
   }
@@ -1131,15 +1137,20 @@ class Reader::Impl {
     }
   }
 
-  // Whether the first and last bytes of a range are in the page cache already (a read that must
-  // not wait says so); the read-ahead is skipped then, since reading cached pages still
-  // walks them all.
+  // Whether every page of a range is in the page cache already (reading cached pages ahead would
+  // still copy them all). Asked with mincore() on a mapping that is never touched: a probing read
+  // (even RWF_NOWAIT) that misses starts a read of its own there, which split the read-ahead's
+  // stream into small requests (0.8 MB against 2 MB).
   static bool in_page_cache(const Hint& h) {
-    char byte;
-    iovec v{&byte, 1};
-    for (std::int64_t at : {h.offset, h.offset + h.bytes - 1})
-      if (::preadv2(h.fd, &v, 1, at, RWF_NOWAIT) != 1) return false;
-    return true;
+    static const std::int64_t page = ::sysconf(_SC_PAGESIZE);
+    const std::int64_t lo = h.offset / page * page, len = h.offset + h.bytes - lo;
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(len), PROT_READ, MAP_SHARED, h.fd, lo);
+    if (p == MAP_FAILED) return false;
+    std::vector<unsigned char> resident(static_cast<std::size_t>((len + page - 1) / page));
+    const bool all = ::mincore(p, static_cast<std::size_t>(len), resident.data()) == 0 &&
+                     std::all_of(resident.begin(), resident.end(), [](unsigned char r) { return (r & 1) != 0; });
+    ::munmap(p, static_cast<std::size_t>(len));
+    return all;
   }
 
   void stop_hints() {
