@@ -54,6 +54,7 @@ constexpr std::int64_t kUnitBytes = 4 << 20;
 constexpr std::int64_t kUnitsAhead = 4;
 constexpr std::int64_t kHintBytes = 8 << 20;
 constexpr std::int64_t kReadAheadMinBytes = 1 << 20;  // smaller ranges are only announced
+constexpr std::int64_t kHintGapBytes = 1 << 20;       // read-ahead reads through gaps this small
 
 // Row runs [start, start+len) in file-local coordinates, and the matching hyperslab union.
 struct Run {
@@ -1072,10 +1073,14 @@ class Reader::Impl {
     }
     std::sort(ranges.begin(), ranges.end());
     std::vector<Hint> merged;
-    for (std::size_t i = 0; i < ranges.size();) {  // adjacent ranges of a file go as one
+    // Ranges of a file closer than kHintGapBytes go as one, gaps included: a rank's slices of
+    // consecutive batches (other ranks' rows between them) are then read in one stream, which
+    // storage serves far faster than the slices one by one, and ranks on one node share the
+    // page cache.
+    for (std::size_t i = 0; i < ranges.size();) {
       const int f = ranges[i].first;
       std::int64_t lo = ranges[i].second.first, hi = lo + ranges[i].second.second;
-      for (++i; i < ranges.size() && ranges[i].first == f && ranges[i].second.first <= hi; ++i)
+      for (++i; i < ranges.size() && ranges[i].first == f && ranges[i].second.first <= hi + kHintGapBytes; ++i)
         hi = std::max(hi, ranges[i].second.first + ranges[i].second.second);
       // pieces of kHintBytes, so that a seek or a new epoch drops little queued work
       for (std::int64_t at = lo; at < hi; at += kHintBytes)

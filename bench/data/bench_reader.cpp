@@ -8,9 +8,11 @@
 #include <fmt/core.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <stdexcept>
 #include <chrono>
@@ -75,15 +77,52 @@ double raw_read(const std::string& path, IoCount* io) {
   return s;
 }
 
-double reader_pass(const std::string& path, recmix::data::ReaderOptions o, std::int64_t* rows, IoCount* io) {
-  drop_cache();
-  const IoCount io0 = io_now();
-  const auto t0 = std::chrono::steady_clock::now();
+std::int64_t read_all(const std::string& path, const recmix::data::ReaderOptions& o) {
   recmix::data::Reader reader({path}, o);
   recmix::data::Batch b;
   std::int64_t n = 0;
   while (reader.next(b)) n += b.size;
-  *rows = n;
+  return n;
+}
+
+// One pass of a reader; with processes > 1, that many processes read at once, as ranks 0 ..
+// processes - 1 of a job on this node (o.rank and o.world are set for each), and *rows counts
+// the rows of all of them.
+double reader_pass(const std::string& path, recmix::data::ReaderOptions o, int processes, std::int64_t* rows,
+                   IoCount* io) {
+  drop_cache();
+  const IoCount io0 = io_now();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (processes <= 1) {
+    *rows = read_all(path, o);
+  } else {
+    std::vector<pid_t> children;
+    std::int64_t total = 0;
+    for (int r = 0; r < processes; ++r) {
+      o.rank = r;
+      o.world = processes;
+      const pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error("fork failed");
+      if (pid == 0) {
+        int code = 0;
+        try {
+          read_all(path, o);
+        } catch (...) {
+          code = 1;
+        }
+        std::_Exit(code);
+      }
+      children.push_back(pid);
+    }
+    for (pid_t pid : children) {
+      int status = 0;
+      if (::waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        throw std::runtime_error("a reading process failed");
+    }
+    recmix::data::Reader counter({path}, o);  // every row of the epoch was read by one of them
+    total = counter.batches_per_epoch() * o.global_batch;
+    *rows = total;
+  }
   const double s = seconds_since(t0);
   io_add(*io, io0);
   return s;
@@ -118,6 +157,7 @@ int main(int argc, char** argv) {
   struct Config {
     const char* name;
     recmix::data::ReaderOptions options;
+    int processes = 1;
   };
   std::vector<Config> configs = {
       {"file order, prefetch 2, validate", {.global_batch = batch, .prefetch = 2}},
@@ -132,6 +172,8 @@ int main(int argc, char** argv) {
        {.global_batch = batch, .prefetch = 0, .validate = false, .packed_one_hot = true}},
       {"packed, rank 0 of 2, file order, prefetch 2",
        {.global_batch = batch, .rank = 0, .world = 2, .prefetch = 2, .packed_one_hot = true}},
+      {"packed, 2 ranks at once (2 processes), file order, prefetch 2",
+       {.global_batch = batch, .prefetch = 2, .packed_one_hot = true}, 2},
   };
   std::erase_if(configs, [&](const Config& c) { return std::string(c.name).find(only) == std::string::npos; });
   if (struct stat st; ::stat(so.output.c_str(), &st) == 0)
@@ -145,7 +187,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeats; ++r) {
     raw.push_back(raw_read(so.output, &io[0]));
     for (std::size_t c = 0; c < configs.size(); ++c)
-      timed[c].push_back(reader_pass(so.output, configs[c].options, &rows[c], &io[c + 1]));
+      timed[c].push_back(reader_pass(so.output, configs[c].options, configs[c].processes, &rows[c], &io[c + 1]));
   }
   const double raw_gbs = mb / 1e3 / median(raw);
   // mean size of the device's read requests over the timed passes (cold: what storage was asked)
