@@ -106,6 +106,25 @@ class FailedShapes {
   std::vector<std::tuple<int, int, double>> shapes_;
 };
 
+// The scan of the queue that the packing policies share: jobs in queue order, at most
+// options.window of them, stopping once full() says nothing more can start or after
+// options.search_budget failed shapes, and skipping a job whose shape failed already in this
+// round. place(job) returns its GPUs (empty: none found); an empty answer or a refused start
+// marks the shape as failed.
+template <class Full, class Place>
+void scan_queue(const SchedulingContext& context, const PolicyOptions& options, Actions& actions, Full&& full,
+                Place&& place) {
+  FailedShapes failed;
+  int looked = 0;
+  for (Job* job : context.queue) {
+    if (looked++ >= options.window || full()) break;
+    if (failed.contains(*job)) continue;
+    if (static_cast<int>(failed.size()) >= options.search_budget) break;
+    const std::vector<int> gpus = place(*job);
+    if (gpus.empty() || !actions.start(*job, gpus)) failed.add(*job);
+  }
+}
+
 // Shared placement helpers.
 // Free GPUs for a job: one node when possible (best fit), else over the fewest nodes when
 // allow_spread; empty when not enough are free.

@@ -33,18 +33,14 @@ class Complementary final : public Policy {
     const auto& cluster = context.cluster;
     const auto& model = context.model;
     const int pack_below = static_cast<int>(options_.pack_free_fraction * cluster.gpu_count());
-    FailedShapes failed;
-    int looked = 0;
     bool deferred = false;  // a job may co-locate at the next batched round
-    for (Job* job : context.queue) {
-      if (looked++ >= options_.window) break;
-      if (cluster.free_gpu_count() == 0 && (cluster.shareable().empty() || !batch_round)) {
-        deferred = !batch_round && !cluster.shareable().empty();
-        break;
-      }
-      if (failed.contains(*job)) continue;
-      if (static_cast<int>(failed.size()) >= options_.search_budget) break;
-      const UtilisationVector self = job->profile.util;
+    auto full = [&] {
+      if (cluster.free_gpu_count() > 0 || (!cluster.shareable().empty() && batch_round)) return false;
+      deferred = !batch_round && !cluster.shareable().empty();
+      return true;
+    };
+    scan_queue(context, options_, actions, full, [&](const Job& job) {
+      const UtilisationVector self = job.profile.util;
       double best_rate = 0;
       auto score = [&](int gpu) {
         const UtilisationVector other = cluster.demand(gpu);
@@ -59,15 +55,15 @@ class Complementary final : public Policy {
       };
       std::vector<int> gpus;
       if (cluster.free_gpu_count() < pack_below) {
-        gpus = find_shared_placement(cluster, *job, score);
+        gpus = find_shared_placement(cluster, job, score);
         if (best_rate < options_.pack_gain) gpus.clear();  // not complementary enough to pack
       }
-      if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/false);
-      if (gpus.empty() && batch_round) gpus = find_shared_placement(cluster, *job, score);
+      if (gpus.empty()) gpus = find_free_placement(cluster, job, /*allow_spread=*/false);
+      if (gpus.empty() && batch_round) gpus = find_shared_placement(cluster, job, score);
       if (gpus.empty() && !batch_round && !cluster.shareable().empty()) deferred = true;
-      if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
-      if (gpus.empty() || !actions.start(*job, gpus)) failed.add(*job);
-    }
+      if (gpus.empty()) gpus = find_free_placement(cluster, job, /*allow_spread=*/true);
+      return gpus;
+    });
     // A batched round is only worth running if something changed since the last one: every
     // arrival or finish calls schedule(), and such a call asks for the next round.
     if (deferred && options_.dispatch_interval_s > 0) actions.wake_at(next_round_);

@@ -26,22 +26,18 @@ class InterferenceAware final : public Policy {
   void schedule(const SchedulingContext& context, Actions& actions) override {
     const auto& cluster = context.cluster;
     const int pack_below = static_cast<int>(options_.pack_free_fraction * cluster.gpu_count());
-    FailedShapes failed;
-    int looked = 0;
-    for (Job* job : context.queue) {
-      if (looked++ >= options_.window) break;
-      if (cluster.free_gpu_count() == 0 && cluster.shareable().empty()) break;
-      if (failed.contains(*job)) continue;
-      if (static_cast<int>(failed.size()) >= options_.search_budget) break;
-      const double limit = limit_of(*job);
-      std::vector<int> gpus;
-      if (job->type >= 0 && cluster.free_gpu_count() < pack_below)
-        gpus = shared(context, *job, std::min(limit, options_.pack_slowdown), options_.pack_slowdown);
-      if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/false);
-      if (gpus.empty() && job->type >= 0) gpus = shared(context, *job, limit, INFINITY);
-      if (gpus.empty()) gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
-      if (gpus.empty() || !actions.start(*job, gpus)) failed.add(*job);
-    }
+    scan_queue(
+        context, options_, actions, [&] { return cluster.free_gpu_count() == 0 && cluster.shareable().empty(); },
+        [&](const Job& job) {
+          const double limit = limit_of(job);
+          std::vector<int> gpus;
+          if (job.type >= 0 && cluster.free_gpu_count() < pack_below)
+            gpus = shared(context, job, std::min(limit, options_.pack_slowdown), options_.pack_slowdown);
+          if (gpus.empty()) gpus = find_free_placement(cluster, job, /*allow_spread=*/false);
+          if (gpus.empty() && job.type >= 0) gpus = shared(context, job, limit, INFINITY);
+          if (gpus.empty()) gpus = find_free_placement(cluster, job, /*allow_spread=*/true);
+          return gpus;
+        });
   }
 
  private:

@@ -12,21 +12,17 @@ class MemoryFirst final : public Policy {
   std::string_view name() const override { return "memory-first"; }
   void schedule(const SchedulingContext& context, Actions& actions) override {
     const auto& cluster = context.cluster;
-    FailedShapes failed;
-    int looked = 0;
-    for (Job* job : context.queue) {
-      if (looked++ >= options_.window) break;
-      if (cluster.free_gpu_count() == 0 && cluster.shareable().empty()) break;
-      if (failed.contains(*job)) continue;
-      if (static_cast<int>(failed.size()) >= options_.search_budget) break;
-      std::vector<int> gpus;
-      const double need = job->profile.peak_memory_bytes;
-      for (auto it = cluster.shareable().lower_bound({need, -1});
-           it != cluster.shareable().end() && static_cast<int>(gpus.size()) < job->gpus; ++it)
-        gpus.push_back(it->second);
-      if (static_cast<int>(gpus.size()) < job->gpus) gpus = find_free_placement(cluster, *job, true);
-      if (gpus.empty() || !actions.start(*job, gpus)) failed.add(*job);
-    }
+    scan_queue(
+        context, options_, actions, [&] { return cluster.free_gpu_count() == 0 && cluster.shareable().empty(); },
+        [&](const Job& job) {
+          std::vector<int> gpus;
+          const double need = job.profile.peak_memory_bytes;
+          for (auto it = cluster.shareable().lower_bound({need, -1});
+               it != cluster.shareable().end() && static_cast<int>(gpus.size()) < job.gpus; ++it)
+            gpus.push_back(it->second);
+          if (static_cast<int>(gpus.size()) < job.gpus) gpus = find_free_placement(cluster, job, true);
+          return gpus;
+        });
   }
 
  private:

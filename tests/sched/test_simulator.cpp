@@ -168,8 +168,9 @@ TEST(Simulator, InvariantsOfEveryPolicyOnPhilly) {
       ASSERT_GE(o.finish_s - o.first_start_s, o.work_s - 1e-6 * o.work_s);
       ASSERT_GE(o.finish_s - o.arrival_s, o.queued_s + o.work_s - 1e-6 * o.work_s);
     }
-    if (name == "fifo" || name == "memory-first" || name == "complementary" || name == "interference-aware")
+    if (name == "fifo" || name == "memory-first" || name == "complementary" || name == "interference-aware") {
       EXPECT_EQ(r.preemptions, 0u);
+    }
     std::printf("%-19s avg JCT %.2f h, makespan %.1f h, %zu co-located, %.2f s\n", name.c_str(),
                 r.avg_jct_s / 3600, r.makespan_s / 3600, r.colocated_jobs, r.wall_s);
   }
