@@ -657,7 +657,6 @@ class Reader::Impl {
     out.one_hot.resize(static_cast<std::size_t>(n * T));
     out.offsets.clear();
     out.indices.clear();
-    // each piece checked as soon as it is read, while it is in cache
     bool ok = true;
     try {
       h5::Lock lock(h5::api_mutex());
