@@ -3,13 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <tuple>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
 #include "device/launch.hpp"
-#include "embedding/radix_sort.hpp"
 
 namespace recmix::embedding {
 namespace {
@@ -155,33 +154,52 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
   const bool parallel = threads > 1 && B * T * D >= kGrain;
   // 1. Per table: find each row's bags. lead[b * T + t] is -1 for a row only bag b looks up,
   //    -2 for a later bag of a row seen earlier in the batch, and for the first bag of a row
-  //    looked up several times the position in order[] where its bags start (sorted by bag).
+  //    looked up several times the position in order[] where its bags start (in bag order).
+  //    The rows are found in a hash table over the batch (linear probing, at most half full):
+  //    a table whose rows are all distinct, the usual case when the batch is small next to the
+  //    table, costs one pass.
   std::int64_t* lead = f.scratch;                // [B x T]
   std::int64_t* group_size = f.scratch + T * B;  // [B x T]
   std::int64_t* order = f.scratch + 2 * T * B;   // [T x B]
   auto group_tables = [&](std::int64_t t_begin, std::int64_t t_end) {
-    std::vector<std::int64_t> key(B), key_tmp(B), entry_tmp(B), count;
+    int bits = 1;
+    while ((std::int64_t(1) << bits) < 2 * B) ++bits;
+    const std::uint64_t slots = std::uint64_t(1) << bits;
+    std::vector<std::int64_t> slot_row(slots), slot_count(slots), slot_next(slots), slot_of(B);
     for (std::int64_t t = t_begin; t < t_end; ++t) {
-      std::int64_t* k = key.data();
-      std::int64_t* e = order + t * B;
-      for (std::int64_t b = 0; b < B; ++b) {
-        k[b] = f.rows[b * T + t] - f.table_base[t];
-        e[b] = b;
-      }
-      // Each row's bags in bag order; 8-bit digits keep the count array small next to B.
-      std::tie(k, e) = detail::radix_sort(k, e, key_tmp.data(), entry_tmp.data(), B,
-                                          detail::bits_below(f.table_rows[t]), 8, count);
-      if (e != order + t * B) std::copy(e, e + B, order + t * B);
-      e = order + t * B;
+      std::fill(slot_row.begin(), slot_row.end(), -1);
       std::int64_t* l = lead + t;  // l[b * T]
       std::int64_t* n = group_size + t;
-      for (std::int64_t i = 0; i < B;) {
-        std::int64_t end = i + 1;
-        while (end < B && k[end] == k[i]) ++end;
-        l[e[i] * T] = end - i == 1 ? -1 : i;
-        n[e[i] * T] = end - i;
-        for (std::int64_t j = i + 1; j < end; ++j) l[e[j] * T] = -2;
-        i = end;
+      bool repeats = false;
+      for (std::int64_t b = 0; b < B; ++b) {
+        const std::int64_t row = f.rows[b * T + t];
+        std::uint64_t h = (static_cast<std::uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+        while (slot_row[h] != -1 && slot_row[h] != row) h = (h + 1) & (slots - 1);
+        slot_of[b] = static_cast<std::int64_t>(h);
+        if (slot_row[h] == -1) {
+          slot_row[h] = row;
+          slot_count[h] = 1;
+          l[b * T] = -1;
+        } else {
+          ++slot_count[h];
+          l[b * T] = -2;
+          repeats = true;
+        }
+      }
+      if (!repeats) continue;
+      // Rows looked up more than once: one run of order[] each, their bags in bag order.
+      std::int64_t* e = order + t * B;
+      std::int64_t next = 0;
+      for (std::int64_t b = 0; b < B; ++b) {
+        const std::int64_t h = slot_of[b];
+        if (slot_count[h] == 1) continue;
+        if (l[b * T] == -1) {  // the row's first bag
+          l[b * T] = next;
+          n[b * T] = slot_count[h];
+          slot_next[h] = next;
+          next += slot_count[h];
+        }
+        e[slot_next[h]++] = b;
       }
     }
   };
