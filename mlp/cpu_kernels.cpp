@@ -1,7 +1,7 @@
-// The dot interaction in register blocks: four rows of T against a vector of kLanes columns
-// (forward), four rows of the gradient matrix G against one or two vectors of components
-// (backward), so that independent accumulators hide the add latency and each loaded vector is
-// used four times. The accumulators stay in registers and are stored whole; T is transposed in
+// The dot interaction in register blocks: four rows of T against one or two vectors of kLanes
+// columns (forward), four rows of the gradient matrix G against one or two vectors of components
+// (backward), so that up to eight independent accumulators hide the add latency and each loaded
+// vector is used four times. The accumulators stay in registers and are stored whole; T is transposed in
 // 8 x 8 register blocks; G is read in place from the packed gradient. GCC vector types and AVX
 // intrinsics inside target("avx2") functions, chosen at run time.
 #include "mlp/cpu_kernels.hpp"
@@ -103,31 +103,59 @@ __attribute__((target("avx2"))) void forward_avx2(const kernels::DotInteractionF
       const float* t[4];
       for (int r = 0; r < 4; ++r) t[r] = e + ((i0 + r < n ? i0 + r : n - 1) - 1) * d;
       const int i_last = i0 + 3 < n - 1 ? i0 + 3 : n - 1;
-      for (int j0 = (i_last - 1) / kLanes * kLanes; j0 >= 0; j0 -= kLanes) {
-        LaneVector acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
+      auto store = [&](int i, int j0, const LaneVector& acc) __attribute__((always_inline)) {
+        if (i >= n || j0 >= i) return;
+        float* z = o + d + i * (i - 1) / 2 + j0;
+        if (z + kLanes <= z_end) {
+          __builtin_memcpy(z, &acc, sizeof acc);
+        } else {
+          float lanes[kLanes];
+          __builtin_memcpy(lanes, &acc, sizeof lanes);
+          for (int j = j0; j < i && j < j0 + kLanes; ++j) z[j - j0] = lanes[j - j0];
+        }
+      };
+      // Two column blocks at a time where there are two (eight accumulators), the last
+      // (leftmost) one alone otherwise.
+      int j0 = (i_last - 1) / kLanes * kLanes;
+      for (; j0 >= kLanes; j0 -= 2 * kLanes) {
+        const int j1 = j0 - kLanes;
+        LaneVector a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
+        for (int c = 0; c < d; ++c) {
+          LaneVector col0, col1;
+          __builtin_memcpy(&col0, tt + c * stride + j0, sizeof col0);
+          __builtin_memcpy(&col1, tt + c * stride + j1, sizeof col1);
+          a0 += t[0][c] * col0;
+          b0 += t[0][c] * col1;
+          a1 += t[1][c] * col0;
+          b1 += t[1][c] * col1;
+          a2 += t[2][c] * col0;
+          b2 += t[2][c] * col1;
+          a3 += t[3][c] * col0;
+          b3 += t[3][c] * col1;
+        }
+        store(i0, j0, a0);
+        store(i0 + 1, j0, a1);
+        store(i0 + 2, j0, a2);
+        store(i0 + 3, j0, a3);
+        store(i0, j1, b0);
+        store(i0 + 1, j1, b1);
+        store(i0 + 2, j1, b2);
+        store(i0 + 3, j1, b3);
+      }
+      if (j0 == 0) {
+        LaneVector a0 = {}, a1 = {}, a2 = {}, a3 = {};
         for (int c = 0; c < d; ++c) {
           LaneVector col;
-          __builtin_memcpy(&col, tt + c * stride + j0, sizeof col);
-          acc0 += t[0][c] * col;
-          acc1 += t[1][c] * col;
-          acc2 += t[2][c] * col;
-          acc3 += t[3][c] * col;
+          __builtin_memcpy(&col, tt + c * stride, sizeof col);
+          a0 += t[0][c] * col;
+          a1 += t[1][c] * col;
+          a2 += t[2][c] * col;
+          a3 += t[3][c] * col;
         }
-        auto store = [&](int i, const LaneVector& acc) __attribute__((always_inline)) {
-          if (i >= n || j0 >= i) return;
-          float* z = o + d + i * (i - 1) / 2 + j0;
-          if (z + kLanes <= z_end) {
-            __builtin_memcpy(z, &acc, sizeof acc);
-          } else {
-            float lanes[kLanes];
-            __builtin_memcpy(lanes, &acc, sizeof lanes);
-            for (int j = j0; j < i && j < j0 + kLanes; ++j) z[j - j0] = lanes[j - j0];
-          }
-        };
-        store(i0, acc0);
-        store(i0 + 1, acc1);
-        store(i0 + 2, acc2);
-        store(i0 + 3, acc3);
+        store(i0, 0, a0);
+        store(i0 + 1, 0, a1);
+        store(i0 + 2, 0, a2);
+        store(i0 + 3, 0, a3);
       }
     }
   }
