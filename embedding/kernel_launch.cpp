@@ -100,32 +100,38 @@ namespace cpu {
 
 std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out) {
   const std::int64_t B = f.batch, T = f.tables, D = f.dim;
-  // Bag-major, like the output: out and rows are written in order, the indices read from one
-  // stream per table, the weight rows (the random part) prefetched kAhead lookups ahead.
-  auto row_of = [&](std::int64_t b, std::int64_t t) __attribute__((always_inline)) {
+  auto row_of = [&](std::int64_t b, std::int64_t t) {
     const std::int64_t r = f.indices[t][b];
     return r >= 0 && r < f.table_rows[t] ? f.table_base[t] + r : -1;
   };
   auto bags = [&](std::int64_t b_begin, std::int64_t b_end) {
+    // 1. Table by table, from one index stream at a time: the weight row of every lookup,
+    //    checked (-1 for an index outside its table).
     bool bad = false;
-    const std::int64_t j_begin = b_begin * T, j_end = b_end * T;
-    std::int64_t pb = b_begin, pt = 0;
-    auto prefetch_next = [&]() __attribute__((always_inline)) {
-      const std::int64_t row = row_of(pb, pt);
-      if (row >= 0) prefetch_row(f.weights + row * D, D);
-      if (++pt == T) pt = 0, ++pb;
-    };
-    for (std::int64_t j = j_begin; j < std::min(j_end, j_begin + kAhead); ++j) prefetch_next();
-    for (std::int64_t j = j_begin, b = b_begin, t = 0; j < j_end; ++j, (++t == T ? (t = 0, ++b) : 0)) {
-      if (j + kAhead < j_end) prefetch_next();
-      const std::int64_t row = row_of(b, t);
-      if (row < 0) {
-        bad = true;
-        f.rows[j] = f.table_base[t];
-        continue;
+    std::int64_t* rows = f.rows;
+    for (std::int64_t t = 0; t < T; ++t) {
+      const std::int64_t* idx = f.indices[t];
+      const std::int64_t table_rows = f.table_rows[t], base = f.table_base[t];
+      for (std::int64_t b = b_begin; b < b_end; ++b) {
+        const std::int64_t r = idx[b];
+        const bool in_range = r >= 0 && r < table_rows;
+        bad |= !in_range;
+        rows[b * T + t] = in_range ? base + r : -1;
       }
-      f.rows[j] = row;
-      const float* w = f.weights + row * D;
+    }
+    // 2. Bag-major, like the output: out is written in order, the weight rows (the random part)
+    //    prefetched kAhead lookups ahead. Two plain passes instead of one that walks T index
+    //    streams and checks every index twice (for the prefetch and for the copy): in the
+    //    training step at batch 128, 170-180 instead of 220-230 us.
+    const float* weights = f.weights;
+    const std::int64_t j_begin = b_begin * T, j_end = b_end * T;
+    for (std::int64_t j = j_begin; j < std::min(j_end, j_begin + kAhead); ++j)
+      if (rows[j] >= 0) prefetch_row(weights + rows[j] * D, D);
+    for (std::int64_t j = j_begin; j < j_end; ++j) {
+      if (j + kAhead < j_end && rows[j + kAhead] >= 0) prefetch_row(weights + rows[j + kAhead] * D, D);
+      const std::int64_t row = rows[j];
+      if (row < 0) continue;
+      const float* w = weights + row * D;
       float* o = out + j * D;
       for (std::int64_t d = 0; d < D; ++d) o[d] = w[d];
     }
@@ -142,10 +148,14 @@ std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out) {
     }
   }
   if (!bad) return -1;
+  std::int64_t first = -1;
   for (std::int64_t t = 0; t < T; ++t)  // the first bad index, tables in order, then bags
     for (std::int64_t b = 0; b < B; ++b)
-      if (row_of(b, t) < 0) return t * B + b;
-  return -1;
+      if (row_of(b, t) < 0) {
+        if (first < 0) first = t * B + b;
+        f.rows[b * T + t] = f.table_base[t];  // a valid row; nothing was pooled for it
+      }
+  return first;
 }
 
 void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind, float lr, float eps,
