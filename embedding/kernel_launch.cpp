@@ -228,6 +228,14 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
         prefetch_row_for_write(f.weights + f.rows[j + kAhead] * D, D);
       const std::int64_t l = lead[j];
       if (l == -2) continue;
+      if (l == -1 && kind == SparseOptimizerKind::sgd) {
+        // The common case, a row only this bag looks up, inline: the operations of
+        // kernels::UpdateRows for one entry (g = 0 + grad, w -= lr g), so the same bits.
+        float* w = f.weights + f.rows[j] * D;
+        const float* g = grad + j * D;
+        for (std::int64_t d = 0; d < D; ++d) w[d] -= lr * (0.f + g[d]);
+        continue;
+      }
       unique = f.rows[j];
       std::int64_t single = j;
       if (l == -1) {
