@@ -149,8 +149,9 @@ struct DotInteractionForward {
 // Dot interaction backward for the samples of block `item`. With g_ij the gradient of dot (i, j),
 // i > j, stored at d + i(i-1)/2 + j, and G the symmetric matrix with G_ij = G_ji = g_ij and a zero
 // diagonal: dT_i = sum_j G_ij T_j, summed over j in order; grad_bottom = grad_out[0:d] + dT_0,
-// grad_emb[t] = dT_{t+1}. G is spread into the block's scratch first (the diagonal's zero terms are
-// added too, so that the CPU-tuned version needs no branch and gives the same bits).
+// grad_emb[t] = dT_{t+1}. G is spread into the block's scratch first; the diagonal's zero terms are
+// added too (the CPU-tuned version reads G in place and adds the same terms in the same order, so
+// it gives the same bits).
 // G (n x n, row-major) from the packed strictly-lower triangle gz: G_ij = G_ji = gz[i(i-1)/2 + j]
 // for i > j, zero diagonal.
 RECMIX_HOST_DEVICE inline void spread_symmetric(const float* gz, int n, float* g_sym) {

@@ -380,6 +380,44 @@ TEST(EmbeddingBagEdges, MemoryComesFromThePool) {
 
 namespace {
 
+// One rank, one index per bag: the table-by-table path (whole tables) and the general path
+// (every table split into row ranges) update the weights to the same bits, duplicate rows and
+// the inlined SGD step for rows looked up once included.
+TEST(EmbeddingBagDeterminism, OneHotPathMatchesTheGeneralPathBitForBit) {
+  const std::vector<TableSpec> tables{{300, 16}, {5000, 16}, {40, 16}};
+  for (const char* optimizer : {"sgd", "adagrad", "rowwise_adagrad"}) {
+    SCOPED_TRACE(optimizer);
+    std::vector<std::vector<float>> weights;  // per path: [table][row][dim]
+    for (bool rowwise : {false, true}) {
+      auto backend = device::make_backend(device::BackendKind::cpu, 1);
+      device::MemoryPool pool(*backend, device::Tier::device, "test");
+      auto stream = backend->create_stream();
+      test::SelfCommunicator comm;
+      const Case c{"", tables, 0, 1, true, false, optimizer, rowwise};
+      ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::sum, plan_for(c),
+                           {optimizer, 0.05f, 1e-8f, 0.1f}, 21);
+      std::mt19937_64 rng(8);
+      for (int step = 0; step < 3; ++step) {
+        auto batch = test::random_batch(tables, 700, 1, true, rng);
+        std::vector<Bags> bags;
+        for (auto& tb : batch) bags.push_back(tb.view());
+        std::vector<float> out(700 * tables.size() * 16);
+        emb.forward(*stream, bags, 700, out.data());
+        auto grad = test::random_vector(out.size(), rng);
+        emb.backward(*stream, grad.data());
+      }
+      std::vector<std::size_t> table_start{0};
+      for (const auto& t : tables) table_start.push_back(table_start.back() + std::size_t(t.rows) * 16);
+      std::vector<float> w(table_start.back());
+      for (const auto& v : emb.local_shards())
+        std::copy(v.weights, v.weights + (v.row_end - v.row_begin) * 16,
+                  w.begin() + table_start[v.table] + std::size_t(v.row_begin) * 16);
+      weights.push_back(w);
+    }
+    EXPECT_TRUE(weights[0] == weights[1]);
+  }
+}
+
 // Same batches on 1 and 2 threads: bit-identical outputs and weights (duplicate rows are summed
 // in batch order whatever the thread count).
 TEST(EmbeddingBagDeterminism, ThreadCountDoesNotChangeAnyBit) {

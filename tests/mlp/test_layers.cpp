@@ -172,10 +172,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, InteractionVsReference,
                                            InteractionShape{0, 7, 3, 1}));
 
 // The portable functors (what CUDA and machines without AVX2 run) against the reference, and the
-// CPU-tuned versions against them bit for bit.
+// CPU-tuned versions against them bit for bit. The tuned kernels run their blocks last to first
+// and write into a buffer with guard floats after it, so that a store past a sample's output
+// (into the next block's first sample, or past the end) shows.
 TEST(Interaction, PortableAndTunedDotKernelsAgree) {
   for (auto [k, d, batch] : {std::tuple{26, 16, 70}, std::tuple{5, 11, 33}, std::tuple{1, 8, 1},
-                             std::tuple{8, 19, 40}, std::tuple{0, 3, 2}}) {
+                             std::tuple{8, 19, 40}, std::tuple{0, 3, 2}, std::tuple{2, 4, 65},
+                             std::tuple{3, 16, 65}, std::tuple{4, 5, 40}, std::tuple{6, 8, 40}}) {
     const int out = d + (k + 1) * k / 2;
     const int blocks = (batch + kernels::kRowBlock - 1) / kernels::kRowBlock;
     auto bottom = test::random_floats(static_cast<std::size_t>(batch) * d, 41);
@@ -184,7 +187,9 @@ TEST(Interaction, PortableAndTunedDotKernelsAgree) {
     const std::size_t per_block =
         std::max(kernels::round_up_lanes(k + 1) * d, (k + 1) * (k + 1));
     std::vector<float> scratch(blocks * per_block, 0.f);
-    std::vector<float> y_plain(batch * out), y_tuned(batch * out);
+    constexpr int kGuard = 16;
+    constexpr float kGuardValue = -12345.f;
+    std::vector<float> y_plain(batch * out), y_tuned(batch * out + kGuard, kGuardValue);
     std::vector<float> gb_plain(batch * d), gb_tuned(batch * d), ge_plain(emb.size()),
         ge_tuned(emb.size());
     kernels::DotInteractionForward fp{bottom.data(), emb.data(), y_plain.data(), scratch.data(),
@@ -199,10 +204,14 @@ TEST(Interaction, PortableAndTunedDotKernelsAgree) {
     bt.grad_emb = ge_tuned.data();
     for (int i = 0; i < blocks; ++i) {
       fp(i);
-      cpu::dot_interaction_forward(ft, i);
       bp(i);
+    }
+    for (int i = blocks - 1; i >= 0; --i) {
+      cpu::dot_interaction_forward(ft, i);
       cpu::dot_interaction_backward(bt, i);
     }
+    for (int i = 0; i < kGuard; ++i) EXPECT_EQ(y_tuned[batch * out + i], kGuardValue) << "k=" << k << " d=" << d;
+    y_tuned.resize(batch * out);
     Vec bd(bottom.begin(), bottom.end()), ed(emb.begin(), emb.end());
     EXPECT_LE(test::worst(y_plain.data(), test::dot_interaction(bd, ed, batch, k, d), 1e-5, 1e-5), 1.0);
     Vec gb_ref, ge_ref;
