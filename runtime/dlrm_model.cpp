@@ -77,7 +77,10 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       rep.stream = replica_backend_->create_stream();
       replicas_.push_back(std::move(rep));
     }
-    fused_sgd_ = false;  // the replicas read the weights until their gradients are summed
+    // The replicas read the weights until their gradients are summed; with SGD on one rank the
+    // step is then taken in the same pass as the sum.
+    replica_sum_sgd_ = fused_sgd_;
+    fused_sgd_ = false;
     backend_.set_num_threads(threads_);  // OpenBLAS's thread count is process-wide
   }
 
@@ -205,9 +208,13 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
     s.synchronize();
   });
   mark(dense_replicas);
-  // The gradients of the whole batch: the replicas' sums, in replica order.
+  // The gradients of the whole batch: the replicas' sums, in replica order. With SGD on one
+  // rank each sum goes straight into the step (value -= lr * gradient, as kernels::SgdStep does),
+  // instead of being stored for the optimizer to read back.
   for (auto [primary, replica] : {std::pair{top_.get(), &Replica::top}, std::pair{bottom_.get(), &Replica::bottom}}) {
     float* out = primary->all_grads();
+    float* value = primary->all_values();
+    const float lr = fused_sgd_lr_;
     std::vector<const float*> parts;
     for (auto& rep : replicas_) parts.push_back(((rep.*replica).get())->all_grads());
     const std::int64_t count = static_cast<std::int64_t>(primary->parameter_count());
@@ -215,7 +222,10 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
       for (std::int64_t i = begin; i < end; ++i) {
         float g = parts[0][i];
         for (std::size_t p = 1; p < parts.size(); ++p) g += parts[p][i];
-        out[i] = g;
+        if (replica_sum_sgd_)
+          value[i] -= lr * g;
+        else
+          out[i] = g;
       }
     });
   }
@@ -223,7 +233,10 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   embedding_->backward_start(*stream_, grad_pooled_.data());
   embedding_->backward_finish(*stream_);
   mark(embedding_backward_start);
-  dense_optimizer_->step(*stream_);
+  if (replica_sum_sgd_)
+    dense_optimizer_->set_step_count(dense_optimizer_->step_count() + 1);
+  else
+    dense_optimizer_->step(*stream_);
   stream_->synchronize();
   mark(dense_update);
   if (time_phases_) ++timed_steps_;

@@ -96,6 +96,7 @@ class DlrmModel {
   // since no gradient all-reduce has to come between.
   float fused_sgd_lr_ = 0.f;
   bool fused_sgd_ = false;
+  bool replica_sum_sgd_ = false;  // replicas: the SGD step taken while their gradients are summed
   // One rank on the CPU with several threads (device.dense_replicas): the dense half (both MLPs, the
   // interaction, the loss) runs data-parallel, one replica per thread on a contiguous share of
   // the batch with single-threaded GEMMs, and the replicas' gradients are summed before the

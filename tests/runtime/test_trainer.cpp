@@ -270,31 +270,35 @@ TEST(Trainer, ThreadReplicasMatchOneThread) {
     EXPECT_TRUE(bitwise_equal(read_weights(run_dir(two.name) + "/w.h5"), read_weights(run_dir(again.name) + "/w.h5")));
     EXPECT_EQ(b, c);
   }
-  // Stop and resume with the replicas: the same bits as without stopping.
-  auto spec = small_spec(fmt::format("threads2-resume-{}", comm.rank()));
-  spec.device.threads = 2;
-  spec.device.dense_replicas = "on";
-  spec.optimizer.dense = "adagrad";
-  spec.data.shuffle = true;
-  spec.train.steps = 16;
-  spec.data.eval.clear();
-  TrainOptions quiet;
-  quiet.quiet = true;
-  auto straight = spec;
-  straight.run_dir = run_dir(spec.name + "-straight");
-  straight.checkpoint.dir = straight.run_dir + "/ck";
-  auto full = Trainer(straight, *self).train(quiet);
-  auto stopped = spec;
-  stopped.run_dir = run_dir(spec.name + "-stopped");
-  stopped.checkpoint.dir = stopped.run_dir + "/ck";
-  TrainOptions first = quiet;
-  first.stop_after = 7;
-  Trainer(stopped, *self).train(first);
-  TrainOptions second = quiet;
-  second.resume = "latest";
-  auto rest = Trainer(stopped, *self).train(second);
-  EXPECT_EQ(rest.last_loss, full.last_loss);
-  EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+  // Stop and resume with the replicas: the same bits as without stopping (SGD takes its step
+  // while the replicas' gradients are summed).
+  for (const char* dense : {"adagrad", "sgd"}) {
+    SCOPED_TRACE(dense);
+    auto spec = small_spec(fmt::format("threads2-resume-{}-{}", dense, comm.rank()));
+    spec.device.threads = 2;
+    spec.device.dense_replicas = "on";
+    spec.optimizer.dense = dense;
+    spec.data.shuffle = true;
+    spec.train.steps = 16;
+    spec.data.eval.clear();
+    TrainOptions quiet;
+    quiet.quiet = true;
+    auto straight = spec;
+    straight.run_dir = run_dir(spec.name + "-straight");
+    straight.checkpoint.dir = straight.run_dir + "/ck";
+    auto full = Trainer(straight, *self).train(quiet);
+    auto stopped = spec;
+    stopped.run_dir = run_dir(spec.name + "-stopped");
+    stopped.checkpoint.dir = stopped.run_dir + "/ck";
+    TrainOptions first = quiet;
+    first.stop_after = 7;
+    Trainer(stopped, *self).train(first);
+    TrainOptions second = quiet;
+    second.resume = "latest";
+    auto rest = Trainer(stopped, *self).train(second);
+    EXPECT_EQ(rest.last_loss, full.last_loss);
+    EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+  }
 }
 
 TEST(Trainer, SameSeedSameBits) {
