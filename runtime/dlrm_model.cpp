@@ -3,11 +3,10 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <exception>
 
 #include "core/error.hpp"
 #include "mlp/host_workers.hpp"
-
-#include <exception>
 
 namespace recmix::runtime {
 
@@ -63,8 +62,8 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   if (spec.optimizer.eps >= 0) dense.eps = spec.optimizer.eps;
   dense.initial_accumulator = spec.optimizer.initial_accumulator;
   dense_optimizer_ = mlp::make_dense_optimizer(dense, backend, pool, dense_parameters());
-  fused_sgd_ = comm.size() == 1 && dense.kind == "sgd";
-  fused_sgd_lr_ = dense.lr;
+  fold_sgd_ = comm.size() == 1 && dense.kind == "sgd";
+  sgd_lr_ = dense.lr;
 
   if (use_replicas) {
     replica_backend_ = device::make_backend(device::BackendKind::cpu, 1);
@@ -77,10 +76,6 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       rep.stream = replica_backend_->create_stream();
       replicas_.push_back(std::move(rep));
     }
-    // The replicas read the weights until their gradients are summed; with SGD on one rank the
-    // step is then taken in the same pass as the sum.
-    replica_sum_sgd_ = fused_sgd_;
-    fused_sgd_ = false;
     backend_.set_num_threads(threads_);  // OpenBLAS's thread count is process-wide
   }
 
@@ -119,6 +114,16 @@ void DlrmModel::mark(Phase phase) {
   const double t = now_seconds();
   phase_seconds_[phase] += t - phase_start_;
   phase_start_ = t;
+}
+
+void DlrmModel::finish_dense_step() {
+  if (fold_sgd_)  // the step was taken already: counted only
+    dense_optimizer_->set_step_count(dense_optimizer_->step_count() + 1);
+  else
+    dense_optimizer_->step(*stream_);
+  stream_->synchronize();
+  mark(dense_update);
+  if (time_phases_) ++timed_steps_;
 }
 
 std::vector<mlp::Param> DlrmModel::dense_parameters() {
@@ -214,11 +219,11 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   for (auto [primary, replica] : {std::pair{top_.get(), &Replica::top}, std::pair{bottom_.get(), &Replica::bottom}}) {
     float* out = primary->all_grads();
     float* value = primary->all_values();
-    const float lr = fused_sgd_lr_;
+    const float lr = sgd_lr_;
     std::vector<const float*> parts;
     for (auto& rep : replicas_) parts.push_back(((rep.*replica).get())->all_grads());
     const std::int64_t count = static_cast<std::int64_t>(primary->parameter_count());
-    const bool step = replica_sum_sgd_;
+    const bool step = fold_sgd_;
     mlp::cpu::HostWorkers::for_this_thread().run(threads_, count, [&](std::int64_t begin, std::int64_t end) {
       // In blocks, each loop a plain one over the block that the compiler vectorises; every
       // element still sees the same additions in the same order.
@@ -244,13 +249,7 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   embedding_->backward_start(*stream_, grad_pooled_.data());
   embedding_->backward_finish(*stream_);
   mark(embedding_backward_start);
-  if (replica_sum_sgd_)
-    dense_optimizer_->set_step_count(dense_optimizer_->step_count() + 1);
-  else
-    dense_optimizer_->step(*stream_);
-  stream_->synchronize();
-  mark(dense_update);
-  if (time_phases_) ++timed_steps_;
+  finish_dense_step();
   double loss_sum = 0.0;
   for (double l : loss_sums) loss_sum += l;
   return loss_sum / static_cast<double>(global_batch);
@@ -277,7 +276,7 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
                          grad_prob_.data());
   mark(loss);
-  const float* grad_z = fused_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, fused_sgd_lr_)
+  const float* grad_z = fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
                                    : top_->backward(*stream_, grad_prob_.data(), true);
   std::vector<std::unique_ptr<comm::Request>> pending;
   const bool reduce = comm_.size() > 1;
@@ -292,8 +291,8 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
   embedding_->backward_start(*stream_, grad_pooled_.data());
   mark(embedding_backward_start);
-  if (fused_sgd_)
-    bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, fused_sgd_lr_);
+  if (fold_sgd_)
+    bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_);
   else
     bottom_->backward(*stream_, grad_bottom_.data(), false);
   if (reduce) {
@@ -309,13 +308,7 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
     comm_.all_reduce_sum(&local_loss_sum, &loss_sum, 1, comm::DataType::f64);
     for (auto& r : pending) r->wait();
   }
-  if (fused_sgd_)
-    dense_optimizer_->set_step_count(dense_optimizer_->step_count() + 1);
-  else
-    dense_optimizer_->step(*stream_);
-  stream_->synchronize();
-  mark(dense_update);
-  if (time_phases_) ++timed_steps_;
+  finish_dense_step();
   return loss_sum / static_cast<double>(global_batch);
 }
 

@@ -79,6 +79,8 @@ class DlrmModel {
   // Replica r's forward over its share of the staged inputs and pooled embeddings.
   const float* replica_forward(int r, std::int64_t first, int rows);
   void mark(Phase phase);  // ends `phase` when phase timing is on
+  // The dense optimizer's step (unless folded into the backward), the end of a training step.
+  void finish_dense_step();
 
   comm::Communicator& comm_;
   device::Backend& backend_;
@@ -92,11 +94,11 @@ class DlrmModel {
   std::unique_ptr<mlp::Interaction> interaction_;
   std::unique_ptr<embedding::ShardedEmbedding> embedding_;
   std::unique_ptr<mlp::DenseOptimizer> dense_optimizer_;
-  // One rank with plain SGD: the MLPs' SGD step is folded into their backward (Mlp::backward_sgd),
-  // since no gradient all-reduce has to come between.
-  float fused_sgd_lr_ = 0.f;
-  bool fused_sgd_ = false;
-  bool replica_sum_sgd_ = false;  // replicas: the SGD step taken while their gradients are summed
+  // One rank with plain SGD: no gradient all-reduce has to come between the MLPs' gradients and
+  // their step, so the step is folded into the backward (Mlp::backward_sgd) or, with replicas,
+  // into the pass that sums the replicas' gradients; finish_dense_step() then only counts it.
+  float sgd_lr_ = 0.f;
+  bool fold_sgd_ = false;
   // One rank on the CPU with several threads (device.dense_replicas): the dense half (both MLPs, the
   // interaction, the loss) runs data-parallel, one replica per thread on a contiguous share of
   // the batch with single-threaded GEMMs, and the replicas' gradients are summed before the
