@@ -174,6 +174,8 @@ struct ShardedEmbedding::Impl {
   // A OneHotRows batch on the other paths, as one CSR per table.
   std::vector<std::vector<std::int64_t>> expanded_offsets, expanded_indices;
   std::vector<Bags> expanded_bags;
+  // Whether the one-hot CPU path can run a batch whose bags each hold one index.
+  bool one_hot_path(int local_batch) const { return local_only && on_host && local_batch > 0; }
   static bool is_one_hot(std::span<const Bags> bags, int local_batch);
   cpu::OneHotTables one_hot_tables();
   void begin_forward(float* out);
@@ -621,7 +623,7 @@ void ShardedEmbedding::forward_start(device::Stream& stream, OneHotRows rows, in
     throw DataError(fmt::format("embedding: {} one-hot indices for a local batch of {} over {} tables (need {})",
                                 rows.indices.size(), local_batch, m.num_tables,
                                 std::int64_t(local_batch) * m.num_tables));
-  if (m.local_only && m.on_host && local_batch > 0) {  // read in place, checked as they are read
+  if (m.one_hot_path(local_batch)) {  // read in place, checked as they are read
     m.begin_forward(out);
     m.one_hot_step = true;
     m.one_hot_packed = rows.indices.data();
@@ -653,13 +655,12 @@ void ShardedEmbedding::forward_start(device::Stream& stream, std::span<const Bag
   m.one_hot_packed = nullptr;
   std::string error;
   // The one-hot CPU path checks the indices as it reads them.
-  m.one_hot_step = m.local_only && m.on_host && local_batch > 0 &&
-                   static_cast<int>(bags.size()) == m.num_tables;
+  m.one_hot_step = m.one_hot_path(local_batch) && static_cast<int>(bags.size()) == m.num_tables;
   for (int t = 0; m.one_hot_step && t < m.num_tables; ++t)
     m.one_hot_step = static_cast<std::int64_t>(bags[t].offsets.size()) == local_batch + 1;
   m.one_hot_step = m.one_hot_step && Impl::is_one_hot(bags, local_batch);
   m.check_batch(bags, local_batch, error, !m.one_hot_step);
-  if (m.local_only && m.one_hot_step) {
+  if (m.one_hot_step) {
     if (!error.empty()) throw DataError(error);
     m.one_hot_indices.resize(m.num_tables);
     for (int t = 0; t < m.num_tables; ++t) m.one_hot_indices[t] = bags[t].indices.data() + bags[t].offsets[0];
