@@ -108,19 +108,6 @@ void read_runs(hid_t dataset, const std::vector<Run>& runs, hsize_t cols, std::v
   read_runs_into(dataset, runs, cols, out.data(), transfer);
 }
 
-// Index of the first non-finite value of x[0..n), or n.
-std::size_t first_non_finite(const float* x, std::size_t n) {
-  std::uint32_t any = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    any |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
-  }
-  if (!any) return n;
-  for (std::size_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i])) return i;
-  return n;
-}
 
 // --- checks in place (packed one-hot batches) ---
 // Plain loops over flat memory, with an AVX2 clone chosen at run time.
@@ -141,6 +128,14 @@ __attribute__((target_clones("avx2", "default"))) bool all_finite(const float* x
     any |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
   }
   return any == 0;
+}
+
+// Index of the first non-finite value of x[0..n), or n.
+std::size_t first_non_finite(const float* x, std::size_t n) {
+  if (all_finite(x, n)) return n;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return i;
+  return n;
 }
 
 // Whether every index of the row-major [m x T] block x is within its table: x[j * T + t] <= max[t]
@@ -286,9 +281,9 @@ struct Extent {
   std::int64_t chunk_rows = 0, row_bytes = 0;
   haddr_t base = HADDR_UNDEF;     // contiguous storage
   // Stored as the memory type the reader asks for and unfiltered: rows can be read from the file
-  // with pread at the addresses HDF5 gives (chunk_addr: each chunk's, looked up once).
+  // with pread at the addresses HDF5 gives.
   bool plain = false;
-  std::vector<haddr_t> chunk_addr;
+  std::vector<std::pair<haddr_t, hsize_t>> chunks;  // address and stored size of each chunk, once looked up
 };
 
 // `memory_type`: the type the reader reads the dataset as (plain storage only if they are equal).
@@ -329,7 +324,26 @@ bool pread_all(int fd, void* dest, std::int64_t bytes, std::int64_t offset) {
   return true;
 }
 
-// Where rows `run` of a plain dataset (Extent::plain) lie in the file: calls
+// File address and stored size of chunk c of a chunked dataset, asked of HDF5 once. False when
+// the chunk is not allocated. Call under the HDF5 lock.
+bool chunk_location(hid_t dataset, Extent& e, std::int64_t c, haddr_t* addr, hsize_t* bytes) {
+  if (static_cast<std::int64_t>(e.chunks.size()) <= c) e.chunks.resize(c + 1, {HADDR_UNDEF, 0});
+  auto& [a, z] = e.chunks[c];
+  if (a == HADDR_UNDEF) {
+    hsize_t offset[2] = {static_cast<hsize_t>(c * e.chunk_rows), 0};
+    unsigned mask = 0;
+    if (H5Dget_chunk_info_by_coord(dataset, offset, &mask, &a, &z) < 0 || a == HADDR_UNDEF) {
+      H5Eclear2(H5E_DEFAULT);
+      a = HADDR_UNDEF;
+      return false;
+    }
+  }
+  *addr = a;
+  *bytes = z;
+  return true;
+}
+
+// Where rows `run` of an unfiltered dataset lie in the file: calls
 // segment(file offset, rows, first row's index within the run) for each stretch of whole rows,
 // in row order, while it returns true. False when a chunk is not allocated or a segment
 // failed. Call under the HDF5 lock.
@@ -338,37 +352,30 @@ bool for_each_segment(hid_t dataset, Extent& e, const Run& run, const F& segment
   if (!e.chunked) return segment(static_cast<std::int64_t>(e.base) + run.start * e.row_bytes, run.len, 0);
   const std::int64_t end = run.start + run.len;
   for (std::int64_t c = run.start / e.chunk_rows; c * e.chunk_rows < end; ++c) {
-    if (static_cast<std::int64_t>(e.chunk_addr.size()) <= c) e.chunk_addr.resize(c + 1, HADDR_UNDEF);
-    if (e.chunk_addr[c] == HADDR_UNDEF) {
-      hsize_t offset[2] = {static_cast<hsize_t>(c * e.chunk_rows), 0};
-      unsigned mask = 0;
-      hsize_t size = 0;
-      if (H5Dget_chunk_info_by_coord(dataset, offset, &mask, &e.chunk_addr[c], &size) < 0 ||
-          e.chunk_addr[c] == HADDR_UNDEF) {
-        H5Eclear2(H5E_DEFAULT);
-        return false;
-      }
-    }
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t bytes = 0;
+    if (!chunk_location(dataset, e, c, &addr, &bytes)) return false;
     const std::int64_t a = std::max(run.start, c * e.chunk_rows), z = std::min(end, (c + 1) * e.chunk_rows);
-    if (!segment(static_cast<std::int64_t>(e.chunk_addr[c]) + (a - c * e.chunk_rows) * e.row_bytes, z - a, a - run.start))
+    if (!segment(static_cast<std::int64_t>(addr) + (a - c * e.chunk_rows) * e.row_bytes, z - a, a - run.start))
       return false;
   }
   return true;
 }
 
-// A plain descriptor of a dataset file, used only to tell the kernel what will be read next.
-class HintFd {
+// A plain read-only descriptor of a dataset file, beside HDF5's own: for the read-ahead and
+// for the packed reads of plain datasets.
+class FileFd {
  public:
-  HintFd() = default;
-  explicit HintFd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  HintFd(HintFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  HintFd& operator=(HintFd&& o) noexcept {
+  FileFd() = default;
+  explicit FileFd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  FileFd(FileFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileFd& operator=(FileFd&& o) noexcept {
     std::swap(fd_, o.fd_);
     return *this;
   }
-  HintFd(const HintFd&) = delete;
-  HintFd& operator=(const HintFd&) = delete;
-  ~HintFd() {
+  FileFd(const FileFd&) = delete;
+  FileFd& operator=(const FileFd&) = delete;
+  ~FileFd() {
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
@@ -383,8 +390,8 @@ struct OpenFile {
   bool sparse32 = false;  // /sparse stored as int32 (read without conversion)
   std::vector<h5::Dataset> offsets, indices;
   std::vector<std::int64_t> nnz;  // per table, multi-hot
-  HintFd hint_fd;                 // file order with independent I/O: read-ahead hints
-  HintFd read_fd;                 // packed reads of plain datasets (the kernel keeps read-ahead
+  FileFd hint_fd;                 // file order with independent I/O: read-ahead hints
+  FileFd read_fd;                 // packed reads of plain datasets (the kernel keeps read-ahead
                                   // state per descriptor: one per reading thread)
   Extent dense_extent, labels_extent, sparse_extent;
 };
@@ -492,8 +499,8 @@ class Reader::Impl {
       }
       sparse32 = sparse32 && f.sparse32;
       if (!opt.shuffle && !collective && !info.multi_hot) {
-        f.hint_fd = HintFd(name);
-        if (opt.packed_one_hot) f.read_fd = HintFd(name);
+        f.hint_fd = FileFd(name);
+        if (opt.packed_one_hot) f.read_fd = FileFd(name);
         f.dense_extent = extent_of(f.dense, H5T_NATIVE_FLOAT);
         f.labels_extent = extent_of(f.labels, H5T_NATIVE_FLOAT);
         if (f.sparse.valid()) f.sparse_extent = extent_of(f.sparse, f.sparse32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64);
@@ -1042,26 +1049,21 @@ class Reader::Impl {
       for (const Piece& p : pieces_of(first, end, nullptr)) {
         OpenFile& file = files[p.file];
         if (file.hint_fd.get() < 0) continue;
-        auto add = [&](hid_t dataset, const Extent& e) {
+        auto add = [&](hid_t dataset, Extent& e) {
           if (!e.known) return;
-          const std::int64_t lo = p.run.start, hi = p.run.start + p.run.len;
-          if (!e.chunked) {
-            ranges.push_back({p.file, {static_cast<std::int64_t>(e.base) + lo * e.row_bytes, (hi - lo) * e.row_bytes}});
+          if (!e.filtered) {  // the rows' bytes
+            for_each_segment(dataset, e, p.run, [&](std::int64_t at, std::int64_t rows, std::int64_t) {
+              ranges.push_back({p.file, {at, rows * e.row_bytes}});
+              return true;
+            });
             return;
           }
-          for (std::int64_t c = lo / e.chunk_rows; c * e.chunk_rows < hi; ++c) {
-            hsize_t offset[2] = {static_cast<hsize_t>(c * e.chunk_rows), 0};
-            unsigned mask = 0;
+          // compressed chunks are read whole
+          for (std::int64_t c = p.run.start / e.chunk_rows; c * e.chunk_rows < p.run.start + p.run.len; ++c) {
             haddr_t addr = HADDR_UNDEF;
-            hsize_t size = 0;
-            if (H5Dget_chunk_info_by_coord(dataset, offset, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF) continue;
-            if (e.filtered) {
-              ranges.push_back({p.file, {static_cast<std::int64_t>(addr), static_cast<std::int64_t>(size)}});
-            } else {
-              const std::int64_t a = std::max(lo, c * e.chunk_rows) - c * e.chunk_rows;
-              const std::int64_t z = std::min(hi, (c + 1) * e.chunk_rows) - c * e.chunk_rows;
-              ranges.push_back({p.file, {static_cast<std::int64_t>(addr) + a * e.row_bytes, (z - a) * e.row_bytes}});
-            }
+            hsize_t bytes = 0;
+            if (chunk_location(dataset, e, c, &addr, &bytes))
+              ranges.push_back({p.file, {static_cast<std::int64_t>(addr), static_cast<std::int64_t>(bytes)}});
           }
         };
         add(file.dense, file.dense_extent);
@@ -1130,15 +1132,9 @@ class Reader::Impl {
     // Large ranges are read, not announced: a read of the whole range goes to storage in large
     // requests (about 1.3 MB against 0.8-0.9 MB for posix_fadvise WILLNEED, whose reads stop at
     // the read-ahead window) and leaves the bytes in the page cache for the HDF5 reads.
+    // A short file or an I/O error is left for the read proper to report.
     if (!hint_sink) hint_sink.reset(new char[static_cast<std::size_t>(kHintBytes)]);
-    std::int64_t done = 0;
-    while (done < h.bytes) {
-      const ssize_t n = ::pread(h.fd, hint_sink.get(),
-                                static_cast<std::size_t>(std::min<std::int64_t>(h.bytes - done, kHintBytes)),
-                                h.offset + done);
-      if (n <= 0) break;  // a short file or an I/O error: the HDF5 read reports it
-      done += n;
-    }
+    pread_all(h.fd, hint_sink.get(), h.bytes, h.offset);  // ranges are at most kHintBytes
   }
 
   // Whether a range is in the page cache already (reading cached pages ahead would still copy
