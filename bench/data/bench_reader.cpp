@@ -97,7 +97,6 @@ double reader_pass(const std::string& path, recmix::data::ReaderOptions o, int p
     *rows = read_all(path, o);
   } else {
     std::vector<pid_t> children;
-    std::int64_t total = 0;
     for (int r = 0; r < processes; ++r) {
       o.rank = r;
       o.world = processes;
@@ -120,8 +119,7 @@ double reader_pass(const std::string& path, recmix::data::ReaderOptions o, int p
         throw std::runtime_error("a reading process failed");
     }
     recmix::data::Reader counter({path}, o);  // every row of the epoch was read by one of them
-    total = counter.batches_per_epoch() * o.global_batch;
-    *rows = total;
+    *rows = counter.batches_per_epoch() * o.global_batch;
   }
   const double s = seconds_since(t0);
   io_add(*io, io0);
