@@ -1,11 +1,15 @@
-// Mlp: GEMMs through Backend::gemm, bias and activation fused into one pass after the forward
-// GEMM, activation backward fused with the bias-gradient reduction.
+// Mlp. On the CPU backend (with AVX2 and FMA) the forward and input-gradient GEMMs of narrow layers are the fused
+// kernels of cpu_linear.hpp: bias and activation in the forward GEMM, the previous layer's ReLU
+// backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
+// Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
+// fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
 #include "mlp/mlp.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "mlp/cpu_linear.hpp"
 #include "mlp/launch.hpp"
 
 namespace recmix::mlp {
@@ -77,7 +81,18 @@ Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
   bias_partials_ = device::Buffer<float>(
       pool_, static_cast<std::size_t>(detail::row_blocks(max_batch_)) * widest,
       name_ + " bias gradient partial sums");
+  use_fused_kernels();
   stream->synchronize();
+}
+
+void Mlp::use_fused_kernels() {
+  fused_ = backend_.kind() == device::BackendKind::cpu && cpu::fused_linear_available();
+  if (!fused_) return;
+  std::size_t floats = 0;
+  for (const Layer& l : layers_)
+    if (cpu::fused_forward_pays(l.in, l.out) || cpu::fused_input_gradient_pays(l.in, l.out))
+      floats = std::max(floats, cpu::linear_pack_floats(l.in, l.out));
+  pack_ = device::Buffer<float>(pool_, floats, name_ + " packed weights");
 }
 
 const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
@@ -88,6 +103,12 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
   forward_done_ = true;
   const float* x = input;
   for (Layer& l : layers_) {
+    if (fused_ && cpu::fused_forward_pays(l.in, l.out)) {
+      cpu::linear_forward(backend_.num_threads(), batch, l.in, l.out, x, l.in, l.weight, l.bias, l.act,
+                          l.output.data(), pack_.data());
+      x = l.output.data();
+      continue;
+    }
     // y = x W^T (W is [out x in]), then y = act(y + b) in one pass.
     backend_.gemm(s, false, true, batch, l.out, l.in, 1.f, x, l.in, l.weight, l.in, 0.f,
                   l.output.data(), l.out);
@@ -120,18 +141,35 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
     return need_input_grad ? input_grad_.data() : nullptr;
   }
   const float* dy = grad_output;
+  bool dz_done = false;  // the fused input-gradient GEMM of the layer above did this layer's dz
   for (int i = num_layers() - 1; i >= 0; --i) {
     Layer& l = layers_[i];
     // dz = dy * act'(y), in place in this layer's gradient buffer (which already holds dy for all
     // but the last layer); the bias gradient is the column sum of dz.
     float* dz = l.grad.data();
-    if (dy != dz)
-      backend_.copy(dz, dy, sizeof(float) * static_cast<std::size_t>(batch) * l.out, s);
-    auto blocks = detail::row_blocks(batch);
-    kernels::ActivationBackward f{dz, l.output.data(), bias_partials_.data(), batch, l.out, l.act};
-    detail::launch(backend_, s, blocks, f, static_cast<std::int64_t>(batch) * l.out);
-    kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
-    detail::launch(backend_, s, l.out, sum, blocks * l.out);
+    if (!dz_done) {
+      if (dy != dz)
+        backend_.copy(dz, dy, sizeof(float) * static_cast<std::size_t>(batch) * l.out, s);
+      auto blocks = detail::row_blocks(batch);
+      kernels::ActivationBackward f{dz, l.output.data(), bias_partials_.data(), batch, l.out, l.act};
+      detail::launch(backend_, s, blocks, f, static_cast<std::int64_t>(batch) * l.out);
+      kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
+      detail::launch(backend_, s, l.out, sum, blocks * l.out);
+    }
+    dz_done = false;
+    // dx = dz W  ([batch x out] [out x in]); on the fused path, for a hidden layer below, also
+    // that layer's ReLU backward and bias gradient.
+    auto input_gradient = [&](float* dx) {
+      if (!fused_ || !cpu::fused_input_gradient_pays(l.in, l.out)) {
+        backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx, l.in);
+        return;
+      }
+      Layer* below = i > 0 && layers_[i - 1].act == Activation::relu ? &layers_[i - 1] : nullptr;
+      cpu::linear_backward_input(backend_.num_threads(), batch, l.in, l.out, dz, l.weight,
+                                 below ? below->output.data() : nullptr, below ? below->bias_grad : nullptr,
+                                 dx, pack_.data());
+      dz_done = below != nullptr;
+    };
 
     const float* x = i == 0 ? input_ : layers_[i - 1].output.data();
     // dx = dz W  ([batch x out] [out x in]) into the previous layer's gradient buffer.
@@ -141,14 +179,10 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
       // dW = dz^T x  ([out x batch] [batch x in]).
       backend_.gemm(s, true, false, l.out, l.in, batch, 1.f, dz, l.out, x, l.in, 0.f, l.weight_grad,
                     l.in);
-      if (dx)
-        backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx,
-                      l.in);
+      if (dx) input_gradient(dx);
     } else {
       // dx first: it needs the weights before this step. Then W += -lr dz^T x, b -= lr db.
-      if (dx)
-        backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx,
-                      l.in);
+      if (dx) input_gradient(dx);
       backend_.gemm(s, true, false, l.out, l.in, batch, -*sgd_lr, dz, l.out, x, l.in, 1.f, l.weight,
                     l.in);
       kernels::SgdStep step{l.bias, l.bias_grad, l.out, *sgd_lr};
@@ -191,6 +225,7 @@ Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)
   backend_.fill_zero(grads_.data(), grads_.bytes(), *stream);
   bias_partials_ = device::Buffer<float>(pool_, static_cast<std::size_t>(detail::row_blocks(max_batch_)) * widest,
                                          name_ + " replica bias gradient partial sums");
+  use_fused_kernels();
   stream->synchronize();
 }
 

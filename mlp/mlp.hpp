@@ -58,6 +58,7 @@ class Mlp {
  private:
   const float* backward_impl(device::Stream& s, const float* grad_output, bool need_input_grad,
                              const float* sgd_lr);
+  void use_fused_kernels();
   struct Layer {
     int in = 0, out = 0;
     Activation act = Activation::relu;
@@ -80,6 +81,10 @@ class Mlp {
   device::Buffer<float> grads_;
   device::Buffer<float> input_grad_;      // [max_batch x in], only allocated when asked for
   device::Buffer<float> bias_partials_;   // per row block partial sums of the bias gradients
+  // On the CPU backend with AVX2 and FMA: the fused linear-layer GEMMs (cpu_linear.hpp) and their
+  // packing scratch.
+  bool fused_ = false;
+  device::Buffer<float> pack_;
   const float* input_ = nullptr;
   int batch_ = 0;
   bool forward_done_ = false;

