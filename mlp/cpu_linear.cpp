@@ -7,6 +7,7 @@
 #include "mlp/cpu_linear.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 
@@ -36,6 +37,13 @@ constexpr std::int64_t kParallelMacs = std::int64_t(1) << 21;
 int panels_of(int n) { return (n + kNr - 1) / kNr; }
 
 }  // namespace
+
+namespace {
+std::atomic<bool> fused_enabled{true};
+}  // namespace
+
+void set_fused_linear_enabled(bool enabled) { fused_enabled.store(enabled); }
+bool fused_linear_enabled() { return fused_enabled.load(std::memory_order_relaxed); }
 
 bool fused_forward_pays(int in, int out) { return std::min(in, out) <= 64; }
 bool fused_input_gradient_pays(int, int out) { return out <= 16; }

@@ -18,6 +18,11 @@ namespace recmix::mlp::cpu {
 // True where these kernels run: an x86-64 GCC build on a CPU with AVX2 and FMA.
 bool fused_linear_available();
 
+// Whether Mlp uses them where available (default true). Process-wide; benchmarks turn them off
+// to time the OpenBLAS path in the same run, tests to compare the two.
+void set_fused_linear_enabled(bool enabled);
+bool fused_linear_enabled();
+
 // Where these kernels beat OpenBLAS followed by a separate element-wise pass (bench_linear in
 // bench/RESULTS.md: one thread, 1024 rows, caches flushed between calls): the forward GEMM of a
 // layer with at most 64 inputs or outputs, and the input-gradient GEMM of a layer with at most 16

@@ -103,7 +103,7 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
   forward_done_ = true;
   const float* x = input;
   for (Layer& l : layers_) {
-    if (fused_ && cpu::fused_forward_pays(l.in, l.out)) {
+    if (fused_ && cpu::fused_linear_enabled() && cpu::fused_forward_pays(l.in, l.out)) {
       cpu::linear_forward(backend_.num_threads(), batch, l.in, l.out, x, l.in, l.weight, l.bias, l.act,
                           l.output.data(), pack_.data());
       x = l.output.data();
@@ -160,7 +160,7 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
     // dx = dz W  ([batch x out] [out x in]); on the fused path, for a hidden layer below, also
     // that layer's ReLU backward and bias gradient.
     auto input_gradient = [&](float* dx) {
-      if (!fused_ || !cpu::fused_input_gradient_pays(l.in, l.out)) {
+      if (!fused_ || !cpu::fused_linear_enabled() || !cpu::fused_input_gradient_pays(l.in, l.out)) {
         backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx, l.in);
         return;
       }

@@ -15,6 +15,7 @@
 #include "core/random.hpp"
 #include "device/cpu/omp_wait_policy.hpp"
 #include "device/memory_pool.hpp"
+#include "mlp/cpu_linear.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/job_spec.hpp"
 
@@ -72,6 +73,10 @@ int main(int argc, char** argv) {
                  "one rank, several threads: the dense half as one replica per thread (on), every GEMM split "
                  "over the threads (off), or by batch size (auto, the default; docs/job-spec.md)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  bool compare_unfused = false;
+  app.add_flag("--compare-unfused", compare_unfused,
+               "also time the step with OpenBLAS for every GEMM (no fused narrow-layer GEMMs), interleaved with "
+               "the default, and print both ratios");
   app.add_flag("--breakdown", breakdown,
                "after the table, the time of each phase of the step on rank 0 (extra timed steps)");
   try {
@@ -129,9 +134,14 @@ int main(int argc, char** argv) {
     double one = timed_steps(3);
     int iters = std::max(3, static_cast<int>(min_seconds / std::max(one, 1e-6)));
     comm->broadcast(&iters, 1, comm::DataType::i32, 0);
-    std::vector<double> step_rate, chain_rate;
+    std::vector<double> step_rate, chain_rate, unfused_rate;
     for (int r = 0; r < reps; ++r) {
       step_rate.push_back(global_batch / timed_steps(iters));
+      if (compare_unfused) {
+        mlp::cpu::set_fused_linear_enabled(false);
+        unfused_rate.push_back(global_batch / timed_steps(iters));
+        mlp::cpu::set_fused_linear_enabled(true);
+      }
       if (rank == 0) {
         double t0 = bench::now();
         for (int i = 0; i < iters; ++i) chain.run(*stream);
@@ -175,6 +185,17 @@ int main(int argc, char** argv) {
       fmt::print("| {} | {:.0f} | {:.0f} | {:.2f} | {:.2f} MB | {:.2f} MB | {} |\n", global_batch, step, ceiling,
                  bench::median(ratios), a2a_total / 1e6, allreduce_bytes / 1e6,
                  world > 1 ? fmt::format("{:.0f}%", 100.0 * comm_seconds / (global_batch / step)) : "-");
+    if (compare_unfused && rank == 0) {
+      std::vector<double> unfused_ratios, gain;
+      for (std::size_t r = 0; r < chain_rate.size(); ++r) {
+        unfused_ratios.push_back(unfused_rate[r] / chain_rate[r]);
+        gain.push_back(step_rate[r] / unfused_rate[r]);
+      }
+      breakdowns.push_back(fmt::format(
+          "\nGlobal batch {}: without the fused GEMMs {:.0f} samples/s, step / chain {:.2f}; with / without "
+          "(median of per-repetition ratios) {:.3f}\n",
+          global_batch, bench::median(unfused_rate), bench::median(unfused_ratios), bench::median(gain)));
+    }
     std::fflush(stdout);
     if (breakdown) {
       model.set_phase_timing(true);

@@ -11,6 +11,7 @@
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "mlp/cpu_kernels.hpp"
+#include "mlp/cpu_linear.hpp"
 #include "mlp/interaction.hpp"
 #include "mlp/kernels.hpp"
 #include "mlp/loss.hpp"
@@ -37,8 +38,15 @@ void PrintTo(const Shape& s, std::ostream* os) {
 
 class MlpVsReference : public ::testing::TestWithParam<Shape> {};
 
-TEST_P(MlpVsReference, ForwardAndBackward) {
-  const Shape& shape = GetParam();
+// Forward and backward of an Mlp against the reference, on the CPU backend's default path (the
+// fused narrow-layer GEMMs where the CPU has them) or with every GEMM through OpenBLAS.
+void check_against_reference(const Shape& shape, bool fused) {
+  const bool was_fused = cpu::fused_linear_enabled();
+  cpu::set_fused_linear_enabled(fused);
+  struct Restore {
+    bool value;
+    ~Restore() { cpu::set_fused_linear_enabled(value); }
+  } restore{was_fused};
   test::ScopedParallelThreshold parallel(shape.threads > 1 ? 1 << 12 : std::int64_t(1) << 62);
   auto backend = device::make_backend(device::BackendKind::cpu, shape.threads);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
@@ -87,6 +95,9 @@ TEST_P(MlpVsReference, ForwardAndBackward) {
     EXPECT_EQ(std::memcmp(grads[i].data(), params[i].grad, grads[i].size() * sizeof(float)), 0)
         << params[i].name;
 }
+
+TEST_P(MlpVsReference, ForwardAndBackward) { check_against_reference(GetParam(), true); }
+TEST_P(MlpVsReference, ForwardAndBackwardAllOpenBlas) { check_against_reference(GetParam(), false); }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlpVsReference,
