@@ -143,6 +143,10 @@ struct InteractionShape {
   int k, d, batch, threads;
 };
 
+void PrintTo(const InteractionShape& s, std::ostream* os) {
+  *os << s.k << " tables, dim " << s.d << ", batch " << s.batch << ", threads " << s.threads;
+}
+
 class InteractionVsReference : public ::testing::TestWithParam<InteractionShape> {};
 
 TEST_P(InteractionVsReference, Dot) {

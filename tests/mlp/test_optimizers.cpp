@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 
 #include "core/error.hpp"
 #include "device/backend.hpp"
@@ -13,6 +14,12 @@
 #include "tests/mlp/reference.hpp"
 
 namespace recmix::mlp {
+
+// For the test names (found by argument-dependent lookup, so in the config's namespace).
+void PrintTo(const DenseOptimizerConfig& c, std::ostream* os) {
+  *os << c.kind << ", lr " << c.lr << ", eps " << c.eps << ", initial accumulator " << c.initial_accumulator;
+}
+
 namespace {
 
 struct ParamSet {
