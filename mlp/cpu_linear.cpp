@@ -2,8 +2,9 @@
 // first: a thread's share of the 16-column panels (packed once per call), blocks of 16 panels
 // (256 columns, whose packed weights stay in L2), blocks of 256 along K, the rows six at a time
 // (their 6 x 256 slice of the input stays in L1), then the panels of the block. Each 6 x 16 tile
-// is accumulated in registers, stored to a small aligned buffer, and the epilogue reads it from
-// there, adds the earlier K blocks, and writes the output once.
+// is accumulated in registers; the epilogue adds the earlier K blocks and writes the output once,
+// from the registers for a full tile, through a small aligned buffer for the last, narrower
+// panel of a width that is not a multiple of 16.
 #include "mlp/cpu_linear.hpp"
 
 #include <algorithm>
@@ -36,10 +37,8 @@ constexpr std::int64_t kParallelMacs = std::int64_t(1) << 21;
 
 int panels_of(int n) { return (n + kNr - 1) / kNr; }
 
-}  // namespace
-
-namespace {
 std::atomic<bool> fused_enabled{true};
+
 }  // namespace
 
 void set_fused_linear_enabled(bool enabled) { fused_enabled.store(enabled); }
