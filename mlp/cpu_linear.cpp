@@ -63,15 +63,6 @@ struct TileAt {
   bool first, last;
 };
 
-__attribute__((target("avx2,fma"))) inline float activate(float v, Activation act) {
-  switch (act) {
-    case Activation::relu: return v > 0.f ? v : 0.f;
-    case Activation::sigmoid: return kernels::sigmoid(v);
-    case Activation::none: break;
-  }
-  return v;
-}
-
 // The forward epilogue: y = act(y_so_far + tile + b) on the last K block, y_so_far + tile before.
 template <Activation kAct>
 struct ForwardOut {
@@ -112,7 +103,7 @@ struct ForwardOut {
       float* yr = y + std::ptrdiff_t(at.r0 + r) * ld + at.c0;
       for (int j = 0; j < at.nc; ++j) {
         const float v = at.first ? tile[r * kNr + j] : yr[j] + tile[r * kNr + j];
-        yr[j] = at.last ? activate(v + bias[at.c0 + j], kAct) : v;
+        yr[j] = at.last ? kernels::activate(v + bias[at.c0 + j], kAct) : v;
       }
     }
   }
@@ -285,7 +276,7 @@ __attribute__((target("avx2,fma"))) void single_output_forward(int rows, int in,
     _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     float s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
     for (; c < in; ++c) s += xr[c] * w[c];
-    y[r] = activate(s + b, act);
+    y[r] = kernels::activate(s + b, act);
   }
 }
 
@@ -336,14 +327,9 @@ __attribute__((target("avx2,fma"))) void linear_forward(int threads, int rows, i
                                                         const float* x, int ldx, const float* w,
                                                         const float* b, Activation act, float* y,
                                                         float* pack) {
-  if (rows <= 0 || out <= 0) return;
+  if (rows <= 0) return;
   if (out == 1) {
     single_output_forward(rows, in, x, ldx, w, b[0], act, y);
-    return;
-  }
-  if (in == 0) {  // no products: the bias alone
-    for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < out; ++c) y[std::ptrdiff_t(r) * out + c] = activate(b[c], act);
     return;
   }
   // Panel p holds columns [16p, 16p + 16) of W^T: pack[k][j] = W[16p + j][k].
@@ -377,13 +363,7 @@ __attribute__((target("avx2,fma"))) void linear_backward_input(int threads, int 
                                                                const float* relu_output,
                                                                float* column_sums, float* dx,
                                                                float* pack) {
-  if (rows <= 0 || in <= 0) {
-    if (column_sums)
-      for (int c = 0; c < in; ++c) column_sums[c] = 0.f;
-    return;
-  }
-  if (out == 0) {
-    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(rows) * in; ++i) dx[i] = 0.f;
+  if (rows <= 0) {
     if (column_sums)
       for (int c = 0; c < in; ++c) column_sums[c] = 0.f;
     return;

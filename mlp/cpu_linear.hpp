@@ -32,11 +32,11 @@ bool fused_forward_pays(int in, int out);
 bool fused_input_gradient_pays(int in, int out);
 
 // Floats of packing scratch that linear_forward and linear_backward_input need for a layer
-// [out x in].
+// [out x in]. In both, in and out are at least 1 (Mlp's layers are); rows may be 0.
 std::size_t linear_pack_floats(int in, int out);
 
 // y = act(x W^T + b): x [rows x in] with row stride ldx, W [out x in], b [out], y [rows x out].
-// act is applied element-wise (sigmoid as kernels::sigmoid).
+// act is applied element-wise, as kernels::activate.
 void linear_forward(int threads, int rows, int in, int out, const float* x, int ldx, const float* w,
                     const float* b, Activation act, float* y, float* pack);
 

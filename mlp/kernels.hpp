@@ -22,6 +22,16 @@ RECMIX_HOST_DEVICE inline Index min_index(Index a, Index b) { return a < b ? a :
 
 RECMIX_HOST_DEVICE inline float sigmoid(float x) { return 1.f / (1.f + ::expf(-x)); }
 
+// One value through an activation, as BiasActivationForward applies it (ReLU: v > 0 ? v : 0).
+RECMIX_HOST_DEVICE inline float activate(float v, Activation act) {
+  switch (act) {
+    case Activation::relu: return v > 0.f ? v : 0.f;
+    case Activation::sigmoid: return sigmoid(v);
+    case Activation::none: break;
+  }
+  return v;
+}
+
 // Weight init: value[i] = normal(seed, stream, i) * stddev (the reference DLRM's normal init).
 struct InitNormal {
   float* value;

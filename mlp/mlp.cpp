@@ -1,5 +1,5 @@
-// Mlp. On the CPU backend (with AVX2 and FMA) the forward and input-gradient GEMMs of narrow layers are the fused
-// kernels of cpu_linear.hpp: bias and activation in the forward GEMM, the previous layer's ReLU
+// Mlp. On the CPU backend (with AVX2 and FMA) the forward and input-gradient GEMMs of narrow
+// layers are the fused kernels of cpu_linear.hpp: bias and activation in the forward GEMM, the previous layer's ReLU
 // backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
@@ -85,6 +85,14 @@ Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
   stream->synchronize();
 }
 
+bool Mlp::fused_forward(const Layer& l) const {
+  return fused_ && cpu::fused_linear_enabled() && cpu::fused_forward_pays(l.in, l.out);
+}
+
+bool Mlp::fused_input_gradient(const Layer& l) const {
+  return fused_ && cpu::fused_linear_enabled() && cpu::fused_input_gradient_pays(l.in, l.out);
+}
+
 void Mlp::use_fused_kernels() {
   fused_ = backend_.kind() == device::BackendKind::cpu && cpu::fused_linear_available();
   if (!fused_) return;
@@ -103,7 +111,7 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
   forward_done_ = true;
   const float* x = input;
   for (Layer& l : layers_) {
-    if (fused_ && cpu::fused_linear_enabled() && cpu::fused_forward_pays(l.in, l.out)) {
+    if (fused_forward(l)) {
       cpu::linear_forward(backend_.num_threads(), batch, l.in, l.out, x, l.in, l.weight, l.bias, l.act,
                           l.output.data(), pack_.data());
       x = l.output.data();
@@ -160,7 +168,7 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
     // dx = dz W  ([batch x out] [out x in]); on the fused path, for a hidden layer below, also
     // that layer's ReLU backward and bias gradient.
     auto input_gradient = [&](float* dx) {
-      if (!fused_ || !cpu::fused_linear_enabled() || !cpu::fused_input_gradient_pays(l.in, l.out)) {
+      if (!fused_input_gradient(l)) {
         backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx, l.in);
         return;
       }
@@ -172,7 +180,7 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
     };
 
     const float* x = i == 0 ? input_ : layers_[i - 1].output.data();
-    // dx = dz W  ([batch x out] [out x in]) into the previous layer's gradient buffer.
+    // dx goes into the previous layer's gradient buffer (or the input gradient).
     float* dx = nullptr;
     if (i > 0 || need_input_grad) dx = i > 0 ? layers_[i - 1].grad.data() : input_grad_.data();
     if (!sgd_lr) {

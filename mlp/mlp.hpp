@@ -70,6 +70,9 @@ class Mlp {
     device::Buffer<float> grad;    // [max_batch x out]: the gradient w.r.t. this layer's output,
                                    // turned in place into the one w.r.t. its pre-activation
   };
+  // Whether this layer's forward / input-gradient GEMM runs as a fused CPU kernel right now.
+  bool fused_forward(const Layer& l) const;
+  bool fused_input_gradient(const Layer& l) const;
 
   device::Backend& backend_;
   device::MemoryPool& pool_;
