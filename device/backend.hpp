@@ -16,7 +16,8 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual BackendKind kind() const = 0;
-  virtual std::string description() const = 0;  // for logs: "cpu (OpenBLAS, 2 threads)"
+  virtual std::string description() const = 0;  // for logs: "cpu (oneDNN GEMM + OpenMP, 2 threads)"
+  virtual GemmLibrary gemm_library() const = 0;
 
   // Uncounted memory; nullptr never returned (throws DeviceError). 64-byte aligned at least.
   virtual void* allocate(std::size_t bytes, Tier tier) = 0;
@@ -39,9 +40,14 @@ class Backend {
   virtual int num_threads() const = 0;
 };
 
-// The one place backends are chosen. Throws NotCompiledError for CUDA in a build without it,
-// DeviceError when CUDA is built but no GPU is present.
-std::unique_ptr<Backend> make_backend(BackendKind kind, int threads = 1);
+// The one place backends are chosen. Throws NotCompiledError for CUDA in a build without it, and
+// for cpu_gemm = onednn in a build without oneDNN; DeviceError when CUDA is built but no GPU is
+// present. cpu_gemm only applies to the CPU backend.
+std::unique_ptr<Backend> make_backend(BackendKind kind, int threads = 1, CpuGemm cpu_gemm = CpuGemm::automatic);
+
+// What CpuGemm::automatic resolves to in this build on this CPU.
+GemmLibrary automatic_cpu_gemm();
+bool onednn_compiled();
 
 // True when this build has the CUDA backend and a GPU is visible.
 bool cuda_device_available();

@@ -4,13 +4,13 @@
 
 namespace recmix::device {
 
-std::unique_ptr<Backend> make_cpu_backend(int threads);
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuGemm gemm);
 std::unique_ptr<Backend> make_cuda_backend(int threads);  // cuda/ or the stub
 
-std::unique_ptr<Backend> make_backend(BackendKind kind, int threads) {
+std::unique_ptr<Backend> make_backend(BackendKind kind, int threads, CpuGemm cpu_gemm) {
   switch (kind) {
     case BackendKind::cpu:
-      return make_cpu_backend(threads);
+      return make_cpu_backend(threads, cpu_gemm);
     case BackendKind::cuda:
       return make_cuda_backend(threads);
   }

@@ -13,11 +13,25 @@ namespace recmix::device {
 
 enum class BackendKind { cpu, cuda };
 
+// The library behind a CPU backend's GEMM, as asked for. automatic: oneDNN where the build has it
+// and the CPU has AVX-512 (F, CD, BW, DQ, VL), OpenBLAS elsewhere. On the 2-core AVX-512 build
+// machine oneDNN 2.6's SGEMM runs the DLRM's GEMMs 1.9x as fast as OpenBLAS 0.3.21 with the
+// Haswell kernels it is pinned to there (bench/RESULTS.md).
+enum class CpuGemm { automatic, openblas, onednn };
+// The library a backend's GEMM runs on.
+enum class GemmLibrary { openblas, onednn, cublas };
+
 // Where an allocation lives: on the device (a GPU's memory, or ordinary memory on the CPU
 // backend) or in the host tier (pinned host memory on CUDA) used for cold embedding rows.
 enum class Tier { device, host };
 
 inline std::string_view to_string(BackendKind k) { return k == BackendKind::cpu ? "cpu" : "cuda"; }
 inline std::string_view to_string(Tier t) { return t == Tier::device ? "device" : "host"; }
+inline std::string_view to_string(CpuGemm g) {
+  return g == CpuGemm::automatic ? "auto" : g == CpuGemm::openblas ? "openblas" : "onednn";
+}
+inline std::string_view to_string(GemmLibrary g) {
+  return g == GemmLibrary::openblas ? "OpenBLAS" : g == GemmLibrary::onednn ? "oneDNN" : "cuBLAS";
+}
 
 }  // namespace recmix::device

@@ -66,7 +66,9 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   sgd_lr_ = dense.lr;
 
   if (use_replicas) {
-    replica_backend_ = device::make_backend(device::BackendKind::cpu, 1);
+    replica_backend_ = device::make_backend(
+        device::BackendKind::cpu, 1,
+        backend.gemm_library() == device::GemmLibrary::onednn ? device::CpuGemm::onednn : device::CpuGemm::openblas);
     const int share = static_cast<int>((max_local_batch_ + threads_ - 1) / threads_);
     for (int r = 0; r < threads_; ++r) {
       Replica rep;

@@ -247,6 +247,8 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   dev.read_int("threads", spec.device.threads, 1, 1024);
   dev.read("dense_replicas", spec.device.dense_replicas);
   dev.one_of("dense_replicas", spec.device.dense_replicas, {"auto", "on", "off"});
+  dev.read("gemm", spec.device.gemm);
+  dev.one_of("gemm", spec.device.gemm, {"auto", "openblas", "onednn"});
   dev.read_bytes("memory_capacity", spec.device.memory_capacity);
   dev.read_bytes("host_memory_capacity", spec.device.host_memory_capacity);
   dev.reject_unknown();

@@ -52,6 +52,7 @@ struct DeviceSpec {
   std::string kind = "cpu";  // cpu | cuda
   int threads = 1;           // per rank
   std::string dense_replicas = "auto";  // one rank, cpu, several threads: auto | on | off
+  std::string gemm = "auto";            // cpu: auto | openblas | onednn
   std::uint64_t memory_capacity = 0;       // bytes of device memory; 0: unlimited
   std::uint64_t host_memory_capacity = 0;  // bytes of host-tier memory; 0: unlimited
 };

@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [--with-slurm]
 set -euo pipefail
 packages=(build-essential cmake pkg-config git
-  openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libopenblas-dev
+  openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libopenblas-dev libdnnl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libspdlog-dev libfmt-dev zlib1g-dev
   clang libomp-dev python3-h5py python3-numpy)

@@ -37,6 +37,7 @@ class GemmTimingBackend final : public device::Backend {
 
   device::BackendKind kind() const override { return inner_.kind(); }
   std::string description() const override { return inner_.description(); }
+  device::GemmLibrary gemm_library() const override { return inner_.gemm_library(); }
   void* allocate(std::size_t bytes, device::Tier tier) override { return inner_.allocate(bytes, tier); }
   void deallocate(void* p, device::Tier tier) noexcept override { inner_.deallocate(p, tier); }
   void copy(void* dst, const void* src, std::size_t bytes, device::Stream& s) override {

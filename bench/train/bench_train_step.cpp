@@ -1,7 +1,8 @@
 // Training throughput of the whole hybrid-parallel DLRM step (embedding lookup and update over
 // all-to-all, both MLPs, interaction, loss, optimizers, gradient all-reduce) for the reference
 // DLRM's Kaggle model, timed in the same run as the bare GEMM chain of the step (the ceiling)
-// and as the bare collectives of the step (the communication share). Batches are generated in
+// and as the bare collectives of the step (the communication share). The chain runs on the step's
+// GEMM library and, where that is another, on OpenBLAS as well (the plain BLAS baseline). Batches are generated in
 // memory: data reading is measured by bench/data. Run under mpirun for several ranks.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   std::string sparse = "sgd";
   bool breakdown = false;
   std::string replicas = "auto";
+  std::string gemm = "auto";
   app.add_option("--batch", batches, "global batch sizes");
   app.add_option("--threads", threads, "threads per rank (OpenBLAS and OpenMP)");
   app.add_option("--reps", reps, "repetitions (median reported)");
@@ -73,6 +75,8 @@ int main(int argc, char** argv) {
                  "one rank, several threads: the dense half as one replica per thread (on), every GEMM split "
                  "over the threads (off), or by batch size (auto, the default; docs/job-spec.md)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--gemm", gemm, "the CPU backend's GEMM library for the step: auto, openblas or onednn")
+      ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
   bool compare_unfused = false;
   app.add_flag("--compare-unfused", compare_unfused,
                "also time the step with OpenBLAS for every GEMM (no fused narrow-layer GEMMs), interleaved with "
@@ -88,15 +92,24 @@ int main(int argc, char** argv) {
   }
   auto comm = comm::make_mpi_world_communicator();
   const int rank = comm->rank(), world = comm->size();
-  auto backend = device::make_backend(device::BackendKind::cpu, threads);
+  const auto cpu_gemm = gemm == "openblas" ? device::CpuGemm::openblas
+                        : gemm == "onednn"  ? device::CpuGemm::onednn
+                                            : device::CpuGemm::automatic;
+  auto backend = device::make_backend(device::BackendKind::cpu, threads, cpu_gemm);
+  const bool also_openblas = backend->gemm_library() != device::GemmLibrary::openblas;
+  auto openblas = device::make_backend(device::BackendKind::cpu, threads, device::CpuGemm::openblas);
   auto stream = backend->create_stream();
   if (rank == 0)
     fmt::print("{} rank(s) x {}; {} tables x {} rows, dim 16, one index per bag; bottom 13-512-256-64-16, dot, "
                "top 367-512-256-1, SGD dense, {} sparse; medians of {} repetitions\n\n",
                world, backend->description(), tables, rows, sparse, reps);
   if (rank == 0)
-    fmt::print("| global batch | step samples/s | GEMM chain samples/s (1 rank, same threads) | step / chain (median of per-repetition ratios) | "
-               "all-to-all bytes/step | all-reduce bytes/step | comm share |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    fmt::print("| global batch | step samples/s | GEMM chain samples/s ({} GEMM, 1 rank, same threads) | step / chain (median of "
+               "per-repetition ratios) |{} all-to-all bytes/step | all-reduce bytes/step | comm share |\n|---:|---:|---:|---:|{}"
+               "---:|---:|---:|\n",
+               to_string(backend->gemm_library()),
+               also_openblas ? " OpenBLAS GEMM chain samples/s | step / OpenBLAS chain |" : "",
+               also_openblas ? "---:|---:|" : "");
 
   std::vector<std::string> breakdowns;
   for (std::int64_t global_batch : batches) {
@@ -119,6 +132,8 @@ int main(int argc, char** argv) {
     device::MemoryPool chain_pool(*backend, device::Tier::device, "chain");
     bench::GemmChain chain(*backend, chain_pool, {{13, 512, 256, 64, 16}, {367, 512, 256, 1}},
                            static_cast<int>(global_batch));
+    bench::GemmChain openblas_chain(*openblas, chain_pool, {{13, 512, 256, 64, 16}, {367, 512, 256, 1}},
+                                    static_cast<int>(global_batch));
 
     int step_counter = 0;
     auto timed_steps = [&](int n) {
@@ -134,7 +149,7 @@ int main(int argc, char** argv) {
     double one = timed_steps(3);
     int iters = std::max(3, static_cast<int>(min_seconds / std::max(one, 1e-6)));
     comm->broadcast(&iters, 1, comm::DataType::i32, 0);
-    std::vector<double> step_rate, chain_rate, unfused_rate;
+    std::vector<double> step_rate, chain_rate, openblas_rate, unfused_rate;
     for (int r = 0; r < reps; ++r) {
       step_rate.push_back(global_batch / timed_steps(iters));
       if (compare_unfused) {
@@ -146,6 +161,11 @@ int main(int argc, char** argv) {
         double t0 = bench::now();
         for (int i = 0; i < iters; ++i) chain.run(*stream);
         chain_rate.push_back(global_batch / ((bench::now() - t0) / iters));
+        if (also_openblas) {
+          t0 = bench::now();
+          for (int i = 0; i < iters; ++i) openblas_chain.run(*stream);
+          openblas_rate.push_back(global_batch / ((bench::now() - t0) / iters));
+        }
       }
       comm->barrier();
     }
@@ -179,11 +199,15 @@ int main(int argc, char** argv) {
     double step = bench::median(step_rate), ceiling = bench::median(chain_rate);
     // The ratio of each repetition's step and chain, timed back to back, then the median: the
     // machine's speed drifts by up to 2x between repetitions, far less within one.
-    std::vector<double> ratios;
+    std::vector<double> ratios, openblas_ratios;
     for (std::size_t r = 0; r < chain_rate.size(); ++r) ratios.push_back(step_rate[r] / chain_rate[r]);
+    for (std::size_t r = 0; r < openblas_rate.size(); ++r) openblas_ratios.push_back(step_rate[r] / openblas_rate[r]);
     if (rank == 0)
-      fmt::print("| {} | {:.0f} | {:.0f} | {:.2f} | {:.2f} MB | {:.2f} MB | {} |\n", global_batch, step, ceiling,
-                 bench::median(ratios), a2a_total / 1e6, allreduce_bytes / 1e6,
+      fmt::print("| {} | {:.0f} | {:.0f} | {:.2f} |{} {:.2f} MB | {:.2f} MB | {} |\n", global_batch, step, ceiling,
+                 bench::median(ratios),
+                 also_openblas ? fmt::format(" {:.0f} | {:.2f} |", bench::median(openblas_rate), bench::median(openblas_ratios))
+                               : "",
+                 a2a_total / 1e6, allreduce_bytes / 1e6,
                  world > 1 ? fmt::format("{:.0f}%", 100.0 * comm_seconds / (global_batch / step)) : "-");
     if (compare_unfused && rank == 0) {
       std::vector<double> unfused_ratios, gain;

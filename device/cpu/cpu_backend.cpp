@@ -1,7 +1,10 @@
-// CPU backend: ordinary aligned memory for both tiers, OpenBLAS SGEMM, OpenMP parallel_for,
-// streams that run work in submission order on the calling thread.
+// CPU backend: ordinary aligned memory for both tiers, OpenBLAS or oneDNN SGEMM, OpenMP
+// parallel_for, streams that run work in submission order on the calling thread.
 #include <cblas.h>
 #include <omp.h>
+#ifdef RECMIX_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -28,13 +31,41 @@ class CpuEvent final : public Event {
   void synchronize() override {}
 };
 
+bool cpu_has_avx512() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  // libgcc checks that the OS saves the AVX-512 registers as well as CPUID.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+
+GemmLibrary resolve(CpuGemm gemm) {
+  switch (gemm) {
+    case CpuGemm::openblas:
+      return GemmLibrary::openblas;
+    case CpuGemm::onednn:
+      if (!onednn_compiled())
+        throw NotCompiledError("the oneDNN GEMM was asked for, but recmix was built without oneDNN "
+                               "(install libdnnl-dev and rebuild, or use the OpenBLAS GEMM)");
+      return GemmLibrary::onednn;
+    case CpuGemm::automatic:
+      break;
+  }
+  return automatic_cpu_gemm();
+}
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) { set_num_threads(threads); }
+  CpuBackend(int threads, CpuGemm gemm) : gemm_(resolve(gemm)) { set_num_threads(threads); }
 
   BackendKind kind() const override { return BackendKind::cpu; }
+  GemmLibrary gemm_library() const override { return gemm_; }
   std::string description() const override {
-    return fmt::format("cpu (OpenBLAS + OpenMP, {} thread{})", threads_, threads_ == 1 ? "" : "s");
+    return fmt::format("cpu ({} GEMM + OpenMP, {} thread{})", to_string(gemm_), threads_, threads_ == 1 ? "" : "s");
   }
 
   void* allocate(std::size_t bytes, Tier tier) override {
@@ -83,6 +114,20 @@ class CpuBackend final : public Backend {
       }
       return;
     }
+#ifdef RECMIX_HAVE_ONEDNN
+    // oneDNN for every GEMM but outer products (k below 8: 256 -> 1's input gradient takes 1.8x
+    // as long there as in OpenBLAS). Its threads are OpenMP's, whose count belongs to the calling
+    // thread: set it here, as replicas call from threads of their own.
+    if (gemm_ == GemmLibrary::onednn && k >= 8) {
+      if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+      const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
+                                              ldb, beta, c, ldc);
+      if (status != dnnl_success)
+        throw DeviceError(fmt::format("oneDNN sgemm ({} x {} x {}) failed with status {}", m, n, k,
+                                      static_cast<int>(status)));
+      return;
+    }
+#endif
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
@@ -96,11 +141,28 @@ class CpuBackend final : public Backend {
   int num_threads() const override { return threads_; }
 
  private:
+  GemmLibrary gemm_;
   int threads_ = 1;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+bool onednn_compiled() {
+#ifdef RECMIX_HAVE_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+GemmLibrary automatic_cpu_gemm() {
+  static const GemmLibrary choice =
+      onednn_compiled() && cpu_has_avx512() ? GemmLibrary::onednn : GemmLibrary::openblas;
+  return choice;
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuGemm gemm) {
+  return std::make_unique<CpuBackend>(threads, gemm);
+}
 
 }  // namespace recmix::device

@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
     if (handle_) cublasDestroy(handle_);
   }
   BackendKind kind() const override { return BackendKind::cuda; }
+  GemmLibrary gemm_library() const override { return GemmLibrary::cublas; }
   std::string description() const override {
     cudaDeviceProp prop{};
     int dev = 0;
