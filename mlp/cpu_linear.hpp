@@ -11,6 +11,7 @@
 // each column is computed the same way whatever the thread count, so results do not depend on it.
 #include <cstddef>
 
+#include "device/types.hpp"
 #include "mlp/types.hpp"
 
 namespace recmix::mlp::cpu {
@@ -23,13 +24,15 @@ bool fused_linear_available();
 void set_fused_linear_enabled(bool enabled);
 bool fused_linear_enabled();
 
-// Where these kernels beat OpenBLAS followed by a separate element-wise pass (bench_linear in
-// bench/RESULTS.md: one thread, 1024 rows, caches flushed between calls): the forward GEMM of a
-// layer with at most 64 inputs or outputs, and the input-gradient GEMM of a layer with at most 16
-// outputs. On the wide layers OpenBLAS's GEMM, which also packs the input, is faster from a cold
-// cache by more than the pass it saves.
-bool fused_forward_pays(int in, int out);
-bool fused_input_gradient_pays(int in, int out);
+// Where these kernels beat the backend's GEMM followed by a separate element-wise pass
+// (bench_linear in bench/RESULTS.md: one thread, 1024 rows, caches flushed between calls):
+// - OpenBLAS: the forward GEMM of a layer with at most 64 inputs or outputs, and the
+//   input-gradient GEMM of a layer with at most 16 outputs. On the wide layers OpenBLAS's GEMM,
+//   which also packs the input, is faster from a cold cache by more than the pass it saves.
+// - oneDNN (AVX-512): both GEMMs of a layer with at most 16 outputs only; its SGEMM runs the
+//   wider layers 1.5-1.9x as fast as these AVX2 kernels.
+bool fused_forward_pays(int in, int out, device::GemmLibrary gemm);
+bool fused_input_gradient_pays(int in, int out, device::GemmLibrary gemm);
 
 // Floats of packing scratch that linear_forward and linear_backward_input need for a layer
 // [out x in]. In both, in and out are at least 1 (Mlp's layers are); rows may be 0.

@@ -86,11 +86,11 @@ Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
 }
 
 bool Mlp::fused_forward(const Layer& l) const {
-  return fused_ && cpu::fused_linear_enabled() && cpu::fused_forward_pays(l.in, l.out);
+  return fused_ && cpu::fused_linear_enabled() && cpu::fused_forward_pays(l.in, l.out, backend_.gemm_library());
 }
 
 bool Mlp::fused_input_gradient(const Layer& l) const {
-  return fused_ && cpu::fused_linear_enabled() && cpu::fused_input_gradient_pays(l.in, l.out);
+  return fused_ && cpu::fused_linear_enabled() && cpu::fused_input_gradient_pays(l.in, l.out, backend_.gemm_library());
 }
 
 void Mlp::use_fused_kernels() {
@@ -98,7 +98,7 @@ void Mlp::use_fused_kernels() {
   if (!fused_) return;
   std::size_t floats = 0;
   for (const Layer& l : layers_)
-    if (cpu::fused_forward_pays(l.in, l.out) || cpu::fused_input_gradient_pays(l.in, l.out))
+    if (cpu::fused_forward_pays(l.in, l.out, backend_.gemm_library()) || cpu::fused_input_gradient_pays(l.in, l.out, backend_.gemm_library()))
       floats = std::max(floats, cpu::linear_pack_floats(l.in, l.out));
   pack_ = device::Buffer<float>(pool_, floats, name_ + " packed weights");
 }

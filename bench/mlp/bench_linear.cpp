@@ -15,18 +15,25 @@
 using namespace recmix;
 
 int main(int argc, char** argv) {
-  CLI::App app{"Fused linear-layer GEMMs vs OpenBLAS plus an element-wise pass, per layer"};
+  CLI::App app{"Fused linear-layer GEMMs vs the backend GEMM (OpenBLAS or oneDNN) plus an element-wise pass, per layer"};
   int rows = 1024, reps = 15;
   bool warm = false;
   app.add_option("--rows", rows, "rows per call (a replica's share of the batch)");
   app.add_option("--reps", reps, "repetitions (median reported)");
   app.add_flag("--warm", warm, "do not flush the caches between calls");
+  std::string gemm = "auto";
+  app.add_option("--gemm", gemm, "the GEMM library the fused kernels are compared with: auto, openblas or onednn")
+      ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
   CLI11_PARSE(app, argc, argv);
   if (!mlp::cpu::fused_linear_available()) {
     fmt::print("the fused kernels need AVX2 and FMA; this CPU has not both\n");
     return 0;
   }
-  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  auto backend = device::make_backend(
+      device::BackendKind::cpu, 1,
+      gemm == "openblas" ? device::CpuGemm::openblas
+      : gemm == "onednn" ? device::CpuGemm::onednn
+                         : device::CpuGemm::automatic);
   auto stream = backend->create_stream();
   std::vector<float> junk(std::size_t(64) << 20 >> 2);  // 64 MB, twice the L3
   auto flush = [&] {
@@ -43,7 +50,8 @@ int main(int argc, char** argv) {
     }
     return bench::median(t) * 1e6;
   };
-  fmt::print("{} rows, 1 thread, caches {}; medians of {} calls, us\n\n", rows, warm ? "warm" : "flushed", reps);
+  fmt::print("{}; {} rows, caches {}; medians of {} calls, us\n\n", backend->description(), rows,
+             warm ? "warm" : "flushed", reps);
   fmt::print("| layer | forward: GEMM + pass | fused | input gradient: GEMM + pass | fused | fused used |\n"
              "|---|---:|---:|---:|---:|---|\n");
   const int shapes[][2] = {{13, 512}, {512, 256}, {256, 64}, {64, 16}, {367, 512}, {512, 256}, {256, 1}};
@@ -89,7 +97,8 @@ int main(int argc, char** argv) {
       const double v[4] = {f0, f1, b0, b1};
       for (int i = 0; i < 4; ++i) t[i] = round == 0 ? v[i] : std::min(t[i], v[i]);
     }
-    const bool fwd = mlp::cpu::fused_forward_pays(in, out), bwd = mlp::cpu::fused_input_gradient_pays(in, out);
+    const bool fwd = mlp::cpu::fused_forward_pays(in, out, backend->gemm_library()),
+               bwd = mlp::cpu::fused_input_gradient_pays(in, out, backend->gemm_library());
     fmt::print("| {} -> {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {} |\n", in, out, t[0], t[1], t[2], t[3],
                fwd && bwd ? "both" : fwd ? "forward" : bwd ? "input gradient" : "neither");
     for (int i = 0; i < 4; ++i) sum[i] += t[i];
