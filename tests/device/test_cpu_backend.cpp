@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <ostream>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "device/backend.hpp"
@@ -29,11 +32,33 @@ void reference_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const st
 
 }  // namespace
 
-class GemmShapes : public testing::TestWithParam<std::tuple<int, int, int, bool, bool>> {};
+struct GemmShape {
+  int m, n, k;
+  bool ta, tb;
+};
+
+void PrintTo(const GemmShape& s, std::ostream* os) {
+  *os << s.m << "x" << s.n << "x" << s.k << (s.ta ? " A^T" : "") << (s.tb ? " B^T" : "");
+}
+namespace recmix::device {
+void PrintTo(CpuGemm g, std::ostream* os) { *os << to_string(g); }
+}  // namespace recmix::device
+
+// Every shape on every GEMM library the CPU backend can use.
+std::string gemm_case_name(const testing::TestParamInfo<std::tuple<GemmShape, CpuGemm>>& info) {
+  const GemmShape& s = std::get<0>(info.param);
+  return std::string(to_string(std::get<1>(info.param))) + "_" + std::to_string(s.m) + "x" + std::to_string(s.n) +
+         "x" + std::to_string(s.k) + (s.ta ? "_At" : "") + (s.tb ? "_Bt" : "");
+}
+
+class GemmShapes : public testing::TestWithParam<std::tuple<GemmShape, CpuGemm>> {};
 
 TEST_P(GemmShapes, MatchesNaiveReference) {
-  auto [m, n, k, ta, tb] = GetParam();
-  auto backend = make_backend(BackendKind::cpu, 2);
+  auto [shape, library] = GetParam();
+  auto [m, n, k, ta, tb] = shape;
+  if (library == CpuGemm::onednn && !onednn_compiled()) GTEST_SKIP() << "built without oneDNN";
+  auto backend = make_backend(BackendKind::cpu, 2, library);
+  EXPECT_EQ(backend->gemm_library(), library == CpuGemm::onednn ? GemmLibrary::onednn : GemmLibrary::openblas);
   auto stream = backend->create_stream();
   std::mt19937 rng(m * 131 + n * 7 + k);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -65,21 +90,59 @@ TEST_P(GemmShapes, MatchesNaiveReference) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GemmShapes,
-                         testing::Values(std::make_tuple(1, 1, 1, false, false),
-                                         std::make_tuple(1, 17, 13, false, true),
-                                         std::make_tuple(33, 1, 7, true, false),
-                                         std::make_tuple(64, 16, 256, false, true),
-                                         std::make_tuple(13, 29, 31, true, true),
-                                         std::make_tuple(128, 512, 13, false, false),
-                                         // one row or one column of C (the matrix-vector path)
-                                         std::make_tuple(1, 300, 257, false, false),
-                                         std::make_tuple(1, 300, 257, true, true),
-                                         std::make_tuple(1, 19, 40, true, false),
-                                         std::make_tuple(257, 1, 300, false, true),
-                                         std::make_tuple(257, 1, 300, true, false),
-                                         std::make_tuple(40, 1, 19, true, true),
-                                         std::make_tuple(1, 1, 1000, false, false)));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GemmShapes,
+    testing::Combine(testing::Values(GemmShape{1, 1, 1, false, false}, GemmShape{1, 17, 13, false, true},
+                                     GemmShape{33, 1, 7, true, false}, GemmShape{64, 16, 256, false, true},
+                                     GemmShape{13, 29, 31, true, true}, GemmShape{128, 512, 13, false, false},
+                                     // the DLRM's shapes at a replica's rows: forward, weight and input gradient
+                                     GemmShape{300, 64, 256, false, true}, GemmShape{64, 256, 300, true, false},
+                                     GemmShape{300, 256, 64, false, false},
+                                     // K under 8: an outer product (OpenBLAS on either library)
+                                     GemmShape{70, 90, 1, false, false}, GemmShape{70, 90, 5, true, true},
+                                     // one row or one column of C (the matrix-vector path)
+                                     GemmShape{1, 300, 257, false, false}, GemmShape{1, 300, 257, true, true},
+                                     GemmShape{1, 19, 40, true, false}, GemmShape{257, 1, 300, false, true},
+                                     GemmShape{257, 1, 300, true, false}, GemmShape{40, 1, 19, true, true},
+                                     GemmShape{1, 1, 1000, false, false}),
+                     testing::Values(CpuGemm::openblas, CpuGemm::onednn)),
+    gemm_case_name);
+
+TEST(CpuBackend, AutomaticGemmIsOneDnnExactlyWhereBuiltWithItAndTheCpuHasAvx512) {
+  auto backend = make_backend(BackendKind::cpu, 1);
+  EXPECT_EQ(backend->gemm_library(), automatic_cpu_gemm());
+  if (!onednn_compiled()) EXPECT_EQ(automatic_cpu_gemm(), GemmLibrary::openblas);
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (onednn_compiled())
+    EXPECT_EQ(automatic_cpu_gemm() == GemmLibrary::onednn, __builtin_cpu_supports("avx512f") &&
+                                                               __builtin_cpu_supports("avx512bw") &&
+                                                               __builtin_cpu_supports("avx512vl"));
+#endif
+  EXPECT_NE(backend->description().find(std::string(to_string(backend->gemm_library()))), std::string::npos)
+      << backend->description();
+}
+
+// The GEMM's thread count belongs to the backend, whichever thread calls it (the dense replicas
+// call one-thread backends from threads of their own while the process runs with more).
+TEST(CpuBackend, GemmFromAnotherThreadMatchesTheReference) {
+  for (CpuGemm library : {CpuGemm::openblas, CpuGemm::onednn}) {
+    if (library == CpuGemm::onednn && !onednn_compiled()) continue;
+    auto one = make_backend(BackendKind::cpu, 1, library);
+    const int m = 96, n = 80, k = 72;
+    std::vector<float> a(m * k), b(k * n), c(m * n, 0.f), expected(m * n, 0.f);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (auto& x : a) x = u(rng);
+    for (auto& x : b) x = u(rng);
+    reference_gemm(false, false, m, n, k, 1.f, a, k, b, n, 0.f, expected, n);
+    std::thread t([&] {
+      auto stream = one->create_stream();
+      one->gemm(*stream, false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, c.data(), n);
+    });
+    t.join();
+    for (int i = 0; i < m * n; ++i) ASSERT_NEAR(c[i], expected[i], 1e-4f * (1 + k)) << to_string(library) << " at " << i;
+  }
+}
 
 TEST(CpuBackend, ParallelForVisitsEveryIndexOnce) {
   for (int threads : {1, 2}) {

@@ -37,6 +37,7 @@ TEST(JobSpec, DefaultsFollowTheReferenceKaggleModel) {
   EXPECT_EQ(spec.run_dir, "/base/runs/t");
   EXPECT_EQ(spec.checkpoint.dir, "/base/runs/t/checkpoints");
   EXPECT_EQ(spec.device.dense_replicas, "auto");
+  EXPECT_EQ(spec.device.gemm, "auto");
 }
 
 TEST(JobSpec, ReadsEverySection) {
@@ -105,6 +106,8 @@ TEST(JobSpec, BadValuesAreNamed) {
   EXPECT_NE(msg.find("device.memory_capacity"), std::string::npos) << msg;
   msg = expect_config_error(std::string(kMinimal) + "[device]\ndense_replicas = \"maybe\"\n");
   EXPECT_NE(msg.find("device.dense_replicas"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[device]\ngemm = \"mkl\"\n");
+  EXPECT_NE(msg.find("device.gemm"), std::string::npos) << msg;
   msg = expect_config_error(std::string(kMinimal) + "[train]\nsteps = \"ten\"\n");
   EXPECT_NE(msg.find("train.steps"), std::string::npos) << msg;
   msg = expect_config_error("name = \"x\"\n");
