@@ -26,7 +26,8 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       backend.kind() == device::BackendKind::cpu && comm.size() == 1 && threads_ > 1 &&
       max_local_batch_ >= threads_ &&
       (spec.device.dense_replicas == "on" ||
-       (spec.device.dense_replicas == "auto" && max_local_batch_ >= kReplicaMinRows * threads_));
+       (spec.device.dense_replicas == "auto" &&
+        max_local_batch_ >= replica_min_rows(backend.gemm_library()) * threads_));
   // With replicas the primary MLPs only hold the parameters and the summed gradients: their own
   // activation buffers are sized for one sample.
   const int max_batch = use_replicas ? 1 : static_cast<int>(max_local_batch_);

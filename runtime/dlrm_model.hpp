@@ -31,9 +31,13 @@ class DlrmModel {
             comm::Communicator& comm, device::Backend& backend, device::MemoryPool& device_pool,
             std::int64_t max_local_batch, const embedding::ShardingPlan& plan);
 
-  // Local batch at which "auto" turns the dense replicas on: each replica's GEMMs need enough
-  // rows (measured: a win at batch 2048 on 2 threads, a loss at 128; bench/RESULTS.md).
-  static constexpr std::int64_t kReplicaMinRows = 256;
+  // Rows per replica from which "auto" turns the dense replicas on. With OpenBLAS each replica's
+  // GEMMs need enough rows (measured: a win at batch 2048 on 2 threads, a loss at 128); oneDNN's
+  // one-thread GEMMs are so much faster than its threaded ones on small batches that replicas
+  // win from batch 16 on 2 threads (bench/RESULTS.md).
+  static std::int64_t replica_min_rows(device::GemmLibrary gemm) {
+    return gemm == device::GemmLibrary::onednn ? 8 : 256;
+  }
 
   // One training step on this rank's slice of a global batch of global_batch samples.
   // Collective over the communicator. Returns the loss of the whole global batch.

@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -116,8 +117,11 @@ class CpuBackend final : public Backend {
     }
 #ifdef RECMIX_HAVE_ONEDNN
     // oneDNN for every GEMM but outer products (k below 8: 256 -> 1's input gradient takes 1.8x
-    // as long there as in OpenBLAS). Its threads are OpenMP's, whose count belongs to the calling
-    // thread: set it here, as replicas call from threads of their own.
+    // as long there as in OpenBLAS). Sending only the large GEMMs of a multi-thread backend to it
+    // (its small threaded ones are slower than OpenBLAS's) was measured and is worse: the two
+    // libraries' thread pools then take turns and get in each other's way (bench/RESULTS.md).
+    // Its threads are OpenMP's, whose count belongs to the calling thread: set it here, as
+    // replicas call from threads of their own.
     if (gemm_ == GemmLibrary::onednn && k >= 8) {
       if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
       const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
