@@ -45,9 +45,11 @@ void set_fused_linear_enabled(bool enabled) { fused_enabled.store(enabled); }
 bool fused_linear_enabled() { return fused_enabled.load(std::memory_order_relaxed); }
 
 bool fused_forward_pays(int in, int out, device::GemmLibrary gemm) {
-  return gemm == device::GemmLibrary::onednn ? out <= 16 : std::min(in, out) <= 64;
+  return gemm == device::GemmLibrary::openblas && std::min(in, out) <= 64;
 }
-bool fused_input_gradient_pays(int, int out, device::GemmLibrary) { return out <= 16; }
+bool fused_input_gradient_pays(int, int out, device::GemmLibrary gemm) {
+  return gemm == device::GemmLibrary::openblas && out <= 16;
+}
 
 std::size_t linear_pack_floats(int in, int out) {
   const std::size_t forward = std::size_t(panels_of(out)) * kNr * in;

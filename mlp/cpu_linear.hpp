@@ -29,8 +29,10 @@ bool fused_linear_enabled();
 // - OpenBLAS: the forward GEMM of a layer with at most 64 inputs or outputs, and the
 //   input-gradient GEMM of a layer with at most 16 outputs. On the wide layers OpenBLAS's GEMM,
 //   which also packs the input, is faster from a cold cache by more than the pass it saves.
-// - oneDNN (AVX-512): both GEMMs of a layer with at most 16 outputs only; its SGEMM runs the
-//   wider layers 1.5-1.9x as fast as these AVX2 kernels.
+// - oneDNN (AVX-512): nowhere. Its SGEMM runs the wider layers 1.5-1.9x as fast as these AVX2
+//   kernels; on the layers with 16 outputs or fewer they are still faster one call at a time,
+//   but the whole training step was no faster with them there (bench_train_step
+//   --compare-unfused at batches 64, 128 and 2048: with / without 0.98-1.14, inside the noise).
 bool fused_forward_pays(int in, int out, device::GemmLibrary gemm);
 bool fused_input_gradient_pays(int in, int out, device::GemmLibrary gemm);
 

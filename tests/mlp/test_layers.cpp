@@ -38,9 +38,10 @@ void PrintTo(const Shape& s, std::ostream* os) {
 
 class MlpVsReference : public ::testing::TestWithParam<Shape> {};
 
-// Forward and backward of an Mlp against the reference, on the CPU backend's default path (the
-// fused narrow-layer GEMMs where the CPU has them) or with every GEMM through OpenBLAS.
-void check_against_reference(const Shape& shape, bool fused) {
+// Forward and backward of an Mlp against the reference on a CPU backend with the given GEMM
+// library, with the fused narrow-layer GEMMs where they apply (fused) or without them.
+void check_against_reference(const Shape& shape, device::CpuGemm gemm, bool fused) {
+  if (gemm == device::CpuGemm::onednn && !device::onednn_compiled()) GTEST_SKIP() << "built without oneDNN";
   const bool was_fused = cpu::fused_linear_enabled();
   cpu::set_fused_linear_enabled(fused);
   struct Restore {
@@ -48,7 +49,7 @@ void check_against_reference(const Shape& shape, bool fused) {
     ~Restore() { cpu::set_fused_linear_enabled(value); }
   } restore{was_fused};
   test::ScopedParallelThreshold parallel(shape.threads > 1 ? 1 << 12 : std::int64_t(1) << 62);
-  auto backend = device::make_backend(device::BackendKind::cpu, shape.threads);
+  auto backend = device::make_backend(device::BackendKind::cpu, shape.threads, gemm);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
   Mlp mlp(*backend, pool, "m", shape.sizes, shape.last_sigmoid ? Activation::sigmoid : Activation::relu,
@@ -96,8 +97,16 @@ void check_against_reference(const Shape& shape, bool fused) {
         << params[i].name;
 }
 
-TEST_P(MlpVsReference, ForwardAndBackward) { check_against_reference(GetParam(), true); }
-TEST_P(MlpVsReference, ForwardAndBackwardAllOpenBlas) { check_against_reference(GetParam(), false); }
+// The default path: the automatic GEMM library, and the fused GEMMs where they apply beside it.
+TEST_P(MlpVsReference, ForwardAndBackward) { check_against_reference(GetParam(), device::CpuGemm::automatic, true); }
+// OpenBLAS with the fused narrow-layer GEMMs (the default on CPUs without AVX-512).
+TEST_P(MlpVsReference, ForwardAndBackwardOpenBlasFused) {
+  check_against_reference(GetParam(), device::CpuGemm::openblas, true);
+}
+TEST_P(MlpVsReference, ForwardAndBackwardAllOpenBlas) {
+  check_against_reference(GetParam(), device::CpuGemm::openblas, false);
+}
+TEST_P(MlpVsReference, ForwardAndBackwardOneDnn) { check_against_reference(GetParam(), device::CpuGemm::onednn, true); }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlpVsReference,
