@@ -30,6 +30,11 @@ inline std::string_view to_string(Tier t) { return t == Tier::device ? "device" 
 inline std::string_view to_string(CpuGemm g) {
   return g == CpuGemm::automatic ? "auto" : g == CpuGemm::openblas ? "openblas" : "onednn";
 }
+// "auto", "openblas" or "onednn" (the job spec's device.gemm, already checked); anything else is
+// automatic.
+inline CpuGemm parse_cpu_gemm(std::string_view name) {
+  return name == "openblas" ? CpuGemm::openblas : name == "onednn" ? CpuGemm::onednn : CpuGemm::automatic;
+}
 inline std::string_view to_string(GemmLibrary g) {
   return g == GemmLibrary::openblas ? "OpenBLAS" : g == GemmLibrary::onednn ? "oneDNN" : "cuBLAS";
 }

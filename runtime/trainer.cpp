@@ -118,10 +118,7 @@ std::vector<std::vector<std::int64_t>> read_access_counts(const std::vector<std:
 Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
     : spec_(std::move(spec)), comm_(comm) {
   const auto kind = spec_.device.kind == "cuda" ? device::BackendKind::cuda : device::BackendKind::cpu;
-  const auto gemm = spec_.device.gemm == "openblas" ? device::CpuGemm::openblas
-                    : spec_.device.gemm == "onednn" ? device::CpuGemm::onednn
-                                                    : device::CpuGemm::automatic;
-  backend_ = device::make_backend(kind, spec_.device.threads, gemm);
+  backend_ = device::make_backend(kind, spec_.device.threads, device::parse_cpu_gemm(spec_.device.gemm));
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
 

@@ -29,11 +29,7 @@ int main(int argc, char** argv) {
     fmt::print("the fused kernels need AVX2 and FMA; this CPU has not both\n");
     return 0;
   }
-  auto backend = device::make_backend(
-      device::BackendKind::cpu, 1,
-      gemm == "openblas" ? device::CpuGemm::openblas
-      : gemm == "onednn" ? device::CpuGemm::onednn
-                         : device::CpuGemm::automatic);
+  auto backend = device::make_backend(device::BackendKind::cpu, 1, device::parse_cpu_gemm(gemm));
   auto stream = backend->create_stream();
   std::vector<float> junk(std::size_t(64) << 20 >> 2);  // 64 MB, twice the L3
   auto flush = [&] {

@@ -92,10 +92,7 @@ int main(int argc, char** argv) {
   }
   auto comm = comm::make_mpi_world_communicator();
   const int rank = comm->rank(), world = comm->size();
-  const auto cpu_gemm = gemm == "openblas" ? device::CpuGemm::openblas
-                        : gemm == "onednn"  ? device::CpuGemm::onednn
-                                            : device::CpuGemm::automatic;
-  auto backend = device::make_backend(device::BackendKind::cpu, threads, cpu_gemm);
+  auto backend = device::make_backend(device::BackendKind::cpu, threads, device::parse_cpu_gemm(gemm));
   const bool also_openblas = backend->gemm_library() != device::GemmLibrary::openblas;
   auto openblas = device::make_backend(device::BackendKind::cpu, threads, device::CpuGemm::openblas);
   auto stream = backend->create_stream();
