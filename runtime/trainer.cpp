@@ -118,6 +118,9 @@ std::vector<std::vector<std::int64_t>> read_access_counts(const std::vector<std:
 Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
     : spec_(std::move(spec)), comm_(comm) {
   const auto kind = spec_.device.kind == "cuda" ? device::BackendKind::cuda : device::BackendKind::cpu;
+  if (spec_.device.gemm == "onednn" && !device::onednn_compiled())
+    throw ConfigError("device.gemm = \"onednn\", but this build has no oneDNN (install libdnnl-dev and rebuild, "
+                      "or use \"auto\" or \"openblas\")");
   backend_ = device::make_backend(kind, spec_.device.threads, device::parse_cpu_gemm(spec_.device.gemm));
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);

@@ -40,6 +40,7 @@ TOML
   cat "$work/train.err"; fail "training on 2 ranks failed"; }
 grep -q "step 120/120" "$work/train.err" || fail "no final progress line"
 grep -q "final: step 120" "$work/train.out" || fail "no final summary"
+grep -q "cpu (\(oneDNN\|OpenBLAS\) GEMM" "$work/train.err" || fail "the log does not name the GEMM library"
 test -s "$work/run/metrics.jsonl" || fail "no metrics.jsonl"
 grep -q '"type":"eval"' "$work/run/metrics.jsonl" || fail "no eval metrics"
 ckpt=$(ls "$work/run/checkpoints"/ckpt-*.h5 | tail -n 1)
@@ -88,6 +89,8 @@ sed 's/lr = 0.05/lr = -1/' "$work/job.toml" > "$work/neg.toml"
 expect_error "'optimizer.lr' must be between" "$recmix" train "$work/neg.toml"
 sed 's/train = "train.h5"/train = "missing.h5"/' "$work/job.toml" > "$work/missing.toml"
 expect_error "missing.h5" "${mpirun[@]}" -np 2 "$recmix" train "$work/missing.toml"
+{ cat "$work/job.toml"; printf '[device]\ngemm = "mkl"\n'; } > "$work/gemm.toml"
+expect_error "device.gemm" "$recmix" train "$work/gemm.toml"
 { cat "$work/job.toml"; printf '[device]\nmemory_capacity = "64KiB"\n'; } > "$work/oom.toml"
 expect_error "out of memory" "$recmix" train "$work/oom.toml"
 expect_error "not a recmix checkpoint\|not a readable\|cannot open\|failed" "$recmix" eval "$work/train.h5" "$work/eval.h5"
