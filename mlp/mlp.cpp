@@ -1,5 +1,5 @@
-// Mlp. On the CPU backend (with AVX2 and FMA) the forward and input-gradient GEMMs of narrow
-// layers are the fused kernels of cpu_linear.hpp: bias and activation in the forward GEMM, the previous layer's ReLU
+// Mlp. On the CPU backend with OpenBLAS (and AVX2 and FMA) the forward and input-gradient GEMMs
+// of narrow layers are the fused kernels of cpu_linear.hpp: bias and activation in the forward GEMM, the previous layer's ReLU
 // backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.

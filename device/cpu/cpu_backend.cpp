@@ -6,7 +6,6 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
