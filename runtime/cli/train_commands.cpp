@@ -25,6 +25,7 @@ struct TrainArgs {
   std::int64_t steps = -1;
   std::int64_t stop_after = 0;
   int threads = 0;
+  std::string gemm;
   std::string run_dir;
 };
 
@@ -34,6 +35,7 @@ struct EvalArgs {
   std::int64_t batch_size = 0;
   std::int64_t max_batches = 0;
   int threads = 0;
+  std::string gemm;
 };
 
 void run_train(const TrainArgs& a) {
@@ -53,6 +55,7 @@ void run_train(const TrainArgs& a) {
   }
   if (a.steps >= 0) spec.train.steps = a.steps;
   if (a.threads > 0) spec.device.threads = a.threads;
+  if (!a.gemm.empty()) spec.device.gemm = a.gemm;
   runtime::TrainOptions options;
   options.resume = a.resume_latest ? "latest" : a.resume;
   options.stop_after = a.stop_after;
@@ -70,6 +73,7 @@ void run_eval(const EvalArgs& a) {
   auto spec = runtime::parse_job_spec(meta.job_spec, a.checkpoint + " (job spec)");
   if (a.batch_size > 0) spec.train.batch_size = a.batch_size;
   if (a.threads > 0) spec.device.threads = a.threads;
+  if (!a.gemm.empty()) spec.device.gemm = a.gemm;
   spec.data.prefetch = 1;
   runtime::Trainer trainer(spec, *comm, runtime::DatasetShape{meta.table_rows, meta.num_dense});
   trainer.load(a.checkpoint);
@@ -94,6 +98,8 @@ void add_train_commands(CLI::App& app) {
                     "Stop after this many steps of this run, writing a checkpoint (to resume later)")
       ->check(CLI::PositiveNumber);
   train->add_option("--threads", targs->threads, "Override device.threads (threads per rank)")->check(CLI::PositiveNumber);
+  train->add_option("--gemm", targs->gemm, "Override device.gemm (the CPU backend's GEMM library)")
+      ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
   train->add_option("--run-dir", targs->run_dir, "Override run_dir (logs, metrics, checkpoints)");
   train->footer(
       "Run under MPI for several ranks: launch/recmix-mpirun -np 4 recmix train job.toml\n"
@@ -107,6 +113,8 @@ void add_train_commands(CLI::App& app) {
   eval->add_option("--batch-size", eargs->batch_size, "Global batch size (default: the job's)")->check(CLI::PositiveNumber);
   eval->add_option("--max-batches", eargs->max_batches, "Evaluate only this many global batches")->check(CLI::PositiveNumber);
   eval->add_option("--threads", eargs->threads, "Threads per rank")->check(CLI::PositiveNumber);
+  eval->add_option("--gemm", eargs->gemm, "The CPU backend's GEMM library (default: the job's device.gemm)")
+      ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
   eval->callback([eargs] { run_eval(*eargs); });
 }
 

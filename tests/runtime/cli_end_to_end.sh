@@ -51,6 +51,11 @@ ckpt=$(ls "$work/run/checkpoints"/ckpt-*.h5 | tail -n 1)
 auc_train=$(sed -n 's/.*eval AUC \([0-9.]*\).*/\1/p' "$work/train.out")
 auc_eval=$(sed -n 's/.*AUC \([0-9.]*\).*/\1/p' "$work/eval.out")
 [[ -n "$auc_train" && "$auc_train" == "$auc_eval" ]] || fail "eval AUC $auc_eval differs from training's $auc_train"
+# On the other GEMM library (--gemm) the AUC differs by rounding only.
+"$recmix" eval "$ckpt" "$work/eval.h5" --gemm openblas > "$work/eval-openblas.out"
+auc_openblas=$(sed -n 's/.*AUC \([0-9.]*\).*/\1/p' "$work/eval-openblas.out")
+awk -v a="$auc_train" -v b="$auc_openblas" 'BEGIN { d = a - b; exit !(b != "" && d < 1e-3 && d > -1e-3) }' ||
+  fail "eval AUC with --gemm openblas $auc_openblas is not close to training's $auc_train"
 
 # Resume on 1 rank for 30 more steps.
 "$recmix" train "$work/job.toml" --resume "$ckpt" --steps 150 > /dev/null 2> "$work/resume.err" || {
