@@ -23,10 +23,10 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   const int k = static_cast<int>(table_rows.size());
   threads_ = backend.num_threads();
   const bool use_replicas =
-      backend.kind() == device::BackendKind::cpu && comm.size() == 1 && threads_ > 1 &&
+      backend.kind() == device::BackendKind::cpu && threads_ > 1 &&
       max_local_batch_ >= threads_ &&
       (spec.device.dense_replicas == "on" ||
-       (spec.device.dense_replicas == "auto" &&
+       (spec.device.dense_replicas == "auto" && comm.size() == 1 &&
         max_local_batch_ >= replica_min_rows(backend.gemm_library()) * threads_));
   // With replicas the primary MLPs only hold the parameters and the summed gradients: their own
   // activation buffers are sized for one sample.
@@ -248,13 +248,24 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
       }
     });
   }
+  // Several ranks: the summed gradients are all-reduced while the embedding gradients travel.
+  std::vector<std::unique_ptr<comm::Request>> pending;
+  if (comm_.size() > 1)
+    for (mlp::Mlp* primary : {top_.get(), bottom_.get()})
+      pending.push_back(comm_.iall_reduce_sum(primary->all_grads(), primary->all_grads(), primary->parameter_count(),
+                                              comm::DataType::f32, stream_.get()));
   mark(gradient_sum);
   embedding_->backward_start(*stream_, grad_pooled_.data());
   embedding_->backward_finish(*stream_);
   mark(embedding_backward_start);
+  double local_loss_sum = 0.0;
+  for (double l : loss_sums) local_loss_sum += l;
+  double loss_sum = local_loss_sum;
+  if (comm_.size() > 1) {
+    comm_.all_reduce_sum(&local_loss_sum, &loss_sum, 1, comm::DataType::f64);
+    for (auto& r : pending) r->wait();
+  }
   finish_dense_step();
-  double loss_sum = 0.0;
-  for (double l : loss_sums) loss_sum += l;
   return loss_sum / static_cast<double>(global_batch);
 }
 

@@ -31,7 +31,9 @@ class DlrmModel {
             comm::Communicator& comm, device::Backend& backend, device::MemoryPool& device_pool,
             std::int64_t max_local_batch, const embedding::ShardingPlan& plan);
 
-  // Rows per replica from which "auto" turns the dense replicas on. With OpenBLAS each replica's
+  // Rows per replica from which "auto" turns the dense replicas on (one rank only: on several
+  // ranks, where they also work, "on" asks for them; their speed there is unmeasured, since
+  // ranks x threads oversubscribe the 2-core build machine). With OpenBLAS each replica's
   // GEMMs need enough rows (measured: a win at batch 2048 on 2 threads, a loss at 128); oneDNN's
   // one-thread GEMMs are so much faster than its threaded ones on small batches that replicas
   // win from batch 16 on 2 threads (bench/RESULTS.md).
@@ -103,10 +105,10 @@ class DlrmModel {
   // into the pass that sums the replicas' gradients; finish_dense_step() then only counts it.
   float sgd_lr_ = 0.f;
   bool fold_sgd_ = false;
-  // One rank on the CPU with several threads (device.dense_replicas): the dense half (both MLPs, the
+  // A rank on the CPU with several threads (device.dense_replicas): the dense half (both MLPs, the
   // interaction, the loss) runs data-parallel, one replica per thread on a contiguous share of
-  // the batch with single-threaded GEMMs, and the replicas' gradients are summed before the
-  // optimizer step. On these skinny layers that beats splitting every GEMM over the threads, and
+  // the rank's batch with single-threaded GEMMs, and the replicas' gradients are summed (then,
+  // on several ranks, all-reduced) before the optimizer step. On these skinny layers that beats splitting every GEMM over the threads, and
   // the element-wise work runs on all threads (bench/RESULTS.md). The embedding layer works on
   // the whole batch with all threads.
   struct Replica {

@@ -227,6 +227,34 @@ INSTANTIATE_TEST_SUITE_P(
                          info.param.sparse, info.param.dense);
     });
 
+// Dense replicas on every rank (2 threads each): the replicas' summed gradients are all-reduced
+// over the ranks, and the result matches one rank with one thread.
+TEST(Trainer, ReplicasOnEveryRankMatchOneRank) {
+  auto& comm = *world->comm;
+  auto self = comm.split(comm.rank(), 0);
+  for (const char* dense : {"sgd", "adam"}) {
+    SCOPED_TRACE(dense);
+    auto spec = small_spec(fmt::format("replicas-ranks-{}", dense));
+    spec.optimizer.dense = dense;
+    spec.device.threads = 2;
+    spec.device.dense_replicas = "on";
+    const std::string dir = run_dir(spec.name);
+    {
+      auto probe = spec;
+      probe.run_dir = dir + "-probe";
+      EXPECT_EQ(Trainer(probe, comm).model().dense_replicas_count(), 2);
+    }
+    auto many = train_steps(spec, comm, 12, dir + "/many.h5");
+    auto single = small_spec(fmt::format("replicas-ranks-{}-single{}", dense, comm.rank()));
+    single.optimizer.dense = dense;
+    auto one = train_steps(single, *self, 12, dir + fmt::format("/one{}.h5", comm.rank()));
+    ASSERT_EQ(many.size(), one.size());
+    for (std::size_t i = 0; i < many.size(); ++i) EXPECT_NEAR(many[i], one[i], 1e-5 * std::abs(one[i])) << "step " << i;
+    EXPECT_LE(max_relative_difference(read_weights(dir + "/many.h5"), read_weights(dir + fmt::format("/one{}.h5", comm.rank()))),
+              1e-5);
+  }
+}
+
 TEST(Trainer, LearnsPlantedSignal) {
   auto spec = small_spec("learn");
   spec.train.steps = 400;
