@@ -34,11 +34,12 @@ class DlrmModel {
   // Rows per replica from which "auto" turns the dense replicas on (one rank only: on several
   // ranks, where they also work, "on" asks for them; their speed there is unmeasured, since
   // ranks x threads oversubscribe the 2-core build machine). With OpenBLAS each replica's
-  // GEMMs need enough rows (measured: a win at batch 2048 on 2 threads, a loss at 128); oneDNN's
-  // one-thread GEMMs are so much faster than its threaded ones on small batches that replicas
-  // win from batch 16 on 2 threads (bench/RESULTS.md).
+  // GEMMs need enough rows (measured: a win at batch 2048 on 2 threads, a loss at 128). With
+  // oneDNN they win from batch 128 on 2 threads, are even at 64 and lose at 16, where the
+  // replicas' fixed costs (the gradient sum over every parameter) outweigh the GEMMs
+  // (bench/RESULTS.md).
   static std::int64_t replica_min_rows(device::GemmLibrary gemm) {
-    return gemm == device::GemmLibrary::onednn ? 8 : 256;
+    return gemm == device::GemmLibrary::onednn ? 64 : 256;
   }
 
   // One training step on this rank's slice of a global batch of global_batch samples.

@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -57,6 +58,10 @@ GemmLibrary resolve(CpuGemm gemm) {
   }
   return automatic_cpu_gemm();
 }
+
+// Multiply-adds from which a oneDNN GEMM uses the backend's threads (the 512 -> 256 layer at 128
+// rows); below, one thread.
+constexpr std::int64_t kOneDnnThreadedMacs = std::int64_t(1) << 24;
 
 class CpuBackend final : public Backend {
  public:
@@ -116,13 +121,15 @@ class CpuBackend final : public Backend {
     }
 #ifdef RECMIX_HAVE_ONEDNN
     // oneDNN for every GEMM but outer products (k below 8: 256 -> 1's input gradient takes 1.8x
-    // as long there as in OpenBLAS). Sending only the large GEMMs of a multi-thread backend to it
-    // (its small threaded ones are slower than OpenBLAS's) was measured and is worse: the two
-    // libraries' thread pools then take turns and get in each other's way (bench/RESULTS.md).
-    // Its threads are OpenMP's, whose count belongs to the calling thread: set it here, as
-    // replicas call from threads of their own.
+    // as long there as in OpenBLAS). Its threads are OpenMP's, whose count belongs to the calling
+    // thread: set it here, as replicas call from threads of their own. A small GEMM runs on one
+    // thread whatever the backend's count: waking OpenMP's threads costs more than they save
+    // there (the step without replicas at batch 16 on 2 threads: 25k samples/s with every GEMM
+    // threaded, 61-65k with these on one thread). Sending the small ones to OpenBLAS instead was
+    // worse: the two libraries' thread pools took turns (bench/RESULTS.md).
     if (gemm_ == GemmLibrary::onednn && k >= 8) {
-      if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+      const int threads = std::int64_t(m) * n * k < kOneDnnThreadedMacs ? 1 : threads_;
+      if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
       const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
                                               ldb, beta, c, ldc);
       if (status != dnnl_success)

@@ -98,6 +98,8 @@ INSTANTIATE_TEST_SUITE_P(
                                      // the DLRM's shapes at a replica's rows: forward, weight and input gradient
                                      GemmShape{300, 64, 256, false, true}, GemmShape{64, 256, 300, true, false},
                                      GemmShape{300, 256, 64, false, false},
+                                     // over 2^24 multiply-adds: oneDNN on the backend's 2 threads
+                                     GemmShape{300, 256, 256, false, true}, GemmShape{256, 300, 256, true, false},
                                      // K under 8: an outer product (OpenBLAS on either library)
                                      GemmShape{70, 90, 1, false, false}, GemmShape{70, 90, 5, true, true},
                                      // one row or one column of C (the matrix-vector path)
