@@ -125,7 +125,7 @@ class CpuBackend final : public Backend {
     // thread: set it here, as replicas call from threads of their own. A small GEMM runs on one
     // thread whatever the backend's count: waking OpenMP's threads costs more than they save
     // there (the step without replicas at batch 16 on 2 threads: 25k samples/s with every GEMM
-    // threaded, 61-65k with these on one thread). Sending the small ones to OpenBLAS instead was
+    // threaded, 60-65k with these on one thread). Sending the small ones to OpenBLAS instead was
     // worse: the two libraries' thread pools took turns (bench/RESULTS.md).
     if (gemm_ == GemmLibrary::onednn && k >= 8) {
       const int threads = std::int64_t(m) * n * k < kOneDnnThreadedMacs ? 1 : threads_;
