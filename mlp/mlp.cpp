@@ -96,9 +96,11 @@ bool Mlp::fused_input_gradient(const Layer& l) const {
 void Mlp::use_fused_kernels() {
   fused_ = backend_.kind() == device::BackendKind::cpu && cpu::fused_linear_available();
   if (!fused_) return;
+  // Sized for every layer where the kernels pay, whatever fused_linear_enabled() says now.
+  const device::GemmLibrary gemm = backend_.gemm_library();
   std::size_t floats = 0;
   for (const Layer& l : layers_)
-    if (cpu::fused_forward_pays(l.in, l.out, backend_.gemm_library()) || cpu::fused_input_gradient_pays(l.in, l.out, backend_.gemm_library()))
+    if (cpu::fused_forward_pays(l.in, l.out, gemm) || cpu::fused_input_gradient_pays(l.in, l.out, gemm))
       floats = std::max(floats, cpu::linear_pack_floats(l.in, l.out));
   pack_ = device::Buffer<float>(pool_, floats, name_ + " packed weights");
 }

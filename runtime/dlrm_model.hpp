@@ -106,11 +106,12 @@ class DlrmModel {
   // into the pass that sums the replicas' gradients; finish_dense_step() then only counts it.
   float sgd_lr_ = 0.f;
   bool fold_sgd_ = false;
-  // A rank on the CPU with several threads (device.dense_replicas): the dense half (both MLPs, the
-  // interaction, the loss) runs data-parallel, one replica per thread on a contiguous share of
-  // the rank's batch with single-threaded GEMMs, and the replicas' gradients are summed (then,
-  // on several ranks, all-reduced) before the optimizer step. On these skinny layers that beats splitting every GEMM over the threads, and
-  // the element-wise work runs on all threads (bench/RESULTS.md). The embedding layer works on
+  // A rank on the CPU with several threads (device.dense_replicas): the dense half (both MLPs,
+  // the interaction, the loss) runs data-parallel, one replica per thread on a contiguous share
+  // of the rank's batch with single-threaded GEMMs, and the replicas' gradients are summed
+  // (then, on several ranks, all-reduced) before the optimizer step. On these skinny layers that
+  // beats splitting every GEMM over the threads, and the element-wise work runs on all threads
+  // (bench/RESULTS.md). The embedding layer works on
   // the whole batch with all threads.
   struct Replica {
     std::unique_ptr<mlp::Mlp> bottom, top;

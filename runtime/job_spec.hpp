@@ -51,7 +51,7 @@ struct CheckpointSpec {
 struct DeviceSpec {
   std::string kind = "cpu";  // cpu | cuda
   int threads = 1;           // per rank
-  std::string dense_replicas = "auto";  // one rank, cpu, several threads: auto | on | off
+  std::string dense_replicas = "auto";  // cpu, several threads per rank: auto | on | off
   std::string gemm = "auto";            // cpu: auto | openblas | onednn
   std::uint64_t memory_capacity = 0;       // bytes of device memory; 0: unlimited
   std::uint64_t host_memory_capacity = 0;  // bytes of host-tier memory; 0: unlimited

@@ -58,6 +58,7 @@ class Trainer {
   std::int64_t load(const std::string& path);
 
   DlrmModel& model() { return *model_; }
+  const device::Backend& backend() const { return *backend_; }
   device::MemoryPool& device_pool() { return *device_pool_; }
   const JobSpec& spec() const { return spec_; }
   const embedding::ShardingPlan& plan() const { return *plan_; }

@@ -364,13 +364,20 @@ TEST(Trainer, EachGemmLibraryIsDeterministicAndTheyAgree) {
     a.data.shuffle = true;
     auto b = a;
     b.name = "gemm-" + gemm + "-b";
+    {
+      auto probe = a;
+      probe.run_dir = run_dir(a.name) + "-probe";
+      EXPECT_EQ(to_string(Trainer(probe, *world->comm).backend().gemm_library()),
+                gemm == "onednn" ? "oneDNN" : "OpenBLAS");
+    }
     train_steps(a, *world->comm, 10, run_dir(a.name) + "/w.h5");
     train_steps(b, *world->comm, 10, run_dir(b.name) + "/w.h5");
     EXPECT_TRUE(bitwise_equal(read_weights(run_dir(a.name) + "/w.h5"), read_weights(run_dir(b.name) + "/w.h5")));
     first_weights.push_back(run_dir(a.name) + "/w.h5");
   }
-  if (first_weights.size() == 2)
+  if (first_weights.size() == 2) {
     EXPECT_LE(max_relative_difference(read_weights(first_weights[0]), read_weights(first_weights[1])), 1e-4);
+  }
 }
 
 TEST(Trainer, StopAndResumeIsBitwiseEqual) {
