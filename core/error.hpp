@@ -63,6 +63,13 @@ class CommError : public Error {
   const char* kind() const noexcept override { return "communication error"; }
 };
 
+// Another rank of the same job failed (its own error names the cause); this rank stops with it.
+class PeerFailedError : public CommError {
+ public:
+  using CommError::CommError;
+  const char* kind() const noexcept override { return "peer failed"; }
+};
+
 }  // namespace recmix
 
 // Throws ErrorType(message) when cond is false. Message may use std::string concatenation.

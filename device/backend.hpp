@@ -45,6 +45,12 @@ class Backend {
 // present. cpu_gemm only applies to the CPU backend.
 std::unique_ptr<Backend> make_backend(BackendKind kind, int threads = 1, CpuGemm cpu_gemm = CpuGemm::automatic);
 
+// OpenBLAS's thread count is one number for the whole process (ENVIRONMENT.md). Several jobs in
+// one process (recmix run) each with their own backend would keep resetting it; after this call
+// CPU backends leave it at `threads` (set here) and their own thread counts apply to OpenMP,
+// oneDNN and the dense replicas only. 0 undoes it (backends set it again, as for one job).
+void pin_process_blas_threads(int threads);
+
 // What CpuGemm::automatic resolves to in this build on this CPU.
 GemmLibrary automatic_cpu_gemm();
 bool onednn_compiled();

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "core/error.hpp"
 
@@ -26,6 +27,12 @@ int ensure_mpi() {
       throw CommError("MPI_Init_thread failed");
     g_we_initialised = true;
     std::atexit(finalize_at_exit);
+    // Several jobs' threads and the control plane call MPI at once (recmix run): anything less
+    // than MPI_THREAD_MULTIPLE would corrupt messages silently.
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw CommError("the MPI library provides thread level " + std::to_string(provided) +
+                      ", recmix needs MPI_THREAD_MULTIPLE (" + std::to_string(MPI_THREAD_MULTIPLE) +
+                      "): use an MPI built with thread support (Debian's Open MPI has it)");
   }
   return world_rank();
 }

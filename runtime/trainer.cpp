@@ -259,15 +259,40 @@ TrainResult Trainer::train(const TrainOptions& options) {
   };
   auto do_checkpoint = [&](std::int64_t at_step) {
     std::string path = checkpoint_path(at_step);
-    save(path, at_step);
+    if (options.collective_io)
+      options.collective_io([&] { save(path, at_step); });
+    else
+      save(path, at_step);
     if (rank == 0) prune_checkpoints();
     result.last_checkpoint = path;
     log->info("checkpoint written: {}", path);
   };
 
   bool stopped_early = false;
+  auto step_start = Clock::now();
   while (step < total_steps) {
-    if (!reader.next(batch)) continue;  // end of an epoch: the next call starts the next one
+    bool have_batch = false;
+    std::exception_ptr read_error;
+    try {
+      have_batch = reader.next(batch);
+    } catch (const std::exception&) {
+      if (!options.stop_requested) throw;
+      read_error = std::current_exception();
+    }
+    if (options.stop_requested) {  // the status word: stop votes, failed reads
+      std::int32_t status[2] = {options.stop_requested() ? 1 : 0, read_error ? 1 : 0};
+      comm_.all_reduce_sum(status, status, 2, comm::DataType::i32);
+      if (read_error) std::rethrow_exception(read_error);
+      if (status[1] > 0)
+        throw PeerFailedError(fmt::format("job '{}' stops at step {}: {} other rank(s) failed to read the batch",
+                                          spec_.name, step + 1, status[1]));
+      if (status[0] > 0) {
+        stopped_early = true;
+        break;
+      }
+    }
+    if (!have_batch) continue;  // end of an epoch: the next call starts the next one
+    const auto data_ready = Clock::now();
     loss = model_->train_step(batch, spec_.train.batch_size);
     ++step;
     ++steps_this_run;
@@ -277,6 +302,17 @@ TrainResult Trainer::train(const TrainOptions& options) {
       throw Error(fmt::format("training diverged: the loss is {} at step {} (learning rate {} too high?)", loss, step,
                               spec_.optimizer.lr));
     auto now = Clock::now();
+    if (options.on_step) {
+      StepSample sample;
+      sample.step = step;
+      sample.total_steps = total_steps;
+      sample.step_s = std::chrono::duration<double>(now - step_start).count();
+      sample.data_wait_s = std::chrono::duration<double>(data_ready - step_start).count();
+      sample.loss = loss;
+      sample.pool_current_bytes = device_pool_->current_bytes();
+      sample.pool_peak_bytes = device_pool_->peak_bytes();
+      options.on_step(sample);
+    }
     double since = std::chrono::duration<double>(now - last_log).count();
     if (rank == 0 && (since >= spec_.train.log_interval_s || step == total_steps)) {
       double elapsed = std::chrono::duration<double>(now - start).count();
@@ -294,6 +330,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
     if (!spec_.data.eval.empty() && spec_.train.eval_interval > 0 && step % spec_.train.eval_interval == 0 &&
         step < total_steps)
       do_eval(step);
+    step_start = Clock::now();  // checkpoints and evaluations are not part of the next step
     if (options.stop_after > 0 && steps_this_run >= options.stop_after && step < total_steps) {
       stopped_early = true;
       break;
@@ -303,6 +340,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   result.steps = step;
   result.last_loss = loss;
   result.samples_per_second = steps_this_run * spec_.train.batch_size / std::max(seconds, 1e-9);
+  result.stopped = stopped_early;
   do_checkpoint(step);
   if (!stopped_early && !spec_.data.eval.empty()) result.eval = do_eval(step);
   log->info("{} after {} steps in {}: {:.0f} samples/s, peak device memory {}",

@@ -2,7 +2,9 @@
 // Trainer: runs one job on the ranks of a communicator: builds the backend, memory pool, reader
 // and model from a JobSpec, trains with progress lines and JSON-lines metrics in the run
 // directory, evaluates (exact AUC, log loss), writes and resumes checkpoints.
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,18 +26,44 @@ struct EvalResult {
   std::int64_t samples = 0;
 };
 
+// One training step as the co-location runtime samples it (every rank, after each step).
+struct StepSample {
+  std::int64_t step = 0;         // steps done, including those before a resume
+  std::int64_t total_steps = 0;
+  double step_s = 0;             // wall time of this step, waiting for data included
+  double data_wait_s = 0;        // of which the reader kept the step waiting
+  double loss = 0;
+  std::size_t pool_current_bytes = 0;  // the job's device pool on this rank
+  std::size_t pool_peak_bytes = 0;
+};
+
 struct TrainResult {
   std::int64_t steps = 0;          // total steps done (including those before a resume)
   double last_loss = 0;            // loss of the last global batch
   std::optional<EvalResult> eval;  // the final evaluation when eval data is given
   std::string last_checkpoint;
   double samples_per_second = 0;
+  bool stopped = false;            // stopped early (stop_after or stop_requested), checkpoint written
 };
 
 struct TrainOptions {
   std::string resume;        // "" (none), "latest" or a checkpoint path
   std::int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps in this run; 0: never
   bool quiet = false;        // no progress lines (tests)
+
+  // Hooks of the co-location runtime (runtime/run/); recmix train leaves them empty.
+  // Called on every rank after each step.
+  std::function<void(const StepSample&)> on_step;
+  // When set, the ranks exchange a status word before each step (one all-reduce of two integers):
+  // whether this rank's stop_requested() says stop, and whether its read of the batch failed. The
+  // job stops with a checkpoint before the first step at which any rank voted to stop; when a
+  // rank's read failed, that rank throws its error and every other rank a PeerFailedError, so a
+  // bad row on one rank ends the whole job instead of leaving its peers in a collective.
+  std::function<bool()> stop_requested;
+  // Runs each checkpoint write as collective_io(write). A checkpoint is collective parallel HDF5
+  // under the process's HDF5 lock; jobs that share processes must not hold that lock in two
+  // collective writes at once, or each rank waits for a peer that waits for the lock.
+  std::function<void(const std::function<void()>&)> collective_io;
 };
 
 // The shape a model is built for: from the training data, or from a checkpoint for eval.

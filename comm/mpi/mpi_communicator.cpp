@@ -326,6 +326,36 @@ std::unique_ptr<Communicator> make_mpi_world_communicator(const MpiOptions& opti
   return std::make_unique<MpiCommunicator>(dup, options);
 }
 
+std::unique_ptr<Communicator> make_mpi_group_communicator(const Communicator& parent, std::span<const int> ranks,
+                                                          int tag) {
+  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&parent);
+  if (mpi == nullptr) throw CommError("make_mpi_group_communicator: the parent is not an MPI communicator");
+  if (ranks.empty()) throw CommError("make_mpi_group_communicator: no ranks given");
+  if (tag < 0 || tag > 32767) throw CommError("make_mpi_group_communicator: tag " + std::to_string(tag) + " is out of 0..32767");
+  bool member = false;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= parent.size())
+      throw CommError("make_mpi_group_communicator: rank " + std::to_string(ranks[i]) +
+                      " is not a rank of the parent (size " + std::to_string(parent.size()) + ")");
+    for (std::size_t k = 0; k < i; ++k)
+      if (ranks[k] == ranks[i])
+        throw CommError("make_mpi_group_communicator: rank " + std::to_string(ranks[i]) + " is listed twice");
+    member = member || ranks[i] == parent.rank();
+  }
+  if (!member) return nullptr;
+  MPI_Comm parent_comm = mpi->handle();
+  MPI_Group all = MPI_GROUP_NULL, part = MPI_GROUP_NULL;
+  RECMIX_MPI_CHECK(parent_comm, MPI_Comm_group(parent_comm, &all));
+  const int incl = MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &part);
+  MPI_Group_free(&all);
+  RECMIX_MPI_CHECK(parent_comm, incl);
+  MPI_Comm sub = MPI_COMM_NULL;
+  const int created = MPI_Comm_create_group(parent_comm, part, tag, &sub);
+  MPI_Group_free(&part);
+  RECMIX_MPI_CHECK(parent_comm, created);
+  return std::make_unique<MpiCommunicator>(sub, MpiOptions{});
+}
+
 bool is_mpi_communicator(const Communicator& comm) {
   return dynamic_cast<const MpiCommunicator*>(&comm) != nullptr;
 }

@@ -4,6 +4,7 @@
 // that needs the raw MPI_Comm (parallel HDF5) includes comm/mpi/mpi_handle.hpp.
 #include <cstddef>
 #include <memory>
+#include <span>
 
 #include "comm/communicator.hpp"
 
@@ -23,6 +24,16 @@ struct MpiOptions {
 // Errors (bad counts, MPI failures) throw CommError naming the call; nothing aborts by itself.
 std::unique_ptr<Communicator> make_mpi_world_communicator();
 std::unique_ptr<Communicator> make_mpi_world_communicator(const MpiOptions& options);
+
+// A communicator over the listed ranks of `parent` (ranks of parent, in the order given: the i-th
+// listed rank becomes rank i), created by those ranks alone (MPI_Comm_create_group): ranks not
+// listed take no part, so jobs placed on different rank sets never wait for each other. Every
+// listed rank calls it with the same ranks and tag; concurrent creations over one parent from
+// threads of the same process must use different tags (0 .. 32767). Returns nullptr on a rank
+// that is not listed. Throws CommError when parent is not an MPI communicator or a rank is out of
+// range or repeated.
+std::unique_ptr<Communicator> make_mpi_group_communicator(const Communicator& parent, std::span<const int> ranks,
+                                                          int tag);
 
 // True when comm is the MPI implementation (so mpi_handle() works on it).
 bool is_mpi_communicator(const Communicator& comm);

@@ -6,6 +6,8 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,8 @@
 
 namespace recmix::device {
 namespace {
+
+std::atomic<int> pinned_blas_threads{0};
 
 class CpuStream final : public Stream {
  public:
@@ -145,7 +149,7 @@ class CpuBackend final : public Backend {
   void set_num_threads(int threads) override {
     threads_ = std::max(1, threads);
     // OpenBLAS's count is process-wide (ENVIRONMENT.md); OpenMP's is per calling thread.
-    openblas_set_num_threads(threads_);
+    if (pinned_blas_threads.load() == 0) openblas_set_num_threads(threads_);
     omp_set_num_threads(threads_);
   }
   int num_threads() const override { return threads_; }
@@ -156,6 +160,11 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+void pin_process_blas_threads(int threads) {
+  pinned_blas_threads.store(std::max(0, threads));
+  if (threads > 0) openblas_set_num_threads(threads);
+}
 
 bool onednn_compiled() {
 #ifdef RECMIX_HAVE_ONEDNN

@@ -10,5 +10,6 @@ namespace recmix::cli {
 void add_train_commands(CLI::App& app);  // train, eval         (train_commands.cpp)
 void add_data_commands(CLI::App& app);   // data convert/synth/inspect (data_commands.cpp)
 void add_sim_command(CLI::App& app);     // sim                 (sim_command.cpp)
+void add_run_commands(CLI::App& app);    // run, submit, status (run_commands.cpp)
 
 }  // namespace recmix::cli

@@ -1,0 +1,241 @@
+// recmix run / recmix submit / recmix status: the co-location runtime's command line.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "comm/mpi/mpi_communicator.hpp"
+#include "core/error.hpp"
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/demo.hpp"
+#include "runtime/mpi_session.hpp"
+#include "runtime/run/control_plane.hpp"
+#include "runtime/run/executor.hpp"
+#include "runtime/run/job_file.hpp"
+#include "runtime/run/scheduler_service.hpp"
+
+namespace recmix::cli {
+namespace fs = std::filesystem;
+namespace {
+
+struct RunArgs {
+  std::string jobs_file;
+  bool demo = false;
+  std::string run_dir;
+  std::string policy;
+  bool quiet = false;
+};
+
+// Cores of this host shared by the ranks on it (Open MPI tells each rank how many share the node).
+int cores_per_rank() {
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  int local = 1;
+  if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(v));
+  return static_cast<int>(std::max(1L, cores / local));
+}
+
+void print_summary(const nlohmann::json& s) {
+  std::printf("\nrun finished in %.1f s with policy %s on %d rank(s): %.0f samples/s in all\n",
+              s["makespan_s"].get<double>(), s["policy"].get<std::string>().c_str(), s["ranks"].get<int>(),
+              s["samples_per_s"].get<double>());
+  std::printf("%-18s %-9s %-8s %8s %8s %8s %10s %10s %10s %10s  %s\n", "job", "state", "ranks", "steps", "queued",
+              "JCT", "alone/s", "shared/s", "estimate", "peak", "partners");
+  for (const auto& j : s["jobs"]) {
+    std::string ranks;
+    for (const auto& r : j["ranks"]) ranks += (ranks.empty() ? "" : ",") + std::to_string(r.get<int>());
+    std::string partners;
+    for (const auto& p : j["partners"]) partners += (partners.empty() ? "" : ", ") + p.get<std::string>();
+    const double queued = j["queued_s"].is_null() ? -1 : j["queued_s"].get<double>();
+    std::printf("%-18s %-9s %-8s %8lld %7.1fs %7.1fs %10.0f %10.0f %10s %10s  %s\n",
+                j["name"].get<std::string>().c_str(), j["state"].get<std::string>().c_str(),
+                ranks.empty() ? "-" : ranks.c_str(), static_cast<long long>(j["steps"].get<std::int64_t>()), queued,
+                j["jct_s"].get<double>(), j["samples_per_s_alone"].get<double>(),
+                j["samples_per_s_colocated"].get<double>(),
+                device::format_bytes(static_cast<std::size_t>(j["estimate_bytes"].get<double>())).c_str(),
+                device::format_bytes(j["measured_peak_bytes"].get<std::size_t>()).c_str(),
+                partners.empty() ? "-" : partners.c_str());
+    if (j.contains("error")) std::printf("%-18s   error: %s\n", "", j["error"].get<std::string>().c_str());
+  }
+  std::printf("%-6s %10s %12s\n", "rank", "busy", "peak memory");
+  for (const auto& r : s["rank_usage"])
+    std::printf("%-6d %9.0f%% %12s\n", r["rank"].get<int>(), 100 * r["busy_share"].get<double>(),
+                device::format_bytes(r["peak_bytes"].get<std::size_t>()).c_str());
+  std::fflush(stdout);
+}
+
+void run_run(const RunArgs& a) {
+  runtime::ensure_mpi();
+  auto world = comm::make_mpi_world_communicator();
+  if (a.demo && !a.jobs_file.empty()) throw ConfigError("run: give either a jobs file or --demo, not both");
+  if (!a.demo && a.jobs_file.empty()) throw ConfigError("run: a jobs file (TOML) is required, or --demo for the built-in example");
+  std::string run_dir = a.run_dir;
+  if (run_dir.empty()) run_dir = a.demo ? "runs/demo-run" : "runs/" + fs::path(a.jobs_file).stem().string();
+  if (a.demo) runtime::prepare_demo_data(run_dir, *world);
+
+  // Rank 0 reads the jobs file; its verdict goes to every rank so a bad file ends the run at once.
+  runtime::JobFile jobs;
+  std::string error;
+  if (world->rank() == 0) {
+    try {
+      jobs = a.demo ? runtime::parse_job_file(runtime::demo_jobs_toml(), "<built-in demo run>", run_dir)
+                    : runtime::load_job_file(a.jobs_file);
+      if (a.demo)
+        for (auto& j : jobs.jobs) j.ranks = std::min(j.ranks, world->size());
+      if (!a.policy.empty()) {
+        runtime::sched_policy_name(a.policy);
+        jobs.scheduler.policy = a.policy;
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  std::int64_t length = static_cast<std::int64_t>(error.size());
+  world->broadcast(&length, 1, comm::DataType::i64, 0);
+  error.resize(static_cast<std::size_t>(length));
+  world->broadcast(error.data(), error.size(), comm::DataType::u8, 0);
+  if (!error.empty()) {
+    if (world->rank() == 0) throw ConfigError(error);
+    return;
+  }
+
+  // Several jobs' backends in one process: OpenBLAS's process-wide count stays at one thread,
+  // each job's threads come from OpenMP and its dense replicas.
+  device::pin_process_blas_threads(1);
+  runtime::run::ControlPlane plane;
+  if (plane.rank() != 0) {
+    runtime::run::Executor(plane).run();
+    return;
+  }
+  runtime::run::RunOptions options;
+  options.run_dir = run_dir;
+  options.jobs = std::move(jobs);
+  options.cores_per_rank = options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank : cores_per_rank();
+  options.quiet = a.quiet;
+  std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s), policy %s, run directory %s\n", options.jobs.jobs.size(),
+               plane.size(), options.jobs.scheduler.policy.c_str(), run_dir.c_str());
+  std::thread executor([&plane] {
+    try {
+      runtime::run::Executor(plane).run();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "recmix: rank 0 executor: %s\n", e.what());
+      runtime::abort_other_ranks_on_failure();
+      std::_Exit(1);
+    }
+  });
+  nlohmann::json summary;
+  try {
+    runtime::run::SchedulerService service(plane, std::move(options));
+    summary = service.run();
+  } catch (const std::exception& e) {
+    // The executors cannot be told reliably any more: end the run on every rank.
+    std::fprintf(stderr, "%s: scheduler: %s\n", runtime::error_prefix().c_str(), e.what());
+    std::fflush(stderr);
+    runtime::abort_other_ranks_on_failure();
+    std::_Exit(1);
+  }
+  executor.join();
+  print_summary(summary);
+  std::printf("events: %s/events.jsonl  summary: %s/summary.json\n", run_dir.c_str(), run_dir.c_str());
+}
+
+void run_submit(const std::string& spec_path, const std::string& run_dir) {
+  auto job = runtime::load_run_job(spec_path);
+  const fs::path status = fs::path(run_dir) / "status.json";
+  if (!fs::exists(status)) throw ConfigError(fmt::format("'{}' is not a recmix run directory (no status.json)", run_dir));
+  const auto st = nlohmann::json::parse(std::ifstream(status));
+  if (st.value("finished", false)) throw ConfigError(fmt::format("the run in '{}' has finished", run_dir));
+  runtime::check_run_job(job, st.value("ranks", 1));
+  for (const auto& j : st["jobs"])
+    if (j["name"] == job.spec.name)
+      throw ConfigError(fmt::format("a job named '{}' exists already in the run '{}'", job.spec.name, run_dir));
+  std::ifstream in(spec_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const nlohmann::json envelope = {{"origin", spec_path},
+                                   {"base_dir", fs::absolute(fs::path(spec_path)).parent_path().string()},
+                                   {"spec_text", text}};
+  const fs::path spool = fs::path(run_dir) / "spool";
+  const auto stamp = std::chrono::system_clock::now().time_since_epoch().count();
+  const fs::path tmp = spool / fmt::format(".{}-{}.tmp", job.spec.name, stamp);
+  const fs::path dst = spool / fmt::format("{}-{}.json", stamp, job.spec.name);
+  {
+    std::ofstream out(tmp);
+    if (!out) throw IoError(fmt::format("cannot write into '{}'", spool.string()));
+    out << envelope.dump() << '\n';
+  }
+  fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  fs::rename(tmp, dst);  // atomic: the scheduler never sees half a file
+  std::printf("submitted '%s' to %s (%s)\n", job.spec.name.c_str(), run_dir.c_str(), dst.filename().c_str());
+}
+
+void run_status(const std::string& run_dir) {
+  const fs::path status = fs::path(run_dir) / "status.json";
+  if (!fs::exists(status)) throw ConfigError(fmt::format("'{}' is not a recmix run directory (no status.json)", run_dir));
+  const auto st = nlohmann::json::parse(std::ifstream(status));
+  std::printf("run %s: %s, %d rank(s), policy %s, at %.1f s\n", run_dir.c_str(),
+              st.value("finished", false) ? "finished" : "running", st.value("ranks", 0),
+              st.value("policy", std::string("?")).c_str(), st.value("time_s", 0.0));
+  std::printf("%-18s %-9s %-8s %14s %8s  %s\n", "job", "state", "ranks", "progress", "ETA", "error");
+  for (const auto& j : st["jobs"]) {
+    std::string ranks;
+    for (const auto& r : j["ranks"]) ranks += (ranks.empty() ? "" : ",") + std::to_string(r.get<int>());
+    const auto step = j.value("step", std::int64_t{0}), total = j.value("total_steps", std::int64_t{0});
+    const std::string eta = j.contains("eta_s") ? fmt::format("{:.0f}s", j["eta_s"].get<double>()) : "-";
+    std::printf("%-18s %-9s %-8s %6lld/%-7lld %8s  %s\n", j["name"].get<std::string>().c_str(),
+                j["state"].get<std::string>().c_str(), ranks.empty() ? "-" : ranks.c_str(),
+                static_cast<long long>(step), static_cast<long long>(total), eta.c_str(),
+                j.value("error", std::string()).c_str());
+  }
+  const fs::path rejected = fs::path(run_dir) / "spool" / "rejected";
+  if (fs::exists(rejected))
+    for (const auto& e : fs::directory_iterator(rejected))
+      if (e.path().extension() == ".reason") {
+        std::ifstream in(e.path());
+        std::string reason;
+        std::getline(in, reason);
+        std::printf("rejected submission %s: %s\n", e.path().stem().c_str(), reason.c_str());
+      }
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  auto* run = app.add_subcommand("run", "Run several training jobs co-located on the ranks by the scheduler "
+                                        "(jobs file: see docs/run.md)");
+  run->add_option("jobs", args->jobs_file, "Jobs file (TOML: [[job]] tables, include, [scheduler])")
+      ->check(CLI::ExistingFile);
+  run->add_flag("--demo", args->demo, "Run the built-in example: four small jobs on a generated dataset");
+  run->add_option("--run-dir", args->run_dir, "Run directory (default: runs/<jobs file name>, runs/demo-run for --demo)");
+  run->add_option("--policy", args->policy, "Override scheduler.policy")
+      ->check(CLI::IsMember({"exclusive-fifo", "fifo", "memory-first", "complementary", "interference-aware", "delay", "las"}));
+  run->add_flag("-q,--quiet", args->quiet, "No progress lines (the summary is still printed)");
+  run->footer(
+      "Run under MPI: launch/recmix-mpirun -np 4 build/recmix run jobs.toml\n"
+      "Writes RUN_DIR/events.jsonl, RUN_DIR/status.json, RUN_DIR/summary.json and each job's outputs\n"
+      "(train.log, metrics.jsonl, checkpoints/) under RUN_DIR/jobs/<name>/.");
+  run->callback([args] { run_run(*args); });
+
+  auto spec = std::make_shared<std::string>();
+  auto dir = std::make_shared<std::string>();
+  auto* submit = app.add_subcommand("submit", "Add a job to a running `recmix run` (checked here, taken at the next round)");
+  submit->add_option("job", *spec, "Job spec (TOML, the keys of recmix train plus ranks, priority, arrival)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  submit->add_option("--run", *dir, "The run directory of the running recmix run")->required();
+  submit->callback([spec, dir] { run_submit(*spec, *dir); });
+
+  auto sdir = std::make_shared<std::string>();
+  auto* status = app.add_subcommand("status", "What a recmix run is doing: each job's state, ranks, progress and ETA");
+  status->add_option("run_dir", *sdir, "The run directory")->required();
+  status->callback([sdir] { run_status(*sdir); });
+}
+
+}  // namespace recmix::cli

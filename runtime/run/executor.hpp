@@ -1,0 +1,29 @@
+#pragma once
+// Executor: the part of `recmix run` on every rank. It takes the scheduler's messages in order:
+// a start creates the job's communicator over exactly its ranks (from this thread, in the order
+// the starts arrive, which is the same on every rank, so two ranks never wait on each other's
+// creations in opposite orders) and a JobRunner on it; stop and io_grant go to the job's runner;
+// shutdown ends the loop once every job of this rank has ended.
+#include <map>
+#include <memory>
+
+#include "runtime/run/control_plane.hpp"
+#include "runtime/run/job_runner.hpp"
+
+namespace recmix::runtime::run {
+
+class Executor {
+ public:
+  explicit Executor(ControlPlane& plane) : plane_(plane) {}
+  // Runs until shutdown (blocking; rank 0 runs it on a thread beside the scheduler service).
+  void run();
+
+ private:
+  void handle(const Message& message);
+
+  ControlPlane& plane_;
+  std::map<int, std::unique_ptr<JobRunner>> runners_;  // by launch
+  bool shutdown_ = false;
+};
+
+}  // namespace recmix::runtime::run

@@ -1,0 +1,55 @@
+#pragma once
+// JobFile: what `recmix run` reads (docs/run.md): [[job]] tables with the keys of a `recmix train`
+// job spec plus ranks, priority and arrival; `include = [...]` naming more job specs (or job
+// files); and a [scheduler] table. Errors are ConfigErrors naming the file, the job and the key.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/job_spec.hpp"
+
+namespace recmix::runtime {
+
+// One job of a run: the trainer's spec plus what the scheduler needs.
+struct RunJob {
+  JobSpec spec;           // parsed; run_dir and checkpoint.dir are set by the run (jobs/<name>)
+  std::string spec_text;  // the job's TOML as the trainer parses it (sent to every rank)
+  std::string origin;     // where it came from, for messages: "jobs.toml, [[job]] 2 ('small')"
+  std::string base_dir;   // relative data paths resolve against it
+  int ranks = 1;
+  int priority = 0;
+  double arrival_s = 0;   // seconds after the run starts
+};
+
+struct SchedulerSettings {
+  std::string policy = "complementary";  // exclusive-fifo | memory-first | complementary |
+                                         // interference-aware | delay | las
+  double round_interval_s = 1.0;         // seconds between scheduling rounds (also on events)
+  int colocation_limit = 2;              // jobs at most on one rank
+  std::uint64_t memory_capacity = 0;     // device memory per rank for jobs; 0: 8 GiB
+  double slowdown_limit = 1.5;           // measured slowdown past which a pair is moved apart
+  int cores_per_rank = 0;                // 0: this host's cores / ranks on it
+};
+
+struct JobFile {
+  std::vector<RunJob> jobs;
+  SchedulerSettings scheduler;
+};
+
+// `origin` names the file in errors; relative paths (includes, data) resolve against base_dir.
+JobFile parse_job_file(const std::string& toml_text, const std::string& origin, const std::string& base_dir);
+JobFile load_job_file(const std::string& path);
+// One job from a `recmix train` job spec that may also hold ranks, priority and arrival
+// (recmix submit, include).
+RunJob parse_run_job(const std::string& toml_text, const std::string& origin, const std::string& base_dir);
+RunJob load_run_job(const std::string& path);
+
+// Checks what can be checked before a job runs: names are unique in `jobs`, every data file
+// exists, ranks fit in `world_ranks`. Throws ConfigError naming the job.
+void check_run_job(const RunJob& job, int world_ranks);
+void check_unique_names(const std::vector<RunJob>& jobs);
+
+// The policy name the sched library knows ("exclusive-fifo" -> "fifo"); ConfigError if unknown.
+std::string sched_policy_name(const std::string& name);
+
+}  // namespace recmix::runtime

@@ -1,0 +1,173 @@
+#include "runtime/run/job_runner.hpp"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "runtime/job_spec.hpp"
+#include "runtime/trainer.hpp"
+
+namespace recmix::runtime::run {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+nlohmann::json JobPlacement::to_json() const {
+  return {{"job", job},           {"launch", launch},     {"name", name},       {"spec_text", spec_text},
+          {"origin", origin},     {"base_dir", base_dir}, {"run_dir", run_dir}, {"ranks", ranks},
+          {"threads", threads},   {"memory_share", memory_share}, {"resume", resume},
+          {"sample_interval_s", sample_interval_s}};
+}
+
+JobPlacement JobPlacement::from_json(const nlohmann::json& j) {
+  JobPlacement p;
+  p.job = j.at("job").get<std::int64_t>();
+  p.launch = j.at("launch").get<int>();
+  p.name = j.at("name").get<std::string>();
+  p.spec_text = j.at("spec_text").get<std::string>();
+  p.origin = j.at("origin").get<std::string>();
+  p.base_dir = j.at("base_dir").get<std::string>();
+  p.run_dir = j.at("run_dir").get<std::string>();
+  p.ranks = j.at("ranks").get<std::vector<int>>();
+  p.threads = j.at("threads").get<int>();
+  p.memory_share = j.at("memory_share").get<std::uint64_t>();
+  p.resume = j.at("resume").get<bool>();
+  p.sample_interval_s = j.at("sample_interval_s").get<double>();
+  return p;
+}
+
+JobRunner::JobRunner(ControlPlane& plane, JobPlacement placement, std::unique_ptr<comm::Communicator> comm)
+    : plane_(plane), placement_(std::move(placement)), comm_(std::move(comm)) {
+  thread_ = std::thread([this] { main(); });
+}
+
+JobRunner::~JobRunner() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void JobRunner::grant_io() {
+  {
+    std::lock_guard lock(io_mutex_);
+    io_granted_ = true;
+  }
+  io_cv_.notify_all();
+}
+
+// A checkpoint is collective parallel HDF5 under the process's HDF5 lock. The scheduler grants
+// one job at a time the right to write, so two jobs sharing ranks never each hold the lock on one
+// rank while waiting for the other's rank. Only the job's rank 0 asks; its peers wait in a barrier
+// (outside the lock).
+void JobRunner::gated_write(const std::function<void()>& write) {
+  const bool leader = comm_->rank() == 0;
+  if (leader) {
+    std::unique_lock lock(io_mutex_);
+    io_granted_ = false;
+    lock.unlock();
+    plane_.send_to_scheduler({"io_request", placement_.job, -1, {{"launch", placement_.launch}}});
+    lock.lock();
+    io_cv_.wait(lock, [&] { return io_granted_; });
+  }
+  comm_->barrier();
+  std::exception_ptr failure;
+  try {
+    write();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  comm_->barrier();
+  if (leader) plane_.send_to_scheduler({"io_release", placement_.job, -1, {{"launch", placement_.launch}}});
+  if (failure) std::rethrow_exception(failure);
+}
+
+void JobRunner::main() {
+  const auto& p = placement_;
+  nlohmann::json report = {{"launch", p.launch}, {"rank", plane_.rank()}, {"job_rank", comm_->rank()}};
+  std::size_t peak = 0;
+  try {
+    JobSpec spec = parse_job_spec(p.spec_text, p.origin, p.base_dir);
+    spec.run_dir = p.run_dir;
+    spec.checkpoint.dir = (std::filesystem::path(p.run_dir) / "checkpoints").string();
+    spec.device.threads = p.threads;
+    if (p.memory_share > 0 && (spec.device.memory_capacity == 0 || spec.device.memory_capacity > p.memory_share))
+      spec.device.memory_capacity = p.memory_share;
+    // Building the model allocates this rank's shards; a rank that fails here (its share is too
+    // small) must not leave its peers waiting in the first step: the ranks agree first.
+    std::unique_ptr<Trainer> built;
+    std::exception_ptr build_error;
+    try {
+      built = std::make_unique<Trainer>(spec, *comm_);
+    } catch (const std::exception&) {
+      build_error = std::current_exception();
+    }
+    std::int32_t failed = build_error ? 1 : 0;
+    comm_->all_reduce_sum(&failed, &failed, 1, comm::DataType::i32);
+    if (build_error) std::rethrow_exception(build_error);
+    if (failed > 0)
+      throw PeerFailedError(fmt::format("job '{}': {} other rank(s) failed to build the model", p.name, failed));
+    Trainer& trainer = *built;
+
+    TrainOptions options;
+    options.quiet = true;
+    if (p.resume) options.resume = "latest";
+    options.stop_requested = [this] { return stop_.load(); };
+    options.collective_io = [this](const std::function<void()>& write) { gated_write(write); };
+    // Samples: means over sample_interval_s of the step time and its data wait, the pool's
+    // bytes, and the share of the interval the job's thread was busy on a core.
+    auto window_start = Clock::now();
+    double cpu_start = thread_cpu_seconds();
+    double step_sum = 0, wait_sum = 0;
+    std::int64_t steps = 0;
+    options.on_step = [&](const StepSample& s) {
+      step_sum += s.step_s;
+      wait_sum += s.data_wait_s;
+      ++steps;
+      peak = std::max(peak, s.pool_peak_bytes);
+      const auto now = Clock::now();
+      const double wall = std::chrono::duration<double>(now - window_start).count();
+      if (wall < p.sample_interval_s && s.step < s.total_steps) return;
+      const double cpu = thread_cpu_seconds();
+      plane_.send_to_scheduler(
+          {"sample", p.job, -1,
+           {{"launch", p.launch}, {"rank", plane_.rank()}, {"step", s.step}, {"total_steps", s.total_steps},
+            {"step_s", step_sum / steps}, {"data_wait_s", wait_sum / steps}, {"loss", s.loss},
+            {"pool_current_bytes", s.pool_current_bytes}, {"pool_peak_bytes", s.pool_peak_bytes},
+            {"busy_share", std::min(1.0, (cpu - cpu_start) / std::max(wall, 1e-9))}}});
+      window_start = now;
+      cpu_start = cpu;
+      step_sum = wait_sum = 0;
+      steps = 0;
+    };
+    const TrainResult r = trainer.train(options);
+    report["steps"] = r.steps;
+    report["loss"] = r.last_loss;
+    report["samples_per_s"] = r.samples_per_second;
+    report["checkpoint"] = r.last_checkpoint;
+    report["pool_peak_bytes"] = std::max(peak, trainer.device_pool().peak_bytes());
+    if (r.eval) report["eval"] = {{"auc", r.eval->auc}, {"logloss", r.eval->log_loss}};
+    plane_.send_to_scheduler({r.stopped ? "stopped" : "finished", p.job, -1, report});
+  } catch (const Error& e) {
+    report["error"] = fmt::format("{}: {}", e.kind(), e.what());
+    report["pool_peak_bytes"] = peak;
+    report["out_of_memory"] = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
+    report["peer"] = dynamic_cast<const PeerFailedError*>(&e) != nullptr;
+    plane_.send_to_scheduler({"failed", p.job, -1, report});
+  } catch (const std::exception& e) {
+    report["error"] = fmt::format("error: {}", e.what());
+    report["pool_peak_bytes"] = peak;
+    plane_.send_to_scheduler({"failed", p.job, -1, report});
+  }
+  done_.store(true);
+}
+
+}  // namespace recmix::runtime::run

@@ -1,0 +1,70 @@
+#pragma once
+// JobRunner: one placed job on one rank of `recmix run`. It owns the job's thread, which builds
+// a Trainer (its own backend with the job's thread count, its own memory pool capped at the
+// job's share, the job's communicator over exactly its ranks) and trains with the run's hooks:
+// utilisation samples to the scheduler, a stop flag the ranks agree on, and checkpoint writes
+// gated by the scheduler. Success or failure goes back to the scheduler as one message.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/communicator.hpp"
+#include "runtime/run/control_plane.hpp"
+
+namespace recmix::runtime::run {
+
+// The body of a start message: everything a rank needs to run its part of a job.
+struct JobPlacement {
+  std::int64_t job = -1;
+  int launch = 0;               // distinct per start of any job: the job communicator's tag
+  std::string name;
+  std::string spec_text;        // the job's TOML (runtime/job_spec)
+  std::string origin;
+  std::string base_dir;
+  std::string run_dir;          // RUN_DIR/jobs/<name>
+  std::vector<int> ranks;       // world ranks, in the job's rank order
+  int threads = 1;
+  std::uint64_t memory_share = 0;  // bytes the job's pool may hold on each of its ranks
+  bool resume = false;          // resume from the job's latest checkpoint
+  double sample_interval_s = 1.0;
+
+  nlohmann::json to_json() const;
+  static JobPlacement from_json(const nlohmann::json& j);
+};
+
+class JobRunner {
+ public:
+  // Starts the job's thread at once; comm is the job's communicator (this rank's part).
+  JobRunner(ControlPlane& plane, JobPlacement placement, std::unique_ptr<comm::Communicator> comm);
+  ~JobRunner();  // joins the thread
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+
+  void request_stop() { stop_.store(true); }
+  void grant_io();
+  bool done() const { return done_.load(); }
+  const JobPlacement& placement() const { return placement_; }
+
+ private:
+  void main();
+  void gated_write(const std::function<void()>& write);
+
+  ControlPlane& plane_;
+  JobPlacement placement_;
+  std::unique_ptr<comm::Communicator> comm_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> done_{false};
+  std::mutex io_mutex_;
+  std::condition_variable io_cv_;
+  bool io_granted_ = false;
+  std::thread thread_;
+};
+
+}  // namespace recmix::runtime::run

@@ -1,0 +1,572 @@
+#include "runtime/run/scheduler_service.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "data/format.hpp"
+#include "device/memory_pool.hpp"
+#include "sched/dlrm_profile.hpp"
+#include "sched/machine_model.hpp"
+#include "sched/memory_estimator.hpp"
+#include "runtime/run/job_runner.hpp"
+
+namespace recmix::runtime::run {
+namespace fs = std::filesystem;
+namespace {
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr std::uint64_t kDefaultRankCapacity = 8ull << 30;
+constexpr double kShareHeadroom = 1.25;  // a job's pool may hold this much over its estimate
+
+bool terminal(const std::string& state) { return state == "finished" || state == "failed" || state == "rejected"; }
+
+// The scheduler's view of a trainer job spec: the model shape with the dataset's tables.
+sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
+  const auto& s = job.spec;
+  sched::JobSpec out;
+  out.name = s.name;
+  for (auto rows : info.table_rows) out.shape.tables.push_back({rows, s.model.embedding_dim});
+  out.shape.bottom_mlp = {info.num_dense};
+  out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
+  out.shape.top_mlp = s.model.top_mlp;
+  out.global_batch = static_cast<int>(s.train.batch_size);
+  out.optimizer = sched::parse_optimizer(s.optimizer.dense);
+  out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);
+  out.ranks = job.ranks;
+  const std::int64_t per_epoch = info.rows / std::max<std::int64_t>(1, s.train.batch_size);
+  out.steps = s.train.steps > 0 ? s.train.steps : s.train.epochs * per_epoch;
+  out.priority = job.priority;
+  out.arrival_s = job.arrival_s;
+  return out;
+}
+
+}  // namespace
+
+struct SchedulerService::Record {
+  RunJob job;
+  sched::Job sjob;
+  double estimate = 0;
+  std::string state = "pending";  // pending, queued, running, stopping, finished, failed, rejected
+  std::vector<int> ranks;
+  int launch = -1;
+  int reports = 0;
+  bool failed = false;          // a rank of the current launch reported a failure
+  bool error_from_peer = false;
+  bool resume = false;
+  double first_start = -1, finish = -1, queued_since = -1, queued_s = 0;
+  double last_sample_t = -1;
+  std::string error;
+  std::set<std::string> partners;
+  std::int64_t step = 0, total_steps = 0;
+  double loss = 0;
+  std::map<int, std::size_t> peak_by_rank;
+  double alone_sum = 0, shared_sum = 0;  // step seconds from the job's rank-0 samples
+  int alone_n = 0, shared_n = 0;
+  nlohmann::json eval;
+  bool estimate_below_peak = false;
+  int preemptions = 0;
+};
+
+// Policies' actions applied to the live ranks: a start must also fit the ranks' cores; an
+// accepted start or preemption is sent to the executors at once.
+class SchedulerService::LiveActions final : public sched::Actions {
+ public:
+  explicit LiveActions(SchedulerService& s) : s_(s) {}
+  bool start(const sched::Job& job, std::span<const int> gpus) override {
+    Record& r = *s_.records_.at(static_cast<std::size_t>(job.id));
+    for (int g : gpus)
+      if (g < 0 || g >= static_cast<int>(s_.threads_used_.size()) ||
+          s_.threads_used_[g] + r.job.spec.device.threads > s_.options_.cores_per_rank)
+        return false;
+    if (!s_.cluster_->place(job, gpus, s_.now())) return false;
+    s_.start(r, std::vector<int>(gpus.begin(), gpus.end()));
+    return true;
+  }
+  void preempt(sched::JobId id) override {
+    Record& r = *s_.records_.at(static_cast<std::size_t>(id));
+    if (r.state != "running") return;
+    s_.cluster_->remove(id);
+    for (int g : r.ranks) s_.threads_used_[g] -= r.job.spec.device.threads;
+    r.state = "stopping";
+    ++r.preemptions;
+    s_.event({{"event", "preempt"}, {"job", r.job.spec.name}, {"ranks", r.ranks}, {"launch", r.launch}});
+    for (int g : r.ranks) s_.plane_.send_to_executor(g, {"stop", id, -1, {{"launch", r.launch}}});
+  }
+  void wake_at(double time) override { s_.wake_at_ = std::min(s_.wake_at_, time); }
+
+ private:
+  SchedulerService& s_;
+};
+
+SchedulerService::SchedulerService(ControlPlane& plane, RunOptions options)
+    : plane_(plane), options_(std::move(options)) {
+  const auto& cfg = options_.jobs.scheduler;
+  sched::ClusterSpec spec;
+  spec.nodes = 1;
+  spec.gpus_per_node = plane_.size();
+  if (spec.gpus_per_node > 64)
+    throw ConfigError(fmt::format("recmix run: {} ranks; the live scheduler handles at most 64 for now", plane_.size()));
+  spec.gpu_memory_bytes = static_cast<double>(cfg.memory_capacity ? cfg.memory_capacity : kDefaultRankCapacity);
+  spec.max_jobs_per_gpu = cfg.colocation_limit;
+  spec.host_cores = options_.cores_per_rank * plane_.size();
+  spec.machine = options_.machine;
+  cluster_ = std::make_unique<sched::ClusterState>(spec);
+  sched::PolicyOptions po;
+  po.slowdown_limit = cfg.slowdown_limit;
+  po.dispatch_interval_s = cfg.round_interval_s;
+  policy_ = sched::make_policy(sched_policy_name(cfg.policy), po);
+  threads_used_.assign(plane_.size(), 0);
+  busy_since_.assign(plane_.size(), -1);
+  busy_s_.assign(plane_.size(), 0);
+  rank_peak_.assign(plane_.size(), 0);
+  fs::create_directories(fs::path(options_.run_dir) / "jobs");
+  fs::create_directories(fs::path(options_.run_dir) / "spool");
+  fs::permissions(fs::path(options_.run_dir) / "spool", fs::perms::owner_all, fs::perm_options::replace);
+  events_path_ = (fs::path(options_.run_dir) / "events.jsonl").string();
+  events_ = std::make_unique<std::ofstream>(events_path_, std::ios::app);
+  if (!*events_) throw IoError(fmt::format("cannot write '{}'", events_path_));
+  start_time_ = wall_seconds();
+}
+
+SchedulerService::~SchedulerService() = default;
+
+double SchedulerService::now() const { return wall_seconds() - start_time_; }
+
+void SchedulerService::event(nlohmann::json e) {
+  e["t"] = std::round(now() * 1e4) / 1e4;
+  *events_ << e.dump() << '\n' << std::flush;
+}
+
+std::vector<std::string> SchedulerService::partners_of(const Record& r) const {
+  std::vector<std::string> out;
+  for (int g : r.ranks)
+    for (auto id : cluster_->jobs_on(g))
+      if (id != r.sjob.id) {
+        const auto& name = records_[static_cast<std::size_t>(id)]->job.spec.name;
+        if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+      }
+  return out;
+}
+
+void SchedulerService::add_job(RunJob job, const std::string& source) {
+  auto rec = std::make_unique<Record>();
+  Record& r = *rec;
+  r.job = std::move(job);
+  r.job.spec.run_dir = (fs::path(options_.run_dir) / "jobs" / r.job.spec.name).string();
+  r.job.spec.checkpoint.dir = (fs::path(r.job.spec.run_dir) / "checkpoints").string();
+  r.sjob.id = static_cast<sched::JobId>(records_.size());
+  r.sjob.name = r.job.spec.name;
+  r.sjob.gpus = r.job.ranks;
+  r.sjob.arrival_s = std::max(r.job.arrival_s, source == "spool" ? now() : 0.0);
+  r.sjob.priority = r.job.priority;
+  records_.push_back(std::move(rec));
+  const double capacity = cluster_->spec().gpu_memory_bytes;
+  try {
+    check_run_job(r.job, plane_.size());
+    if (r.job.spec.device.threads > options_.cores_per_rank)
+      throw ConfigError(fmt::format("job '{}' asks for {} threads per rank; ranks have {} cores",
+                                    r.job.spec.name, r.job.spec.device.threads, options_.cores_per_rank));
+    const auto info = data::open_dataset_info(r.job.spec.data.train);
+    const auto sspec = sched_spec(r.job, info);
+    sched::JobProfile profile = sched::dlrm_profile(sspec, sched::machine_model(options_.machine));
+    // The machine model is the whole CPU; a job with fewer threads than the rank's cores uses
+    // that share of its compute.
+    const double core_share = std::min(1.0, double(r.job.spec.device.threads) / options_.cores_per_rank);
+    profile.util[sched::Resource::compute] *= core_share;
+    r.sjob.profile = profile;
+    r.sjob.work_s = profile.solo_step_s * static_cast<double>(sspec.steps);
+    r.sjob.type = model_.type_index(r.job.spec.name);
+    model_.set_utilisation(r.sjob.type, profile.util);
+    r.estimate = profile.peak_memory_bytes;
+    r.total_steps = sspec.steps;
+    if (r.estimate > capacity)
+      throw ConfigError(fmt::format("job '{}' can never fit: its peak memory estimate {} is above every rank's capacity {}",
+                                    r.job.spec.name, device::format_bytes(static_cast<std::size_t>(r.estimate)),
+                                    device::format_bytes(static_cast<std::size_t>(capacity))));
+  } catch (const Error& e) {
+    r.state = "rejected";
+    r.error = e.what();
+    event({{"event", "rejected"}, {"job", r.job.spec.name}, {"source", source}, {"reason", r.error}});
+    if (!options_.quiet) std::fprintf(stderr, "[%7.1fs] rejected '%s': %s\n", now(), r.job.spec.name.c_str(), e.what());
+    return;
+  }
+  event({{"event", "submitted"}, {"job", r.job.spec.name}, {"source", source}, {"origin", r.job.origin},
+         {"ranks", r.job.ranks}, {"threads", r.job.spec.device.threads}, {"arrival_s", r.sjob.arrival_s},
+         {"priority", r.job.priority}, {"estimate_bytes", r.estimate}, {"steps", r.total_steps},
+         {"profile", {{"type", r.sjob.profile.type}, {"solo_step_s", r.sjob.profile.solo_step_s},
+                      {"util", r.sjob.profile.util.share}}}});
+}
+
+void SchedulerService::take_spool() {
+  const fs::path spool = fs::path(options_.run_dir) / "spool";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(spool))
+    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::string verdict = "accepted", reason;
+    try {
+      std::ifstream in(f);
+      const auto j = nlohmann::json::parse(in);
+      RunJob job = parse_run_job(j.at("spec_text").get<std::string>(), j.at("origin").get<std::string>(),
+                                 j.at("base_dir").get<std::string>());
+      for (const auto& r : records_)
+        if (r->job.spec.name == job.spec.name)
+          throw ConfigError(fmt::format("a job named '{}' exists already in this run", job.spec.name));
+      add_job(std::move(job), "spool");
+      if (records_.back()->state == "rejected") {
+        verdict = "rejected";
+        reason = records_.back()->error;
+      }
+    } catch (const std::exception& e) {
+      verdict = "rejected";
+      reason = e.what();
+      event({{"event", "rejected"}, {"file", f.filename().string()}, {"source", "spool"}, {"reason", reason}});
+    }
+    const fs::path dir = spool / verdict;
+    fs::create_directories(dir);
+    fs::rename(f, dir / f.filename());
+    if (!reason.empty()) std::ofstream(dir / (f.filename().string() + ".reason")) << reason << '\n';
+    changed_ = true;
+  }
+}
+
+void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
+  const double t = now();
+  r.ranks = ranks;
+  r.launch = next_launch_++;
+  r.reports = 0;
+  r.failed = false;
+  r.state = "running";
+  if (r.first_start < 0) r.first_start = t;
+  if (r.queued_since >= 0) r.queued_s += t - r.queued_since;
+  r.queued_since = -1;
+  by_launch_[r.launch] = &r;
+  for (int g : ranks) {
+    if (threads_used_[g] == 0) busy_since_[g] = t;
+    threads_used_[g] += r.job.spec.device.threads;
+  }
+  const auto partners = partners_of(r);
+  for (const auto& p : partners) {
+    r.partners.insert(p);
+    for (auto& other : records_)
+      if (other->job.spec.name == p) other->partners.insert(r.job.spec.name);
+  }
+  JobPlacement p;
+  p.job = r.sjob.id;
+  p.launch = r.launch;
+  p.name = r.job.spec.name;
+  p.spec_text = r.job.spec_text;
+  p.origin = r.job.origin;
+  p.base_dir = r.job.base_dir;
+  p.run_dir = r.job.spec.run_dir;
+  p.ranks = ranks;
+  p.threads = r.job.spec.device.threads;
+  p.memory_share = static_cast<std::uint64_t>(
+      std::min(cluster_->spec().gpu_memory_bytes, std::ceil(r.estimate * kShareHeadroom)));
+  p.resume = r.resume;
+  p.sample_interval_s = std::max(0.2, std::min(1.0, options_.jobs.scheduler.round_interval_s));
+  event({{"event", "start"}, {"job", r.job.spec.name}, {"ranks", ranks}, {"launch", r.launch},
+         {"threads", p.threads}, {"estimate_bytes", r.estimate}, {"memory_share_bytes", p.memory_share},
+         {"partners", partners}, {"resume", r.resume}, {"policy", policy_->name()}});
+  if (!options_.quiet)
+    std::fprintf(stderr, "[%7.1fs] start '%s' on rank%s %s%s%s\n", t, r.job.spec.name.c_str(), ranks.size() > 1 ? "s" : "",
+                 fmt::format("{}", fmt::join(ranks, ",")).c_str(), partners.empty() ? "" : ", with ",
+                 fmt::format("{}", fmt::join(partners, ", ")).c_str());
+  // Every rank gets its starts in this one order (MPI keeps a sender's order per receiver).
+  const auto body = p.to_json();
+  for (int g : ranks) plane_.send_to_executor(g, {"start", r.sjob.id, -1, body});
+  policy_->on_start(r.sjob, *cluster_->running(r.sjob.id), t);
+}
+
+void SchedulerService::end_job(Record& r, const std::string& state) {
+  const double t = now();
+  if (cluster_->running(r.sjob.id)) {
+    cluster_->remove(r.sjob.id);
+    for (int g : r.ranks) threads_used_[g] -= r.job.spec.device.threads;
+  }
+  for (int g : r.ranks)
+    if (threads_used_[g] == 0 && busy_since_[g] >= 0) {
+      busy_s_[g] += t - busy_since_[g];
+      busy_since_[g] = -1;
+    }
+  by_launch_.erase(r.launch);
+  r.state = state;
+  r.finish = t;
+  policy_->on_finish(r.sjob, t);
+  std::size_t peak = 0;
+  for (auto& [rank, bytes] : r.peak_by_rank) peak = std::max(peak, bytes);
+  nlohmann::json e = {{"event", state}, {"job", r.job.spec.name}, {"ranks", r.ranks}, {"step", r.step},
+                      {"loss", r.loss}, {"estimate_bytes", r.estimate}, {"measured_peak_bytes", peak}};
+  if (!r.error.empty()) e["error"] = r.error;
+  if (!r.eval.is_null()) e["eval"] = r.eval;
+  event(e);
+  // A measured slowdown next to the partners: the interference model learns it.
+  if (state == "finished" && r.alone_n > 0 && r.shared_n > 0 && !r.partners.empty()) {
+    const double slowdown = (r.shared_sum / r.shared_n) / (r.alone_sum / r.alone_n);
+    for (const auto& p : r.partners)
+      for (auto& other : records_)
+        if (other->job.spec.name == p) model_.observe(r.sjob.type, other->sjob.type, slowdown);
+    model_.refit();
+    event({{"event", "observed_slowdown"}, {"job", r.job.spec.name}, {"slowdown", slowdown},
+           {"partners", std::vector<std::string>(r.partners.begin(), r.partners.end())}});
+  }
+  if (!options_.quiet) {
+    if (state == "failed")
+      std::fprintf(stderr, "[%7.1fs] failed '%s': %s\n", t, r.job.spec.name.c_str(), r.error.c_str());
+    else
+      std::fprintf(stderr, "[%7.1fs] %s '%s' after %lld steps (loss %.5f)\n", t, state.c_str(), r.job.spec.name.c_str(),
+                   static_cast<long long>(r.step), r.loss);
+  }
+  changed_ = true;
+}
+
+void SchedulerService::grant_next_io() {
+  while (io_holder_ < 0 && !io_queue_.empty()) {
+    const int launch = static_cast<int>(io_queue_.front());
+    io_queue_.erase(io_queue_.begin());
+    auto it = by_launch_.find(launch);
+    if (it == by_launch_.end()) continue;  // the job ended meanwhile
+    io_holder_ = launch;
+    plane_.send_to_executor(it->second->ranks.front(), {"io_grant", it->second->sjob.id, -1, {{"launch", launch}}});
+  }
+}
+
+void SchedulerService::handle(const Message& m) {
+  const int launch = m.body.value("launch", -1);
+  if (m.kind == "io_release") {
+    if (io_holder_ == launch) io_holder_ = -1;
+    grant_next_io();
+    return;
+  }
+  auto it = by_launch_.find(launch);
+  if (it == by_launch_.end()) return;  // a late report of a launch that ended
+  Record& r = *it->second;
+  if (m.kind == "io_request") {
+    io_queue_.push_back(launch);
+    grant_next_io();
+  } else if (m.kind == "sample") {
+    const int rank = m.body.at("rank").get<int>();
+    r.step = m.body.at("step").get<std::int64_t>();
+    r.total_steps = m.body.at("total_steps").get<std::int64_t>();
+    r.loss = m.body.at("loss").get<double>();
+    r.last_sample_t = now();
+    const auto pool_peak = m.body.at("pool_peak_bytes").get<std::size_t>();
+    r.peak_by_rank[rank] = std::max(r.peak_by_rank[rank], pool_peak);
+    pool_now_[{r.sjob.id, rank}] = m.body.at("pool_current_bytes").get<std::size_t>();
+    std::size_t on_rank = 0;
+    for (auto id : cluster_->jobs_on(rank)) {
+      auto p = pool_now_.find({id, rank});
+      if (p != pool_now_.end()) on_rank += p->second;
+    }
+    rank_peak_[rank] = std::max(rank_peak_[rank], on_rank);
+    const auto partners = partners_of(r);
+    const bool colocated = !partners.empty();
+    if (rank == r.ranks.front()) {
+      (colocated ? r.shared_sum : r.alone_sum) += m.body.at("step_s").get<double>();
+      ++(colocated ? r.shared_n : r.alone_n);
+    }
+    nlohmann::json e = m.body;
+    e["event"] = "sample";
+    e["job"] = r.job.spec.name;
+    e["partners"] = partners;
+    e["colocated"] = colocated;
+    event(e);
+    if (static_cast<double>(pool_peak) > r.estimate && !r.estimate_below_peak) {
+      r.estimate_below_peak = true;
+      event({{"event", "estimate_below_peak"}, {"level", "error"}, {"job", r.job.spec.name}, {"rank", rank},
+             {"estimate_bytes", r.estimate}, {"measured_peak_bytes", pool_peak}});
+    }
+  } else if (m.kind == "finished" || m.kind == "stopped" || m.kind == "failed") {
+    const int rank = m.body.value("rank", m.from);
+    if (m.body.contains("pool_peak_bytes"))
+      r.peak_by_rank[rank] = std::max(r.peak_by_rank[rank], m.body.at("pool_peak_bytes").get<std::size_t>());
+    if (static_cast<double>(r.peak_by_rank[rank]) > r.estimate && !r.estimate_below_peak) {
+      r.estimate_below_peak = true;
+      event({{"event", "estimate_below_peak"}, {"level", "error"}, {"job", r.job.spec.name}, {"rank", rank},
+             {"estimate_bytes", r.estimate}, {"measured_peak_bytes", r.peak_by_rank[rank]}});
+    }
+    if (m.body.contains("steps")) r.step = m.body.at("steps").get<std::int64_t>();
+    if (m.body.contains("loss")) r.loss = m.body.at("loss").get<double>();
+    if (m.body.contains("eval")) r.eval = m.body.at("eval");
+    if (m.kind == "failed") {
+      // Every rank reports (the status word makes the peers of a failing rank stop too); the
+      // error of a rank that failed by itself names the cause, not its peers' "peer failed".
+      r.failed = true;
+      const bool peer = m.body.value("peer", false);
+      if (r.error.empty() || (!peer && r.error_from_peer)) {
+        r.error = fmt::format("rank {}: {}", rank, m.body.value("error", std::string("unknown error")));
+        r.error_from_peer = peer;
+      }
+    }
+    if (++r.reports < static_cast<int>(r.ranks.size())) return;
+    if (r.failed) {
+      end_job(r, "failed");
+    } else if (m.kind == "finished") {
+      end_job(r, "finished");
+    } else {  // stopped by a preemption: back to the queue, to resume from its checkpoint
+      by_launch_.erase(r.launch);
+      r.state = "queued";
+      r.resume = true;
+      r.queued_since = now();
+      for (int g : r.ranks)
+        if (threads_used_[g] == 0 && busy_since_[g] >= 0) {
+          busy_s_[g] += now() - busy_since_[g];
+          busy_since_[g] = -1;
+        }
+      event({{"event", "stopped"}, {"job", r.job.spec.name}, {"step", r.step}});
+      changed_ = true;
+    }
+  }
+}
+
+void SchedulerService::schedule_round() {
+  const double t = now();
+  std::vector<sched::Job*> queue;
+  for (auto& r : records_)
+    if (r->state == "queued") queue.push_back(&r->sjob);
+  std::stable_sort(queue.begin(), queue.end(), [](const sched::Job* a, const sched::Job* b) {
+    return std::tie(a->arrival_s, a->id) < std::tie(b->arrival_s, b->id);
+  });
+  if (queue.empty()) return;
+  wake_at_ = 1e300;
+  LiveActions actions(*this);
+  sched::SchedulingContext context{t, *cluster_, std::span<sched::Job* const>(queue), model_};
+  policy_->schedule(context, actions);
+}
+
+void SchedulerService::progress_line(bool force) {
+  const double t = now();
+  if (options_.quiet || (!force && t - last_progress_ < 5.0)) return;
+  last_progress_ = t;
+  std::string running, queued;
+  int done = 0;
+  for (const auto& r : records_) {
+    if (r->state == "running" || r->state == "stopping") {
+      const double pct = r->total_steps > 0 ? 100.0 * r->step / r->total_steps : 0;
+      std::string eta = "?";
+      if (r->step > 0 && r->first_start >= 0) {
+        const double rate = r->step / std::max(1e-9, t - r->first_start - 0.0);
+        eta = fmt::format("{:.0f}s", (r->total_steps - r->step) / std::max(rate, 1e-9));
+      }
+      running += fmt::format("{}{} {:.0f}% ETA {}", running.empty() ? "" : ", ", r->job.spec.name, pct, eta);
+    } else if (r->state == "queued" || r->state == "pending") {
+      queued += fmt::format("{}{}", queued.empty() ? "" : ", ", r->job.spec.name);
+    } else {
+      ++done;
+    }
+  }
+  std::fprintf(stderr, "[%7.1fs] running: %s | queued: %s | ended %d/%zu\n", t, running.empty() ? "-" : running.c_str(),
+               queued.empty() ? "-" : queued.c_str(), done, records_.size());
+}
+
+void SchedulerService::write_status() const {
+  nlohmann::json jobs = nlohmann::json::array();
+  const double t = now();
+  for (const auto& r : records_) {
+    nlohmann::json j = {{"name", r->job.spec.name}, {"state", r->state}, {"ranks", r->ranks},
+                        {"step", r->step},          {"total_steps", r->total_steps}};
+    if (r->state == "running" && r->step > 0 && r->first_start >= 0)
+      j["eta_s"] = (r->total_steps - r->step) * (t - r->first_start) / r->step;
+    if (!r->error.empty()) j["error"] = r->error;
+    jobs.push_back(j);
+  }
+  const nlohmann::json status = {{"time_s", t},
+                                 {"ranks", plane_.size()},
+                                 {"policy", std::string(policy_->name())},
+                                 {"finished", std::all_of(records_.begin(), records_.end(),
+                                                          [](const auto& r) { return terminal(r->state); })},
+                                 {"jobs", jobs}};
+  const fs::path path = fs::path(options_.run_dir) / "status.json";
+  const fs::path tmp = path.string() + ".tmp";
+  std::ofstream(tmp) << status.dump(2) << '\n';
+  fs::rename(tmp, path);
+}
+
+nlohmann::json SchedulerService::summary() const {
+  const double makespan = now();
+  nlohmann::json jobs = nlohmann::json::array();
+  double samples = 0;
+  for (const auto& r : records_) {
+    std::size_t peak = 0;
+    for (auto& [rank, bytes] : r->peak_by_rank) peak = std::max(peak, bytes);
+    const double batch = static_cast<double>(r->job.spec.train.batch_size);
+    nlohmann::json j = {{"name", r->job.spec.name},
+                        {"state", r->state},
+                        {"ranks", r->ranks},
+                        {"steps", r->step},
+                        {"loss", r->loss},
+                        {"queued_s", r->first_start >= 0 ? nlohmann::json(r->queued_s) : nlohmann::json(nullptr)},
+                        {"jct_s", r->finish >= 0 && r->first_start >= 0 ? r->finish - r->sjob.arrival_s : -1},
+                        {"partners", std::vector<std::string>(r->partners.begin(), r->partners.end())},
+                        {"samples_per_s_alone", r->alone_n ? batch * r->alone_n / r->alone_sum : 0.0},
+                        {"samples_per_s_colocated", r->shared_n ? batch * r->shared_n / r->shared_sum : 0.0},
+                        {"estimate_bytes", r->estimate},
+                        {"measured_peak_bytes", peak},
+                        {"estimate_below_peak", r->estimate_below_peak},
+                        {"preemptions", r->preemptions}};
+    if (!r->error.empty()) j["error"] = r->error;
+    if (!r->eval.is_null()) j["eval"] = r->eval;
+    if (r->state == "finished") samples += batch * static_cast<double>(r->step);
+    jobs.push_back(j);
+  }
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int g = 0; g < plane_.size(); ++g)
+    ranks.push_back({{"rank", g}, {"busy_share", makespan > 0 ? busy_s_[g] / makespan : 0.0},
+                     {"peak_bytes", rank_peak_[g]}});
+  return {{"policy", std::string(policy_->name())}, {"ranks", plane_.size()}, {"makespan_s", makespan},
+          {"samples_per_s", makespan > 0 ? samples / makespan : 0.0}, {"jobs", jobs}, {"rank_usage", ranks}};
+}
+
+nlohmann::json SchedulerService::run() {
+  event({{"event", "run_start"}, {"ranks", plane_.size()}, {"policy", std::string(policy_->name())},
+         {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
+         {"colocation_limit", cluster_->spec().max_jobs_per_gpu}});
+  for (auto& job : options_.jobs.jobs) add_job(std::move(job), "jobs file");
+  options_.jobs.jobs.clear();
+  for (;;) {
+    while (auto m = plane_.poll_scheduler()) handle(*m);
+    const double t = now();
+    if (t >= next_round_) take_spool();
+    for (auto& r : records_)
+      if (r->state == "pending" && r->sjob.arrival_s <= t) {
+        r->state = "queued";
+        r->queued_since = t;
+        event({{"event", "arrival"}, {"job", r->job.spec.name}});
+        changed_ = true;
+      }
+    if (changed_ || t >= next_round_ || t >= wake_at_) {
+      schedule_round();
+      changed_ = false;
+      next_round_ = t + options_.jobs.scheduler.round_interval_s;
+      write_status();
+    }
+    progress_line(false);
+    if (std::all_of(records_.begin(), records_.end(), [](const auto& r) { return terminal(r->state); })) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (int g = 0; g < plane_.size(); ++g) plane_.send_to_executor(g, {"shutdown", -1, -1, {}});
+  for (int g = 0; g < plane_.size(); ++g)
+    if (busy_since_[g] >= 0) busy_s_[g] += now() - busy_since_[g];
+  auto s = summary();
+  write_status();
+  event({{"event", "run_end"}, {"makespan_s", s["makespan_s"]}});
+  const fs::path path = fs::path(options_.run_dir) / "summary.json";
+  std::ofstream(path.string() + ".tmp") << s.dump(2) << '\n';
+  fs::rename(path.string() + ".tmp", path);
+  return s;
+}
+
+}  // namespace recmix::runtime::run

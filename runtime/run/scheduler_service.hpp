@@ -1,0 +1,80 @@
+#pragma once
+// SchedulerService: rank 0's part of `recmix run`. It keeps a sched::ClusterState of the real
+// ranks (one "GPU" per rank, its memory the configured capacity), runs the same sched::Policy
+// the simulator runs at every arrival, finish, failure and round timer, and turns the decisions
+// into start / stop messages. Admission is by the peak-memory estimator; the executors' samples
+// (step time, data wait, pool bytes, busy share) go to events.jsonl, feed the interference model
+// and are checked against the estimates. At the end it writes summary.json and prints a table.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/run/control_plane.hpp"
+#include "runtime/run/job_file.hpp"
+#include "sched/cluster_state.hpp"
+#include "sched/interference_model.hpp"
+#include "sched/policy.hpp"
+
+namespace recmix::runtime::run {
+
+struct RunOptions {
+  std::string run_dir;
+  JobFile jobs;
+  std::string machine = "cpu-zen3-2vcpu";  // machine model of the roofline profiles
+  int cores_per_rank = 1;                  // resolved (scheduler.cores_per_rank or the host's)
+  bool quiet = false;                      // no progress lines
+};
+
+class SchedulerService {
+ public:
+  SchedulerService(ControlPlane& plane, RunOptions options);
+  ~SchedulerService();
+  // Runs every job to its end (finished, failed or rejected), then tells every executor to shut
+  // down. Returns the summary (also written to RUN_DIR/summary.json).
+  nlohmann::json run();
+
+ private:
+  struct Record;
+  class LiveActions;
+
+  double now() const;
+  void add_job(RunJob job, const std::string& source);
+  void take_spool();
+  void handle(const Message& message);
+  void schedule_round();
+  void start(Record& r, const std::vector<int>& ranks);
+  void end_job(Record& r, const std::string& state);
+  void grant_next_io();
+  void progress_line(bool force);
+  void write_status() const;
+  nlohmann::json summary() const;
+  void event(nlohmann::json e);
+  std::vector<std::string> partners_of(const Record& r) const;
+
+  ControlPlane& plane_;
+  RunOptions options_;
+  std::unique_ptr<sched::ClusterState> cluster_;
+  std::unique_ptr<sched::Policy> policy_;
+  sched::InterferenceModel model_;
+  std::vector<std::unique_ptr<Record>> records_;  // by job id
+  std::map<int, Record*> by_launch_;
+  std::vector<int> threads_used_;                 // per rank
+  std::vector<double> busy_since_, busy_s_;       // per rank: when it last became busy, busy time
+  std::vector<std::size_t> rank_peak_;            // per rank: the largest summed pool bytes seen
+  std::map<std::pair<std::int64_t, int>, std::size_t> pool_now_;  // (job, rank) -> current bytes
+  std::vector<std::int64_t> io_queue_;            // launches waiting to write a checkpoint
+  int io_holder_ = -1;                             // launch writing now, -1 none
+  int next_launch_ = 1;
+  double start_time_ = 0;
+  double next_round_ = 0, wake_at_ = 1e300, last_progress_ = -1e300;
+  bool changed_ = true;
+  std::string events_path_;
+  std::unique_ptr<std::ofstream> events_;
+};
+
+}  // namespace recmix::runtime::run

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# End to end through `recmix run` on 2 ranks: three jobs on overlapping rank sets, one arriving
+# later; every job ends with the same weights, bit for bit, as the same job run alone by
+# `recmix train` on the same ranks and threads. A job with a NaN in a row only one of its ranks
+# reads and a job whose memory share is too small each end alone with one error line, the others
+# unaffected. recmix submit adds a job to a running run and rejects bad ones with a reason;
+# recmix status shows them. A bad jobs file is one clear error.
+# Usage: run_end_to_end.sh <recmix binary> <source dir>
+set -euo pipefail
+recmix=$1 src=$2
+work=$(mktemp -d /tmp/recmix-run-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mpirun=("$src/launch/recmix-mpirun")
+py=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$work"
+
+"$recmix" data synth -o train.h5 --rows 12k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null
+cp train.h5 nan.h5
+# Row 100 of the first global batch of 128 (rows 0-127) is rank 1's.
+$py -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); f['dense'][100, 2] = float('nan')" nan.h5
+
+# One job spec per job, usable by recmix train alone and by include.
+job() {  # job <name> <seed> <bottom> <top> <batch> <steps> [extra toml]
+  cat > "$1.toml" <<TOML
+name = "$1"
+seed = $2
+run_dir = "solo/$1"
+[model]
+embedding_dim = 8
+bottom_mlp = $3
+top_mlp = $4
+[optimizer]
+dense = "adagrad"
+sparse = "rowwise_adagrad"
+lr = 0.05
+[data]
+train = "train.h5"
+[train]
+batch_size = $5
+steps = $6
+[checkpoint]
+interval = 300
+${7:-}
+TOML
+}
+job wide 1 "[32, 16, 8]" "[32, 1]" 128 1200
+job narrow 2 "[8]" "[8, 1]" 64 1600
+job late 3 "[16, 8]" "[16, 1]" 128 600
+job bad-row 4 "[8]" "[8, 1]" 128 50
+sed -i 's/train = "train.h5"/train = "nan.h5"/' bad-row.toml
+job starved 5 "[8]" "[8, 1]" 128 50 $'[device]\nmemory_capacity = "16KiB"'
+
+cat > jobs.toml <<TOML
+include = ["run-narrow.toml", "more.toml"]
+
+[scheduler]
+policy = "complementary"
+round_interval_s = 0.2
+colocation_limit = 2
+cores_per_rank = 2   # lets two jobs share a rank of this 2-core machine
+memory_capacity = "256MiB"
+
+[[job]]
+name = "wide"
+ranks = 2
+seed = 1
+model = { embedding_dim = 8, bottom_mlp = [32, 16, 8], top_mlp = [32, 1] }
+optimizer = { dense = "adagrad", sparse = "rowwise_adagrad", lr = 0.05 }
+data = { train = "train.h5" }
+train = { batch_size = 128, steps = 1200 }
+checkpoint = { interval = 300 }
+TOML
+cat > more.toml <<TOML
+include = ["run-late.toml", "run-bad-row.toml", "run-starved.toml"]
+TOML
+# Ranks, arrival and priority may sit in an included job spec too.
+printf 'ranks = 1\n' | cat - narrow.toml > run-narrow.toml
+printf 'ranks = 2\narrival = 1.0\n' | cat - late.toml > run-late.toml
+printf 'ranks = 2\n' | cat - bad-row.toml > run-bad-row.toml
+printf 'ranks = 2\n' | cat - starved.toml > run-starved.toml
+
+"${mpirun[@]}" -np 2 "$recmix" run jobs.toml --run-dir run > run.out 2> run.err || {
+  cat run.err run.out; fail "recmix run failed"; }
+cat run.out
+test -s run/events.jsonl || fail "no events.jsonl"
+test -s run/summary.json || fail "no summary.json"
+$py - run <<'PY' || fail "summary or events are wrong"
+import json, sys
+run = sys.argv[1]
+s = json.load(open(f"{run}/summary.json"))
+jobs = {j["name"]: j for j in s["jobs"]}
+def check(cond, what):
+    if not cond:
+        print("check failed:", what, file=sys.stderr); sys.exit(1)
+for name in ("wide", "narrow", "late"):
+    check(jobs[name]["state"] == "finished", f"{name} finished ({jobs[name]})")
+    check(not jobs[name]["estimate_below_peak"], f"{name}: estimate below the measured peak")
+    check(0 < jobs[name]["measured_peak_bytes"] <= jobs[name]["estimate_bytes"], f"{name}: peak within estimate")
+check(jobs["wide"]["ranks"] == [0, 1] and len(jobs["narrow"]["ranks"]) == 1, "placements")
+check("narrow" in jobs["wide"]["partners"], "wide and narrow co-located")
+check(jobs["bad-row"]["state"] == "failed", "bad-row failed")
+check("nan.h5" in jobs["bad-row"]["error"] and "row 100" in jobs["bad-row"]["error"]
+      and jobs["bad-row"]["error"].startswith("rank 1: data error"), "bad-row's error names rank 1, file and row: " + jobs["bad-row"]["error"])
+check(jobs["starved"]["state"] == "failed" and "out of memory" in jobs["starved"]["error"], "starved ran out of memory: " + jobs["starved"].get("error", ""))
+events = [json.loads(l) for l in open(f"{run}/events.jsonl")]
+kinds = [e["event"] for e in events]
+for k in ("run_start", "submitted", "arrival", "start", "sample", "finished", "failed", "run_end"):
+    check(k in kinds, f"event {k}")
+check(not any(e["event"] == "estimate_below_peak" for e in events), "no estimate below a peak")
+late_start = [e for e in events if e["event"] == "start" and e["job"] == "late"][0]
+check(late_start["t"] >= 1.0, "late starts after its arrival")
+samples = [e for e in events if e["event"] == "sample"]
+check(all(k in samples[0] for k in ("step_s", "data_wait_s", "pool_peak_bytes", "busy_share", "partners")), "sample fields")
+for r in s["rank_usage"]:
+    check(0 < r["busy_share"] <= 1.0 and r["peak_bytes"] > 0, f"rank usage {r}")
+PY
+for name in wide narrow late; do
+  for f in train.log metrics.jsonl; do test -s "run/jobs/$name/$f" || fail "no $f for $name"; done
+done
+grep -q "failed 'bad-row'" run.err || fail "the failure is not reported on the console"
+
+# The same jobs alone, on the same ranks and threads: the same final weights, bit for bit.
+"${mpirun[@]}" -np 2 "$recmix" train wide.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo wide"; }
+"$recmix" train narrow.toml > /dev/null 2>> solo.err || { cat solo.err; fail "solo narrow"; }
+"${mpirun[@]}" -np 2 "$recmix" train late.toml > /dev/null 2>> solo.err || { cat solo.err; fail "solo late"; }
+$py - <<'PY' || fail "co-located weights differ from the solo runs"
+import h5py, numpy as np, sys
+def datasets(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+for name, steps in (("wide", 1200), ("narrow", 1600), ("late", 600)):
+    a = datasets(f"run/jobs/{name}/checkpoints/ckpt-{steps:09d}.h5")
+    b = datasets(f"solo/{name}/checkpoints/ckpt-{steps:09d}.h5")
+    if sorted(a) != sorted(b) or not a:
+        print(name, "holds other datasets", sorted(a), sorted(b)); sys.exit(1)
+    for k in a:
+        if a[k].shape != b[k].shape or a[k].tobytes() != b[k].tobytes():
+            print(f"{name}: {k} differs"); sys.exit(1)
+print("co-located = solo, bit for bit:", "wide, narrow, late")
+PY
+
+# A bad jobs file: one clear error naming the file, the job and the key.
+expect_error() {  # expect_error <pattern> <command...>
+  local pattern=$1; shift
+  if "$@" > bad.out 2> bad.err; then fail "'$*' succeeded"; fi
+  grep -q "$pattern" bad.err || { cat bad.err; fail "no '$pattern' in the error of '$*'"; }
+}
+sed 's/batch_size = 128, steps = 1200/batch_sise = 128, steps = 1200/' jobs.toml > typo.toml
+expect_error "typo.toml, \[\[job\]\] 1 ('wide'): unknown key 'train.batch_sise'" "$recmix" run typo.toml
+sed 's/policy = "complementary"/policy = "best"/' jobs.toml > policy.toml
+expect_error "unknown policy 'best'" "${mpirun[@]}" -np 2 "$recmix" run policy.toml
+printf '[[job]]\nname = "x"\n' > nodata.toml
+expect_error "no jobs\|train\|data" "$recmix" run nodata.toml
+
+# recmix submit into a running run; recmix status.
+# "long" arrives 4 s after the start, which keeps the run open for the submissions.
+job long 6 "[16, 8]" "[16, 1]" 64 300
+printf 'ranks = 1\narrival = 4.0\n' | cat - long.toml > run-long.toml
+printf 'include = ["run-long.toml"]\n[scheduler]\nround_interval_s = 0.2\nmemory_capacity = "32MiB"\n' > live.toml
+"${mpirun[@]}" -np 2 "$recmix" run live.toml --run-dir live > live.out 2> live.err &
+run_pid=$!
+for _ in $(seq 200); do [[ -f live/status.json ]] && break; sleep 0.1; done
+[[ -f live/status.json ]] || { kill $run_pid; cat live.err; fail "no status.json"; }
+job extra 7 "[8]" "[8, 1]" 64 40
+"$recmix" submit extra.toml --run live > submit.out || { kill $run_pid; fail "submit of a good job failed"; }
+printf 'name = "broken"\n[train\n' > broken.toml
+expect_error "broken.toml" "$recmix" submit broken.toml --run live
+sed 's/train = "train.h5"/train = "nowhere.h5"/; s/name = "extra"/name = "lost"/' extra.toml > lost.toml
+expect_error "nowhere.h5" "$recmix" submit lost.toml --run live
+expect_error "exists already" "$recmix" submit run-long.toml --run live
+sed 's/name = "extra"/name = "huge"/; s/embedding_dim = 8/embedding_dim = 4096/; s/bottom_mlp = \[8\]/bottom_mlp = [4096]/' extra.toml > huge.toml
+"$recmix" submit huge.toml --run live > /dev/null || { kill $run_pid; fail "submit of huge failed client-side"; }
+wait $run_pid || { cat live.err; fail "the live run failed"; }
+"$recmix" status live > status.out
+cat status.out
+grep -q "^extra  *finished" status.out || fail "the submitted job did not finish"
+grep -q "^long  *finished" status.out || fail "the first job did not finish"
+grep -q "huge.*can never fit.*estimate" status.out || fail "huge is not rejected for memory"
+grep -q '"event":"rejected".*never fit' live/events.jsonl || fail "no rejected event"
+echo "run end-to-end: all checks passed"
