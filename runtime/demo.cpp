@@ -84,8 +84,8 @@ seed = 1
 model = { embedding_dim = 16, bottom_mlp = [64, 32, 16], top_mlp = [64, 32, 1] }
 optimizer = { dense = "adagrad", sparse = "rowwise_adagrad", lr = 0.05 }
 data = { train = ["data/train.h5"], eval = ["data/eval.h5"] }
-train = { batch_size = 256, steps = 300, eval_batches = 20 }
-checkpoint = { interval = 150 }
+train = { batch_size = 256, steps = 4000, eval_batches = 20 }
+checkpoint = { interval = 2000 }
 
 [[job]]
 name = "embedding-heavy"
@@ -94,7 +94,7 @@ seed = 2
 model = { embedding_dim = 32, bottom_mlp = [32, 32], top_mlp = [32, 1] }
 optimizer = { dense = "adagrad", sparse = "adagrad", lr = 0.05 }
 data = { train = ["data/train.h5"], eval = ["data/eval.h5"] }
-train = { batch_size = 128, steps = 300, eval_batches = 20 }
+train = { batch_size = 128, steps = 3000, eval_batches = 20 }
 
 [[job]]
 name = "small-mlp"
@@ -103,17 +103,17 @@ seed = 3
 model = { embedding_dim = 8, bottom_mlp = [8], top_mlp = [16, 1] }
 optimizer = { dense = "sgd", sparse = "sgd", lr = 0.1 }
 data = { train = ["data/train.h5"], eval = ["data/eval.h5"] }
-train = { batch_size = 128, steps = 400, eval_batches = 20 }
+train = { batch_size = 128, steps = 6000, eval_batches = 20 }
 
 [[job]]
 name = "late-wide"
 ranks = 2
-arrival = 4.0
+arrival = 3.0
 seed = 4
 model = { embedding_dim = 16, bottom_mlp = [128, 64, 16], top_mlp = [128, 64, 1] }
 optimizer = { dense = "adagrad", sparse = "rowwise_adagrad", lr = 0.05 }
 data = { train = ["data/train.h5"], eval = ["data/eval.h5"] }
-train = { batch_size = 512, steps = 150, eval_batches = 10 }
+train = { batch_size = 512, steps = 2000, eval_batches = 10 }
 )";
   return text;
 }

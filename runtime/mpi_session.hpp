@@ -9,6 +9,8 @@ namespace recmix::runtime {
 int ensure_mpi();
 int world_rank();
 int world_size();
+// Ranks of the world on this rank's host (MPI_Comm_split_type, shared memory). Collective.
+int local_ranks();
 // "recmix", or "recmix (rank 3)" when MPI runs several ranks: the prefix of error lines.
 std::string error_prefix();
 // Called by main after an error: under more than one rank, aborts the job so no rank hangs.

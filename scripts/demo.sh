@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and trains a small DLRM on 2 ranks under mpirun on a
-# synthetic dataset (the embedded default job), then evaluates it.
+# Installs what is missing, builds, and runs the built-in example under mpirun on 2 ranks: four
+# small DLRM training jobs on a synthetic dataset, placed side by side by the co-location
+# scheduler (recmix run --demo; docs/run.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-exec launch/recmix-mpirun -np 2 build/recmix train --demo
+exec launch/recmix-mpirun -np 2 build/recmix run --demo

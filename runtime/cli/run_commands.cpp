@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -34,12 +35,17 @@ struct RunArgs {
   bool quiet = false;
 };
 
-// Cores of this host shared by the ranks on it (Open MPI tells each rank how many share the node).
-int cores_per_rank() {
-  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  int local = 1;
-  if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(v));
-  return static_cast<int>(std::max(1L, cores / local));
+// The cores a rank may use: the CPUs it is bound to when the launcher bound it (mpirun --bind,
+// Slurm's task binding), else this host's cores shared evenly by the ranks on it.
+int cores_per_rank(int ranks_on_host) {
+  const long online = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int bound = CPU_COUNT(&set);
+    if (bound > 0 && bound < online) return bound;
+  }
+  return static_cast<int>(std::max(1L, online / std::max(1, ranks_on_host)));
 }
 
 void print_summary(const nlohmann::json& s) {
@@ -109,6 +115,7 @@ void run_run(const RunArgs& a) {
   // Several jobs' backends in one process: OpenBLAS's process-wide count stays at one thread,
   // each job's threads come from OpenMP and its dense replicas.
   device::pin_process_blas_threads(1);
+  const int cores = cores_per_rank(runtime::local_ranks());
   runtime::run::ControlPlane plane;
   if (plane.rank() != 0) {
     runtime::run::Executor(plane).run();
@@ -117,10 +124,11 @@ void run_run(const RunArgs& a) {
   runtime::run::RunOptions options;
   options.run_dir = run_dir;
   options.jobs = std::move(jobs);
-  options.cores_per_rank = options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank : cores_per_rank();
+  options.cores_per_rank = options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank : cores;
   options.quiet = a.quiet;
-  std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s), policy %s, run directory %s\n", options.jobs.jobs.size(),
-               plane.size(), options.jobs.scheduler.policy.c_str(), run_dir.c_str());
+  std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s) of %d core(s), policy %s, run directory %s\n",
+               options.jobs.jobs.size(), plane.size(), options.cores_per_rank, options.jobs.scheduler.policy.c_str(),
+               run_dir.c_str());
   std::thread executor([&plane] {
     try {
       runtime::run::Executor(plane).run();

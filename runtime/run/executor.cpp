@@ -1,5 +1,7 @@
 #include "runtime/run/executor.hpp"
 
+#include <sched.h>
+
 #include <chrono>
 #include <thread>
 
@@ -8,6 +10,14 @@
 
 namespace recmix::runtime::run {
 
+Executor::Executor(ControlPlane& plane) : plane_(plane) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus_.push_back(c);
+}
+
 void Executor::handle(const Message& m) {
   if (m.kind == "start") {
     auto placement = JobPlacement::from_json(m.body);
@@ -15,6 +25,13 @@ void Executor::handle(const Message& m) {
       auto comm = comm::make_mpi_group_communicator(plane_.job_parent(), placement.ranks, placement.launch % 32768);
       if (!comm) throw CommError("start message for a job that does not include this rank");
       const int launch = placement.launch;
+      std::vector<int> free;
+      for (int c : cpus_)
+        if (!cpu_owner_.count(c)) free.push_back(c);
+      if (static_cast<int>(free.size()) >= placement.threads) {
+        placement.cores.assign(free.begin(), free.begin() + placement.threads);
+        for (int c : placement.cores) cpu_owner_[c] = launch;
+      }
       runners_[launch] = std::make_unique<JobRunner>(plane_, std::move(placement), std::move(comm));
     } catch (const Error& e) {
       plane_.send_to_scheduler({"failed", m.job, -1,
@@ -33,11 +50,24 @@ void Executor::handle(const Message& m) {
   }
 }
 
+void Executor::reap() {
+  for (auto it = runners_.begin(); it != runners_.end();) {
+    if (!it->second->done()) {
+      ++it;
+      continue;
+    }
+    for (int c : it->second->placement().cores) cpu_owner_.erase(c);
+    it = runners_.erase(it);  // joins the job's thread
+  }
+}
+
 void Executor::run() {
   while (!(shutdown_ && runners_.empty())) {
-    while (auto m = plane_.poll_executor()) handle(*m);
-    for (auto it = runners_.begin(); it != runners_.end();)
-      it = it->second->done() ? runners_.erase(it) : std::next(it);
+    reap();
+    while (auto m = plane_.poll_executor()) {
+      if (m->kind == "start") reap();  // a job that just ended gives its cores back first
+      handle(*m);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }

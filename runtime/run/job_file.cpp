@@ -95,11 +95,12 @@ SchedulerSettings parse_scheduler(const toml::table& t, const std::string& origi
     }
   };
   for (auto&& [key, node] : t) {
-    static const std::set<std::string> known = {"policy", "round_interval_s", "colocation_limit",
-                                                "memory_capacity", "slowdown_limit", "cores_per_rank"};
+    static const std::set<std::string> known = {"policy",         "round_interval_s", "colocation_limit",
+                                                "memory_capacity", "slowdown_limit",   "cores_per_rank",
+                                                "las_threshold_s", "las_lease_s"};
     if (!known.count(std::string(key.str())))
       fail(std::string(key.str()), "is an unknown key (known: policy, round_interval_s, colocation_limit, "
-                                   "memory_capacity, slowdown_limit, cores_per_rank)");
+                                   "memory_capacity, slowdown_limit, cores_per_rank, las_threshold_s, las_lease_s)");
   }
   if (auto* n = t.get("policy")) {
     if (!n->is_string()) fail("policy", "must be a string");
@@ -114,6 +115,8 @@ SchedulerSettings parse_scheduler(const toml::table& t, const std::string& origi
   integer("colocation_limit", s.colocation_limit, 1, 8);
   number("slowdown_limit", s.slowdown_limit, 1.0, 100);
   integer("cores_per_rank", s.cores_per_rank, 0, 4096);
+  number("las_threshold_s", s.las_threshold_s, 0, 1e9);
+  number("las_lease_s", s.las_lease_s, 0.01, 1e9);
   if (auto* n = t.get("memory_capacity")) {
     if (n->is_integer()) {
       const auto v = *n->value<std::int64_t>();

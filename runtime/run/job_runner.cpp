@@ -1,6 +1,8 @@
 #include "runtime/run/job_runner.hpp"
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <chrono>
@@ -92,8 +94,17 @@ void JobRunner::gated_write(const std::function<void()>& write) {
 
 void JobRunner::main() {
   const auto& p = placement_;
+  // Bound before the job creates any thread (OpenMP's, the reader's, the replicas'), which all
+  // inherit the binding: co-located jobs then keep to their own cores like separate processes.
+  if (!p.cores.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : p.cores) CPU_SET(c, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
   nlohmann::json report = {{"launch", p.launch}, {"rank", plane_.rank()}, {"job_rank", comm_->rank()}};
   std::size_t peak = 0;
+  std::string outcome = "failed";
   try {
     JobSpec spec = parse_job_spec(p.spec_text, p.origin, p.base_dir);
     spec.run_dir = p.run_dir;
@@ -155,19 +166,20 @@ void JobRunner::main() {
     report["checkpoint"] = r.last_checkpoint;
     report["pool_peak_bytes"] = std::max(peak, trainer.device_pool().peak_bytes());
     if (r.eval) report["eval"] = {{"auc", r.eval->auc}, {"logloss", r.eval->log_loss}};
-    plane_.send_to_scheduler({r.stopped ? "stopped" : "finished", p.job, -1, report});
+    outcome = r.stopped ? "stopped" : "finished";
   } catch (const Error& e) {
     report["error"] = fmt::format("{}: {}", e.kind(), e.what());
     report["pool_peak_bytes"] = peak;
     report["out_of_memory"] = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
     report["peer"] = dynamic_cast<const PeerFailedError*>(&e) != nullptr;
-    plane_.send_to_scheduler({"failed", p.job, -1, report});
   } catch (const std::exception& e) {
     report["error"] = fmt::format("error: {}", e.what());
     report["pool_peak_bytes"] = peak;
-    plane_.send_to_scheduler({"failed", p.job, -1, report});
   }
+  // Done before the report leaves, so that this rank's executor frees the job's cores before the
+  // scheduler's next start (sent on the report) can arrive.
   done_.store(true);
+  plane_.send_to_scheduler({outcome, p.job, -1, report});
 }
 
 }  // namespace recmix::runtime::run

@@ -34,6 +34,7 @@ struct JobPlacement {
   std::uint64_t memory_share = 0;  // bytes the job's pool may hold on each of its ranks
   bool resume = false;          // resume from the job's latest checkpoint
   double sample_interval_s = 1.0;
+  std::vector<int> cores;       // this rank's CPUs the job's threads are bound to (set locally; empty: unbound)
 
   nlohmann::json to_json() const;
   static JobPlacement from_json(const nlohmann::json& j);

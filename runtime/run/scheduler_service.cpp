@@ -67,6 +67,7 @@ struct SchedulerService::Record {
   bool resume = false;
   double first_start = -1, finish = -1, queued_since = -1, queued_s = 0;
   double last_sample_t = -1;
+  double last_start = -1;
   std::string error;
   std::set<std::string> partners;
   std::int64_t step = 0, total_steps = 0;
@@ -101,6 +102,8 @@ class SchedulerService::LiveActions final : public sched::Actions {
     for (int g : r.ranks) s_.threads_used_[g] -= r.job.spec.device.threads;
     r.state = "stopping";
     ++r.preemptions;
+    r.sjob.attained_gpu_s += static_cast<double>(r.ranks.size()) * (s_.now() - r.last_start);
+    ++r.sjob.preemptions;
     s_.event({{"event", "preempt"}, {"job", r.job.spec.name}, {"ranks", r.ranks}, {"launch", r.launch}});
     for (int g : r.ranks) s_.plane_.send_to_executor(g, {"stop", id, -1, {{"launch", r.launch}}});
   }
@@ -126,6 +129,8 @@ SchedulerService::SchedulerService(ControlPlane& plane, RunOptions options)
   sched::PolicyOptions po;
   po.slowdown_limit = cfg.slowdown_limit;
   po.dispatch_interval_s = cfg.round_interval_s;
+  po.las_threshold_gpu_s = cfg.las_threshold_s;
+  po.las_lease_s = cfg.las_lease_s;
   policy_ = sched::make_policy(sched_policy_name(cfg.policy), po);
   threads_used_.assign(plane_.size(), 0);
   busy_since_.assign(plane_.size(), -1);
@@ -251,6 +256,8 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   r.failed = false;
   r.state = "running";
   if (r.first_start < 0) r.first_start = t;
+  if (r.sjob.first_start_s < 0) r.sjob.first_start_s = t;
+  r.last_start = t;
   if (r.queued_since >= 0) r.queued_s += t - r.queued_since;
   r.queued_since = -1;
   by_launch_[r.launch] = &r;

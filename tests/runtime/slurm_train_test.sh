@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Trains a small job on 2 ranks on a real one-node Slurm cluster (started and stopped by
-# launch/slurm/local-cluster.sh): once under srun, once through sbatch with the batch template.
+# launch/slurm/local-cluster.sh): once under srun, once through sbatch with the batch template,
+# and a two-job recmix run through sbatch.
 # Exits 77 (skipped) when Slurm or munge is missing.
 #   slurm_train_test.sh <source-dir> <recmix binary>
 set -uo pipefail
@@ -57,6 +58,40 @@ else
   [[ "$job_state" == COMPLETED ]] || fail "batch job $job ended as '${job_state:-unknown}'"
   grep -q "final: step 40" <<<"$out" || fail "sbatch: no final summary"
   [[ -f "$work/sbatch-run/checkpoints/ckpt-000000040.h5" ]] || fail "sbatch: no final checkpoint"
+fi
+# recmix run through sbatch: two jobs co-located by the scheduler on the allocation's 2 ranks.
+cat > "$work/jobs.toml" <<TOML
+[scheduler]
+round_interval_s = 0.2
+[[job]]
+name = "pair-a"
+ranks = 2
+model = { embedding_dim = 4, bottom_mlp = [8, 4], top_mlp = [8, 1] }
+data = { train = "train.h5" }
+train = { batch_size = 64, steps = 40 }
+[[job]]
+name = "pair-b"
+ranks = 1
+model = { embedding_dim = 4, bottom_mlp = [4], top_mlp = [4, 1] }
+data = { train = "train.h5" }
+train = { batch_size = 32, steps = 60 }
+TOML
+job=$(cd "$work" && sbatch --parsable -n 2 --overcommit -o "$work/run-%j.out" "$src/launch/slurm/recmix.sbatch" \
+  "$recmix" run jobs.toml --run-dir sbatch-colo 2>&1)
+if [[ ! "$job" =~ ^[0-9]+$ ]]; then
+  fail "sbatch refused the run: $job"
+else
+  job_state=$("$src/launch/slurm/wait-job.sh" "$job" 120)
+  out=$(cat "$work/run-$job.out" 2>/dev/null)
+  echo "$out" | tail -5 | sed 's/^/  sbatch run | /'
+  [[ "$job_state" == COMPLETED ]] || fail "the recmix run batch job $job ended as '${job_state:-unknown}'"
+  /usr/bin/python3 - "$work/sbatch-colo/summary.json" <<'PY' || fail "sbatch run: the jobs did not both finish"
+import json, sys
+s = json.load(open(sys.argv[1]))
+states = {j["name"]: (j["state"], j["steps"]) for j in s["jobs"]}
+sys.exit(0 if s["ranks"] == 2 and states == {"pair-a": ("finished", 40), "pair-b": ("finished", 60)} else 1)
+PY
+  [[ -f "$work/sbatch-colo/jobs/pair-a/checkpoints/ckpt-000000040.h5" ]] || fail "sbatch run: no checkpoint of pair-a"
 fi
 ((failures == 0)) && echo "slurm training: all checks passed"
 exit $((failures > 0))
