@@ -58,6 +58,7 @@ int sparse_state_per_row(SparseOptimizer optimizer, int dim) {
 
 int DlrmShape::interaction_width() const {
   const int f = static_cast<int>(tables.size()) + 1;
+  if (concat_interaction) return f * embedding_dim();
   return embedding_dim() + f * (f - 1) / 2;
 }
 

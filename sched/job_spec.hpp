@@ -33,9 +33,11 @@ struct DlrmShape {
   std::vector<int> bottom_mlp;  // layer widths including the input: {13, 512, 256, 64, 16}
   std::vector<int> top_mlp;     // layer widths excluding the interaction input: {512, 256, 1}
   int pooling = 1;              // indices per bag (1 = one-hot)
+  bool concat_interaction = false;  // "cat": the bottom output and the pooled vectors side by side
   int dense_features() const { return bottom_mlp.empty() ? 0 : bottom_mlp.front(); }
   int embedding_dim() const { return tables.empty() ? 0 : tables.front().dim; }
-  // Width of the dot interaction output fed to the top MLP: dim + F(F-1)/2, F = tables + 1.
+  // Width of the interaction output fed to the top MLP: dim + F(F-1)/2 for the dot interaction,
+  // F x dim for concatenation, F = tables + 1.
   int interaction_width() const;
   std::int64_t embedding_params() const;  // sum rows x dim
   std::int64_t dense_params() const;      // weights + biases of both MLPs

@@ -5,7 +5,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -27,8 +29,24 @@ namespace recmix::cli {
 namespace fs = std::filesystem;
 namespace {
 
+// Set by SIGTERM, SIGINT or SIGUSR1 (Slurm signals every task with SIGTERM; mpirun forwards only
+// SIGUSR1, which launch/recmix-mpirun sends on SIGTERM): the run checkpoints
+// every running job and ends; `recmix run FILE --resume RUN_DIR` continues it.
+std::atomic<bool> g_terminate{false};
+extern "C" void on_terminate_signal(int) { g_terminate.store(true); }
+
+void catch_termination() {
+  struct sigaction action {};
+  action.sa_handler = on_terminate_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGUSR1, &action, nullptr);  // what mpirun forwards (launch/recmix-mpirun sends it)
+}
+
 struct RunArgs {
   std::string jobs_file;
+  std::string resume_dir;
   bool demo = false;
   std::string run_dir;
   std::string policy;
@@ -60,10 +78,13 @@ void print_summary(const nlohmann::json& s) {
     std::string partners;
     for (const auto& p : j["partners"]) partners += (partners.empty() ? "" : ", ") + p.get<std::string>();
     const double queued = j["queued_s"].is_null() ? -1 : j["queued_s"].get<double>();
-    std::printf("%-18s %-9s %-8s %8lld %7.1fs %7.1fs %10.0f %10.0f %10s %10s  %s\n",
+    const double jct = j["jct_s"].get<double>();
+    const std::string queued_text = queued < 0 ? "-" : fmt::format("{:.1f}s", queued);
+    const std::string jct_text = jct < 0 ? "-" : fmt::format("{:.1f}s", jct);
+    std::printf("%-18s %-9s %-8s %8lld %8s %8s %10.0f %10.0f %10s %10s  %s\n",
                 j["name"].get<std::string>().c_str(), j["state"].get<std::string>().c_str(),
-                ranks.empty() ? "-" : ranks.c_str(), static_cast<long long>(j["steps"].get<std::int64_t>()), queued,
-                j["jct_s"].get<double>(), j["samples_per_s_alone"].get<double>(),
+                ranks.empty() ? "-" : ranks.c_str(), static_cast<long long>(j["steps"].get<std::int64_t>()),
+                queued_text.c_str(), jct_text.c_str(), j["samples_per_s_alone"].get<double>(),
                 j["samples_per_s_colocated"].get<double>(),
                 device::format_bytes(static_cast<std::size_t>(j["estimate_bytes"].get<double>())).c_str(),
                 device::format_bytes(j["measured_peak_bytes"].get<std::size_t>()).c_str(),
@@ -83,6 +104,12 @@ void run_run(const RunArgs& a) {
   if (a.demo && !a.jobs_file.empty()) throw ConfigError("run: give either a jobs file or --demo, not both");
   if (!a.demo && a.jobs_file.empty()) throw ConfigError("run: a jobs file (TOML) is required, or --demo for the built-in example");
   std::string run_dir = a.run_dir;
+  if (!a.resume_dir.empty()) {
+    if (!run_dir.empty() && run_dir != a.resume_dir) throw ConfigError("run: --resume names the run directory; drop --run-dir");
+    if (!fs::exists(fs::path(a.resume_dir) / "events.jsonl"))
+      throw ConfigError(fmt::format("--resume: '{}' is not the directory of a recmix run (no events.jsonl)", a.resume_dir));
+    run_dir = a.resume_dir;
+  }
   if (run_dir.empty()) run_dir = a.demo ? "runs/demo-run" : "runs/" + fs::path(a.jobs_file).stem().string();
   if (a.demo) runtime::prepare_demo_data(run_dir, *world);
 
@@ -115,10 +142,11 @@ void run_run(const RunArgs& a) {
   // Several jobs' backends in one process: OpenBLAS's process-wide count stays at one thread,
   // each job's threads come from OpenMP and its dense replicas.
   device::pin_process_blas_threads(1);
+  catch_termination();
   const int cores = cores_per_rank(runtime::local_ranks());
   runtime::run::ControlPlane plane;
   if (plane.rank() != 0) {
-    runtime::run::Executor(plane).run();
+    runtime::run::Executor(plane, &g_terminate).run();
     return;
   }
   runtime::run::RunOptions options;
@@ -126,12 +154,14 @@ void run_run(const RunArgs& a) {
   options.jobs = std::move(jobs);
   options.cores_per_rank = options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank : cores;
   options.quiet = a.quiet;
+  options.terminate = &g_terminate;
+  options.resume = !a.resume_dir.empty();
   std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s) of %d core(s), policy %s, run directory %s\n",
                options.jobs.jobs.size(), plane.size(), options.cores_per_rank, options.jobs.scheduler.policy.c_str(),
                run_dir.c_str());
   std::thread executor([&plane] {
     try {
-      runtime::run::Executor(plane).run();
+      runtime::run::Executor(plane, &g_terminate).run();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "recmix: rank 0 executor: %s\n", e.what());
       runtime::abort_other_ranks_on_failure();
@@ -152,6 +182,12 @@ void run_run(const RunArgs& a) {
   executor.join();
   print_summary(summary);
   std::printf("events: %s/events.jsonl  summary: %s/summary.json\n", run_dir.c_str(), run_dir.c_str());
+  if (summary.value("interrupted", false)) {
+    std::printf("interrupted: every running job stopped with a checkpoint; continue with\n  recmix run %s --resume %s\n",
+                a.demo ? "--demo" : a.jobs_file.c_str(), run_dir.c_str());
+    std::fflush(stdout);
+    std::exit(3);
+  }
 }
 
 void run_submit(const std::string& spec_path, const std::string& run_dir) {
@@ -221,6 +257,9 @@ void add_run_commands(CLI::App& app) {
   run->add_option("jobs", args->jobs_file, "Jobs file (TOML: [[job]] tables, include, [scheduler])")
       ->check(CLI::ExistingFile);
   run->add_flag("--demo", args->demo, "Run the built-in example: four small jobs on a generated dataset");
+  run->add_option("--resume", args->resume_dir,
+                  "Continue the interrupted run in this directory: finished jobs stay finished, the others resume "
+                  "from their latest checkpoint");
   run->add_option("--run-dir", args->run_dir, "Run directory (default: runs/<jobs file name>, runs/demo-run for --demo)");
   run->add_option("--policy", args->policy, "Override scheduler.policy")
       ->check(CLI::IsMember({"exclusive-fifo", "fifo", "memory-first", "complementary", "interference-aware", "delay", "las"}));
@@ -228,7 +267,9 @@ void add_run_commands(CLI::App& app) {
   run->footer(
       "Run under MPI: launch/recmix-mpirun -np 4 build/recmix run jobs.toml\n"
       "Writes RUN_DIR/events.jsonl, RUN_DIR/status.json, RUN_DIR/summary.json and each job's outputs\n"
-      "(train.log, metrics.jsonl, checkpoints/) under RUN_DIR/jobs/<name>/.");
+      "(train.log, metrics.jsonl, checkpoints/) under RUN_DIR/jobs/<name>/.\n"
+      "SIGTERM, SIGINT or SIGUSR1 (launch/recmix-mpirun and Slurm deliver them) stops every running job\n"
+      "with a checkpoint and exits with status 3; --resume RUN_DIR continues the run.");
   run->callback([args] { run_run(*args); });
 
   auto spec = std::make_shared<std::string>();

@@ -10,7 +10,7 @@
 
 namespace recmix::runtime::run {
 
-Executor::Executor(ControlPlane& plane) : plane_(plane) {
+Executor::Executor(ControlPlane& plane, const std::atomic<bool>* terminate) : plane_(plane), terminate_(terminate) {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0)
@@ -32,7 +32,8 @@ void Executor::handle(const Message& m) {
         placement.cores.assign(free.begin(), free.begin() + placement.threads);
         for (int c : placement.cores) cpu_owner_[c] = launch;
       }
-      runners_[launch] = std::make_unique<JobRunner>(plane_, std::move(placement), std::move(comm));
+      auto& runner = runners_[launch] = std::make_unique<JobRunner>(plane_, std::move(placement), std::move(comm));
+      if (draining_) runner->request_stop();
     } catch (const Error& e) {
       plane_.send_to_scheduler({"failed", m.job, -1,
                                 {{"launch", placement.launch}, {"rank", plane_.rank()},
@@ -64,6 +65,10 @@ void Executor::reap() {
 void Executor::run() {
   while (!(shutdown_ && runners_.empty())) {
     reap();
+    if (!draining_ && terminate_ && terminate_->load()) {
+      draining_ = true;  // each job stops at a step its ranks agree on, with a checkpoint
+      for (auto& [launch, runner] : runners_) runner->request_stop();
+    }
     while (auto m = plane_.poll_executor()) {
       if (m->kind == "start") reap();  // a job that just ended gives its cores back first
       handle(*m);

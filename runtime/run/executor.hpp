@@ -5,6 +5,7 @@
 // creations in opposite orders) and a JobRunner on it; stop and io_grant go to the job's runner;
 // shutdown ends the loop once every job of this rank has ended. Each job's threads are bound to
 // cores of their own among the rank's CPUs while enough are free (else left unbound).
+#include <atomic>
 #include <map>
 #include <memory>
 #include <vector>
@@ -16,7 +17,8 @@ namespace recmix::runtime::run {
 
 class Executor {
  public:
-  explicit Executor(ControlPlane& plane);
+  // terminate (may be null): when set, every job of this rank stops with a checkpoint.
+  Executor(ControlPlane& plane, const std::atomic<bool>* terminate);
   // Runs until shutdown (blocking; rank 0 runs it on a thread beside the scheduler service).
   void run();
 
@@ -29,6 +31,8 @@ class Executor {
   std::vector<int> cpus_;                              // the CPUs this rank may use
   std::map<int, int> cpu_owner_;                       // cpu -> launch holding it
   bool shutdown_ = false;
+  const std::atomic<bool>* terminate_ = nullptr;
+  bool draining_ = false;
 };
 
 }  // namespace recmix::runtime::run

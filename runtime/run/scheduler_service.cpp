@@ -41,6 +41,7 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.shape.bottom_mlp = {info.num_dense};
   out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
   out.shape.top_mlp = s.model.top_mlp;
+  out.shape.concat_interaction = s.model.interaction == "cat";
   out.global_batch = static_cast<int>(s.train.batch_size);
   out.optimizer = sched::parse_optimizer(s.optimizer.dense);
   out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);
@@ -207,11 +208,51 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
     if (!options_.quiet) std::fprintf(stderr, "[%7.1fs] rejected '%s': %s\n", now(), r.job.spec.name.c_str(), e.what());
     return;
   }
+  if (auto prev = previous_.find(r.job.spec.name); prev != previous_.end()) {
+    const auto& j = prev->second;
+    const std::string state = j.value("state", std::string());
+    if (terminal(state)) {  // ended in the interrupted run: reported, not run again
+      r.state = state;
+      r.step = j.value("steps", std::int64_t{0});
+      r.loss = j.value("loss", 0.0);
+      if (j.contains("error")) r.error = j["error"].get<std::string>();
+      if (j.contains("eval")) r.eval = j["eval"];
+      event({{"event", "resumed_ended"}, {"job", r.job.spec.name}, {"state", state}});
+      return;
+    }
+  }
+  if (options_.resume && fs::exists(r.job.spec.checkpoint.dir) && !fs::is_empty(r.job.spec.checkpoint.dir)) {
+    r.resume = true;
+    r.sjob.arrival_s = 0;  // it had arrived in the interrupted run
+  }
   event({{"event", "submitted"}, {"job", r.job.spec.name}, {"source", source}, {"origin", r.job.origin},
+         {"resume", r.resume},
          {"ranks", r.job.ranks}, {"threads", r.job.spec.device.threads}, {"arrival_s", r.sjob.arrival_s},
          {"priority", r.job.priority}, {"estimate_bytes", r.estimate}, {"steps", r.total_steps},
          {"profile", {{"type", r.sjob.profile.type}, {"solo_step_s", r.sjob.profile.solo_step_s},
                       {"util", r.sjob.profile.util.share}}}});
+}
+
+void SchedulerService::load_previous_run() {
+  const fs::path summary = fs::path(options_.run_dir) / "summary.json";
+  if (fs::exists(summary)) {
+    std::ifstream in(summary);
+    const auto s = nlohmann::json::parse(in);
+    for (const auto& j : s.at("jobs")) previous_[j.at("name").get<std::string>()] = j;
+  }
+  // Jobs submitted to the interrupted run come back, in the order they were accepted.
+  const fs::path accepted = fs::path(options_.run_dir) / "spool" / "accepted";
+  if (!fs::exists(accepted)) return;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(accepted))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    const auto j = nlohmann::json::parse(in);
+    options_.jobs.jobs.push_back(parse_run_job(j.at("spec_text").get<std::string>(), j.at("origin").get<std::string>(),
+                                               j.at("base_dir").get<std::string>()));
+  }
 }
 
 void SchedulerService::take_spool() {
@@ -452,6 +493,10 @@ void SchedulerService::schedule_round() {
   LiveActions actions(*this);
   sched::SchedulingContext context{t, *cluster_, std::span<sched::Job* const>(queue), model_};
   policy_->schedule(context, actions);
+  const double took = now() - t;  // the policy and the start messages it sent
+  ++rounds_;
+  round_seconds_ += took;
+  round_max_s_ = std::max(round_max_s_, took);
 }
 
 void SchedulerService::progress_line(bool force) {
@@ -533,7 +578,12 @@ nlohmann::json SchedulerService::summary() const {
   for (int g = 0; g < plane_.size(); ++g)
     ranks.push_back({{"rank", g}, {"busy_share", makespan > 0 ? busy_s_[g] / makespan : 0.0},
                      {"peak_bytes", rank_peak_[g]}});
+  const nlohmann::json control = {{"rounds", rounds_},
+                                  {"mean_round_ms", rounds_ ? 1e3 * round_seconds_ / rounds_ : 0.0},
+                                  {"max_round_ms", 1e3 * round_max_s_},
+                                  {"messages_received", messages_in_}};
   return {{"policy", std::string(policy_->name())}, {"ranks", plane_.size()}, {"makespan_s", makespan},
+          {"control_plane", control},
           {"samples_per_s", makespan > 0 ? samples / makespan : 0.0}, {"jobs", jobs}, {"rank_usage", ranks}};
 }
 
@@ -541,11 +591,27 @@ nlohmann::json SchedulerService::run() {
   event({{"event", "run_start"}, {"ranks", plane_.size()}, {"policy", std::string(policy_->name())},
          {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
          {"colocation_limit", cluster_->spec().max_jobs_per_gpu}});
+  if (options_.resume) load_previous_run();
   for (auto& job : options_.jobs.jobs) add_job(std::move(job), "jobs file");
   options_.jobs.jobs.clear();
   for (;;) {
-    while (auto m = plane_.poll_scheduler()) handle(*m);
+    while (auto m = plane_.poll_scheduler()) {
+      ++messages_in_;
+      handle(*m);
+    }
     const double t = now();
+    if (!draining_ && options_.terminate && options_.terminate->load()) {
+      draining_ = true;  // the executors stop their jobs themselves (every rank got the signal)
+      event({{"event", "terminating"}});
+      if (!options_.quiet) std::fprintf(stderr, "[%7.1fs] terminating: every running job stops with a checkpoint\n", t);
+    }
+    if (draining_) {
+      if (std::none_of(records_.begin(), records_.end(),
+                       [](const auto& r) { return r->state == "running" || r->state == "stopping"; }))
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
     if (t >= next_round_) take_spool();
     for (auto& r : records_)
       if (r->state == "pending" && r->sjob.arrival_s <= t) {
@@ -568,6 +634,8 @@ nlohmann::json SchedulerService::run() {
   for (int g = 0; g < plane_.size(); ++g)
     if (busy_since_[g] >= 0) busy_s_[g] += now() - busy_since_[g];
   auto s = summary();
+  s["interrupted"] = draining_ && !std::all_of(records_.begin(), records_.end(),
+                                               [](const auto& r) { return terminal(r->state); });
   write_status();
   event({{"event", "run_end"}, {"makespan_s", s["makespan_s"]}});
   const fs::path path = fs::path(options_.run_dir) / "summary.json";

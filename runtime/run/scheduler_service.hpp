@@ -5,6 +5,7 @@
 // into start / stop messages. Admission is by the peak-memory estimator; the executors' samples
 // (step time, data wait, pool bytes, busy share) go to events.jsonl, feed the interference model
 // and are checked against the estimates. At the end it writes summary.json and prints a table.
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,14 +29,22 @@ struct RunOptions {
   std::string machine = "cpu-zen3-2vcpu";  // machine model of the roofline profiles
   int cores_per_rank = 1;                  // resolved (scheduler.cores_per_rank or the host's)
   bool quiet = false;                      // no progress lines
+  // Set (by a signal handler) when the run must end: every running job stops with a checkpoint,
+  // nothing new starts, and run() returns once they all stopped. May be null.
+  const std::atomic<bool>* terminate = nullptr;
+  // Continuing an interrupted run in run_dir: jobs that ended there (its summary.json) are not
+  // run again, the others resume from their latest checkpoint, and the jobs submitted to it
+  // (spool/accepted/) come back.
+  bool resume = false;
 };
 
 class SchedulerService {
  public:
   SchedulerService(ControlPlane& plane, RunOptions options);
   ~SchedulerService();
-  // Runs every job to its end (finished, failed or rejected), then tells every executor to shut
-  // down. Returns the summary (also written to RUN_DIR/summary.json).
+  // Runs every job to its end (finished, failed or rejected), or until terminate is set and the
+  // running jobs stopped, then tells every executor to shut down. Returns the summary (also
+  // written to RUN_DIR/summary.json; "interrupted" is true when jobs are left to resume).
   nlohmann::json run();
 
  private:
@@ -45,6 +54,7 @@ class SchedulerService {
   double now() const;
   void add_job(RunJob job, const std::string& source);
   void take_spool();
+  void load_previous_run();
   void handle(const Message& message);
   void schedule_round();
   void start(Record& r, const std::vector<int>& ranks);
@@ -73,6 +83,10 @@ class SchedulerService {
   double start_time_ = 0;
   double next_round_ = 0, wake_at_ = 1e300, last_progress_ = -1e300;
   bool changed_ = true;
+  bool draining_ = false;
+  std::int64_t rounds_ = 0, messages_in_ = 0;
+  double round_seconds_ = 0, round_max_s_ = 0;   // wall time of the scheduling rounds                          // terminating: waiting for the running jobs to stop
+  std::map<std::string, nlohmann::json> previous_; // resume: the interrupted run's summary, per job
   std::string events_path_;
   std::unique_ptr<std::ofstream> events_;
 };

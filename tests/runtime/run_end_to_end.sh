@@ -142,6 +142,60 @@ for name, steps in (("wide", 1200), ("narrow", 1600), ("late", 600)):
 print("co-located = solo, bit for bit:", "wide, narrow, late")
 PY
 
+# Memory: random job shapes, optimizers and batch sizes against random per-rank capacities.
+# Every job either finishes or is rejected as never fitting; no estimate is below its job's
+# measured peak; no rank's jobs held more than its capacity at once.
+"$recmix" data synth -o multihot.h5 --rows 4k --tables 3 --table-rows 300,50,1000 --dense 4 --multi-hot --pooling 1 5 \
+  --seed 5 >/dev/null
+for seed_capacity in 11:448 12:1024 13:8192; do
+  seed=${seed_capacity%:*}
+  $py - "$seed" "${seed_capacity#*:}" > "random-$seed.toml" <<'PY'
+import random, sys
+rng = random.Random(int(sys.argv[1]))
+print("[scheduler]")
+print(f'memory_capacity = "{sys.argv[2]}KiB"')
+print(f"colocation_limit = {rng.randint(1, 3)}")
+print("cores_per_rank = 4")
+print("round_interval_s = 0.1")
+for i in range(8):
+    dim = rng.choice([4, 8, 16, 32])
+    bottom = [rng.choice([8, 16, 64, 128]) for _ in range(rng.randint(0, 2))] + [dim]
+    top = [rng.choice([8, 32, 128]) for _ in range(rng.randint(0, 2))] + [1]
+    print(f'\n[[job]]\nname = "r{i}"\nranks = {rng.randint(1, 2)}\nseed = {i}')
+    print(f"model = {{ embedding_dim = {dim}, bottom_mlp = {bottom}, top_mlp = {top}, "
+          f'interaction = "{rng.choice(["dot", "cat"])}" }}')
+    print(f'optimizer = {{ dense = "{rng.choice(["sgd", "adagrad", "adam"])}", '
+          f'sparse = "{rng.choice(["sgd", "adagrad", "rowwise_adagrad"])}", lr = 0.01 }}')
+    print(f'data = {{ train = "{rng.choice(["train.h5", "multihot.h5"])}" }}')
+    print(f"train = {{ batch_size = {rng.choice([32, 64, 256, 1024])}, steps = 20 }}")
+PY
+  "${mpirun[@]}" -np 2 "$recmix" run "random-$seed.toml" --run-dir "random-$seed" -q > "random-$seed.out" 2>&1 || {
+    cat "random-$seed.out"; fail "the random memory run $seed failed"; }
+  $py - "random-$seed" <<'PY' || { cat "random-$seed.out"; fail "memory checks of the random run"; }
+import json, sys
+run = sys.argv[1]
+s = json.load(open(f"{run}/summary.json"))
+events = [json.loads(l) for l in open(f"{run}/events.jsonl")]
+capacity = events[0]["memory_capacity_bytes"]
+bad = []
+for j in s["jobs"]:
+    if j["state"] == "rejected":
+        if j["estimate_bytes"] <= capacity: bad.append(f"{j['name']} rejected though its estimate fits")
+    elif j["state"] != "finished":
+        bad.append(f"{j['name']} {j['state']}: {j.get('error')}")
+    elif j["estimate_below_peak"] or j["measured_peak_bytes"] > j["estimate_bytes"]:
+        bad.append(f"{j['name']}: estimate {j['estimate_bytes']} below its peak {j['measured_peak_bytes']}")
+for r in s["rank_usage"]:
+    if r["peak_bytes"] > capacity: bad.append(f"rank {r['rank']} held {r['peak_bytes']} > {capacity}")
+if any(e["event"] == "estimate_below_peak" for e in events): bad.append("estimate_below_peak events")
+finished = sum(j["state"] == "finished" for j in s["jobs"])
+print(f"random run {run}: capacity {capacity} B, {finished} finished, "
+      f"{sum(j['state'] == 'rejected' for j in s['jobs'])} rejected")
+if bad or finished == 0:
+    print("\n".join(bad) or "nothing finished"); sys.exit(1)
+PY
+done
+
 # Preemption: with las, the long two-rank job is demoted once it has had 0.2 rank-seconds, and
 # the short job's arrival takes a rank from it: it stops with a checkpoint at a step all its
 # ranks agree on, waits, resumes from that checkpoint and ends with the weights of an
@@ -175,6 +229,57 @@ bad = [k for k in a if k not in b or a[k].tobytes() != b[k].tobytes()]
 if bad or sorted(a) != sorted(b):
     print("differs:", bad); sys.exit(1)
 print("preempted and resumed = uninterrupted, bit for bit")
+PY
+
+# SIGTERM to mpirun: every running job stops with a checkpoint and the run exits with status 3;
+# --resume continues both jobs, which end with the weights of uninterrupted runs, bit for bit.
+job halted 10 "[256, 128, 8]" "[256, 1]" 128 8000
+job halted1 11 "[256, 128, 8]" "[256, 1]" 64 8000
+printf 'ranks = 2\n' | cat - halted.toml > run-halted.toml
+printf 'ranks = 1\n' | cat - halted1.toml > run-halted1.toml
+printf 'include = ["run-halted.toml", "run-halted1.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\n' > term.toml
+"${mpirun[@]}" -np 2 "$recmix" run term.toml --run-dir term > term.out 2> term.err &
+run_pid=$!
+running() {  # both jobs past their first samples
+  $py -c "
+import json, sys
+try: s = json.load(open('term/status.json'))
+except Exception: sys.exit(1)
+sys.exit(0 if sum(j['state'] == 'running' and j['step'] > 0 for j in s['jobs']) == 2 else 1)"
+}
+for _ in $(seq 300); do running && break; sleep 0.1; done
+running || { kill $run_pid; cat term.err; fail "the jobs to interrupt did not start"; }
+kill -TERM $run_pid
+rc=0; wait $run_pid || rc=$?
+((rc != 0)) || fail "an interrupted run exited 0"
+grep -q -- "--resume term" term.out || { cat term.out term.err; fail "no resume hint"; }
+$py - term <<'PY' || { cat term.err; fail "the interrupted run did not stop its jobs with checkpoints"; }
+import json, sys
+events = [json.loads(l) for l in open(f"{sys.argv[1]}/events.jsonl")]
+stopped = {e["job"]: e["step"] for e in events if e["event"] == "stopped"}
+s = json.load(open(f"{sys.argv[1]}/summary.json"))
+ok = any(e["event"] == "terminating" for e in events) and set(stopped) == {"halted", "halted1"} \
+    and all(0 < v < 8000 for v in stopped.values()) and s["interrupted"]
+sys.exit(0 if ok else 1)
+PY
+"${mpirun[@]}" -np 2 "$recmix" run term.toml --resume term > resume.out 2> resume.err || {
+  cat resume.err; fail "recmix run --resume failed"; }
+grep -q '"event":"start".*"job":"halted".*"resume":true\|"job":"halted".*"resume":true' term/events.jsonl || fail "halted did not resume"
+"${mpirun[@]}" -np 2 "$recmix" train halted.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo halted"; }
+"$recmix" train halted1.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo halted1"; }
+$py - <<'PY' || fail "interrupted and resumed jobs differ from uninterrupted runs"
+import h5py, sys
+def datasets(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+for name in ("halted", "halted1"):
+    a = datasets(f"term/jobs/{name}/checkpoints/ckpt-000008000.h5")
+    b = datasets(f"solo/{name}/checkpoints/ckpt-000008000.h5")
+    if sorted(a) != sorted(b) or any(a[k].tobytes() != b[k].tobytes() for k in a):
+        print(name, "differs"); sys.exit(1)
+print("interrupted by SIGTERM and resumed = uninterrupted, bit for bit: halted, halted1")
 PY
 
 # A bad jobs file: one clear error naming the file, the job and the key.
