@@ -28,7 +28,6 @@ double wall_seconds() {
 }
 
 constexpr std::uint64_t kDefaultRankCapacity = 8ull << 30;
-constexpr double kShareHeadroom = 1.25;  // a job's pool may hold this much over its estimate
 
 bool terminal(const std::string& state) { return state == "finished" || state == "failed" || state == "rejected"; }
 
@@ -79,6 +78,9 @@ struct SchedulerService::Record {
   nlohmann::json eval;
   bool estimate_below_peak = false;
   int preemptions = 0;
+  double share = 0;             // bytes its pool may hold on each rank
+  bool out_of_memory = false;   // a rank of the current launch ran out of its share
+  int memory_restarts = 0;
 };
 
 // Policies' actions applied to the live ranks: a start must also fit the ranks' cores; an
@@ -196,6 +198,7 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
     r.sjob.type = model_.type_index(r.job.spec.name);
     model_.set_utilisation(r.sjob.type, profile.util);
     r.estimate = profile.peak_memory_bytes;
+    r.share = std::min(capacity, std::ceil(r.estimate * options_.jobs.scheduler.memory_headroom));
     r.total_steps = sspec.steps;
     if (r.estimate > capacity)
       throw ConfigError(fmt::format("job '{}' can never fit: its peak memory estimate {} is above every rank's capacity {}",
@@ -295,6 +298,9 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   r.launch = next_launch_++;
   r.reports = 0;
   r.failed = false;
+  r.out_of_memory = false;
+  r.error.clear();
+  r.error_from_peer = false;
   r.state = "running";
   if (r.first_start < 0) r.first_start = t;
   if (r.sjob.first_start_s < 0) r.sjob.first_start_s = t;
@@ -322,8 +328,7 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   p.run_dir = r.job.spec.run_dir;
   p.ranks = ranks;
   p.threads = r.job.spec.device.threads;
-  p.memory_share = static_cast<std::uint64_t>(
-      std::min(cluster_->spec().gpu_memory_bytes, std::ceil(r.estimate * kShareHeadroom)));
+  p.memory_share = static_cast<std::uint64_t>(std::ceil(r.share));
   p.resume = r.resume;
   p.sample_interval_s = std::max(0.2, std::min(1.0, options_.jobs.scheduler.round_interval_s));
   event({{"event", "start"}, {"job", r.job.spec.name}, {"ranks", ranks}, {"launch", r.launch},
@@ -392,6 +397,36 @@ void SchedulerService::grant_next_io() {
   }
 }
 
+// A job that ran out of its memory share gets one more try with twice the share (the whole rank
+// at most), booked as its memory so that it is placed where that fits, from its latest
+// checkpoint if it has one.
+void SchedulerService::restart_with_more_memory(Record& r) {
+  const double old_share = r.share;
+  r.share = std::min(cluster_->spec().gpu_memory_bytes, 2 * r.share);
+  ++r.memory_restarts;
+  if (cluster_->running(r.sjob.id)) {
+    cluster_->remove(r.sjob.id);
+    for (int g : r.ranks) threads_used_[g] -= r.job.spec.device.threads;
+  }
+  for (int g : r.ranks)
+    if (threads_used_[g] == 0 && busy_since_[g] >= 0) {
+      busy_s_[g] += now() - busy_since_[g];
+      busy_since_[g] = -1;
+    }
+  by_launch_.erase(r.launch);
+  r.sjob.profile.peak_memory_bytes = std::max(r.estimate, r.share);
+  r.state = "queued";
+  r.queued_since = now();
+  r.resume = fs::exists(r.job.spec.checkpoint.dir) && !fs::is_empty(r.job.spec.checkpoint.dir);
+  event({{"event", "memory_restart"}, {"job", r.job.spec.name}, {"error", r.error}, {"old_share_bytes", old_share},
+         {"new_share_bytes", r.share}, {"resume", r.resume}});
+  if (!options_.quiet)
+    std::fprintf(stderr, "[%7.1fs] '%s' ran out of its memory share (%s): restarting it with %s\n", now(),
+                 r.job.spec.name.c_str(), device::format_bytes(static_cast<std::size_t>(old_share)).c_str(),
+                 device::format_bytes(static_cast<std::size_t>(r.share)).c_str());
+  changed_ = true;
+}
+
 void SchedulerService::handle(const Message& m) {
   const int launch = m.body.value("launch", -1);
   if (m.kind == "io_release") {
@@ -453,6 +488,7 @@ void SchedulerService::handle(const Message& m) {
       // Every rank reports (the status word makes the peers of a failing rank stop too); the
       // error of a rank that failed by itself names the cause, not its peers' "peer failed".
       r.failed = true;
+      r.out_of_memory = r.out_of_memory || m.body.value("out_of_memory", false);
       const bool peer = m.body.value("peer", false);
       if (r.error.empty() || (!peer && r.error_from_peer)) {
         r.error = fmt::format("rank {}: {}", rank, m.body.value("error", std::string("unknown error")));
@@ -460,7 +496,13 @@ void SchedulerService::handle(const Message& m) {
       }
     }
     if (++r.reports < static_cast<int>(r.ranks.size())) return;
-    if (r.failed) {
+    // The job's own device.memory_capacity, when it binds, is the user's limit: no second try.
+    const auto own = static_cast<double>(r.job.spec.device.memory_capacity);
+    const bool share_binds = own == 0 || own > r.share;
+    if (r.failed && r.out_of_memory && share_binds && r.memory_restarts == 0 &&
+        r.share < cluster_->spec().gpu_memory_bytes) {
+      restart_with_more_memory(r);
+    } else if (r.failed) {
       end_job(r, "failed");
     } else if (m.kind == "finished") {
       end_job(r, "finished");
@@ -568,7 +610,8 @@ nlohmann::json SchedulerService::summary() const {
                         {"estimate_bytes", r->estimate},
                         {"measured_peak_bytes", peak},
                         {"estimate_below_peak", r->estimate_below_peak},
-                        {"preemptions", r->preemptions}};
+                        {"preemptions", r->preemptions},
+                        {"memory_restarts", r->memory_restarts}};
     if (!r->error.empty()) j["error"] = r->error;
     if (!r->eval.is_null()) j["eval"] = r->eval;
     if (r->state == "finished") samples += batch * static_cast<double>(r->step);

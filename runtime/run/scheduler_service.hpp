@@ -59,6 +59,7 @@ class SchedulerService {
   void schedule_round();
   void start(Record& r, const std::vector<int>& ranks);
   void end_job(Record& r, const std::string& state);
+  void restart_with_more_memory(Record& r);
   void grant_next_io();
   void progress_line(bool force);
   void write_status() const;

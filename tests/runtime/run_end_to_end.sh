@@ -196,6 +196,28 @@ if bad or finished == 0:
 PY
 done
 
+# Out of memory: with pools of half their estimate, a job runs out of its share, is restarted
+# once with twice the share, and ends with the weights of a run that never failed, bit for bit.
+job tight 12 "[32, 16, 8]" "[32, 1]" 128 200
+printf 'ranks = 2\n' | cat - tight.toml > run-tight.toml
+printf 'include = ["run-tight.toml"]\n[scheduler]\nmemory_headroom = 0.5\nround_interval_s = 0.1\n' > tight-jobs.toml
+"${mpirun[@]}" -np 2 "$recmix" run tight-jobs.toml --run-dir tight > tight.out 2> tight.err || {
+  cat tight.err; fail "the out-of-memory restart run failed"; }
+grep '"event":"memory_restart"' tight/events.jsonl | grep -q "out of memory" || { cat tight.err; fail "no memory_restart event"; }
+grep '"event":"finished"' tight/events.jsonl | grep -q '"job":"tight"' || { cat tight.err; fail "tight did not finish after its restart"; }
+grep -q "ran out of its memory share" tight.err || fail "the restart is not reported on the console"
+"${mpirun[@]}" -np 2 "$recmix" train tight.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo tight"; }
+$py - <<'PY' || fail "the restarted job's weights differ from a run that never failed"
+import h5py, sys
+def datasets(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+a, b = datasets("tight/jobs/tight/checkpoints/ckpt-000000200.h5"), datasets("solo/tight/checkpoints/ckpt-000000200.h5")
+sys.exit(0 if sorted(a) == sorted(b) and all(a[k].tobytes() == b[k].tobytes() for k in a) else 1)
+PY
+
 # Preemption: with las, the long two-rank job is demoted once it has had 0.2 rank-seconds, and
 # the short job's arrival takes a rank from it: it stops with a checkpoint at a step all its
 # ranks agree on, waits, resumes from that checkpoint and ends with the weights of an

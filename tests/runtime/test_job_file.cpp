@@ -51,6 +51,9 @@ colocation_limit = 3
 memory_capacity = "2GiB"
 slowdown_limit = 1.3
 cores_per_rank = 4
+memory_headroom = 2.0
+las_threshold_s = 60
+las_lease_s = 5
 
 [[job]]
 name = "a"
@@ -86,6 +89,9 @@ bottom_mlp = [8]
   EXPECT_EQ(f.scheduler.memory_capacity, 2ull << 30);
   EXPECT_DOUBLE_EQ(f.scheduler.slowdown_limit, 1.3);
   EXPECT_EQ(f.scheduler.cores_per_rank, 4);
+  EXPECT_DOUBLE_EQ(f.scheduler.memory_headroom, 2.0);
+  EXPECT_DOUBLE_EQ(f.scheduler.las_threshold_s, 60);
+  EXPECT_DOUBLE_EQ(f.scheduler.las_lease_s, 5);
   // The text each executor receives parses to the same spec, without the run's keys.
   auto again = parse_job_spec(f.jobs[0].spec_text, "again", "/base");
   EXPECT_EQ(again.train.steps, 10);
