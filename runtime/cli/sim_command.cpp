@@ -17,6 +17,7 @@
 #include "sched/machine_model.hpp"
 #include "sched/policy.hpp"
 #include "sched/sim/cluster_config.hpp"
+#include "sched/sim/replay.hpp"
 #include "sched/sim/report.hpp"
 #include "sched/sim/simulator.hpp"
 #include "sched/sim/trace_reader.hpp"
@@ -37,7 +38,19 @@ struct SimArgs {
   sched::PolicyOptions policy_options;
   double restart_overhead = 60;
   bool quiet = false;
+  std::string replay;
 };
+
+// recmix sim --replay RUN_DIR: the live run's decisions against the simulator's on the same jobs.
+void run_replay(const std::string& run_dir) {
+  const auto run = sched::read_run_events((std::filesystem::path(run_dir) / "events.jsonl").string());
+  const auto result = sched::replay_run(run);
+  std::printf("replay of %s: %zu jobs on %d ranks, policy %s\n%s", run_dir.c_str(), run.jobs.size(),
+              run.cluster.gpu_count(), run.policy.c_str(), sched::describe(run, result).c_str());
+  std::fflush(stdout);
+  if (!result.same)
+    throw Error(fmt::format("the simulator decided otherwise than the live run from decision #{}", result.first_difference));
+}
 
 std::string default_traces_dir(const std::string& trace) {
   namespace fs = std::filesystem;
@@ -145,7 +158,11 @@ void run_sim(const SimArgs& a) {
 void add_sim_command(CLI::App& app) {
   auto args = std::make_shared<SimArgs>();
   auto* sim = app.add_subcommand("sim", "Simulate scheduling policies on a cluster trace");
-  sim->add_option("--trace", args->trace, "Trace file (philly, gavel, muri, alibaba or recmix CSV)")->required();
+  auto* trace = sim->add_option("--trace", args->trace, "Trace file (philly, gavel, muri, alibaba or recmix CSV)");
+  sim->add_option("--replay", args->replay,
+                  "Replay a recmix run (its RUN_DIR): the same jobs, measured run times and policy; prints the live "
+                  "and simulated decisions and fails when they differ")
+      ->excludes(trace);
   sim->add_option("--trace-format", args->trace_format, "auto|philly|gavel|muri|alibaba|recmix");
   sim->add_option("--traces-dir", args->traces_dir, "Directory with lucid_*.csv and gavel_throughputs.json");
   sim->add_option("--cluster", args->cluster_file, "TOML file with a [cluster] table");
@@ -177,6 +194,8 @@ void add_sim_command(CLI::App& app) {
   sim->add_option("--timeline-csv", args->timeline_csv, "Write the GPU utilisation timeline as CSV");
   sim->add_flag("--quiet", args->quiet, "No progress line");
   sim->callback([args] {
+    if (!args->replay.empty()) return run_replay(args->replay);
+    if (args->trace.empty()) throw ConfigError("sim: --trace (a cluster trace) or --replay (a recmix run) is required");
     args->policy_options.restart_cost_s = args->restart_overhead;
     run_sim(*args);
   });

@@ -207,7 +207,7 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
   } catch (const Error& e) {
     r.state = "rejected";
     r.error = e.what();
-    event({{"event", "rejected"}, {"job", r.job.spec.name}, {"source", source}, {"reason", r.error}});
+    event({{"event", "rejected"}, {"id", r.sjob.id}, {"job", r.job.spec.name}, {"source", source}, {"reason", r.error}});
     if (!options_.quiet) std::fprintf(stderr, "[%7.1fs] rejected '%s': %s\n", now(), r.job.spec.name.c_str(), e.what());
     return;
   }
@@ -228,7 +228,7 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
     r.resume = true;
     r.sjob.arrival_s = 0;  // it had arrived in the interrupted run
   }
-  event({{"event", "submitted"}, {"job", r.job.spec.name}, {"source", source}, {"origin", r.job.origin},
+  event({{"event", "submitted"}, {"id", r.sjob.id}, {"job", r.job.spec.name}, {"source", source}, {"origin", r.job.origin},
          {"resume", r.resume},
          {"ranks", r.job.ranks}, {"threads", r.job.spec.device.threads}, {"arrival_s", r.sjob.arrival_s},
          {"priority", r.job.priority}, {"estimate_bytes", r.estimate}, {"steps", r.total_steps},
@@ -530,7 +530,6 @@ void SchedulerService::schedule_round() {
   std::stable_sort(queue.begin(), queue.end(), [](const sched::Job* a, const sched::Job* b) {
     return std::tie(a->arrival_s, a->id) < std::tie(b->arrival_s, b->id);
   });
-  if (queue.empty()) return;
   wake_at_ = 1e300;
   LiveActions actions(*this);
   sched::SchedulingContext context{t, *cluster_, std::span<sched::Job* const>(queue), model_};
@@ -631,7 +630,11 @@ nlohmann::json SchedulerService::summary() const {
 }
 
 nlohmann::json SchedulerService::run() {
+  const auto& cfg = options_.jobs.scheduler;
   event({{"event", "run_start"}, {"ranks", plane_.size()}, {"policy", std::string(policy_->name())},
+         {"round_interval_s", cfg.round_interval_s}, {"slowdown_limit", cfg.slowdown_limit},
+         {"las_threshold_s", cfg.las_threshold_s}, {"las_lease_s", cfg.las_lease_s}, {"machine", options_.machine},
+         {"resume", options_.resume},
          {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
          {"colocation_limit", cluster_->spec().max_jobs_per_gpu}});
   if (options_.resume) load_previous_run();
@@ -663,9 +666,13 @@ nlohmann::json SchedulerService::run() {
         event({{"event", "arrival"}, {"job", r->job.spec.name}});
         changed_ = true;
       }
-    if (changed_ || t >= next_round_ || t >= wake_at_) {
+    // Rounds run on events (arrival, finish, failure, stop, submission) and when the policy asked
+    // to be woken, as in the simulator, so a run can be replayed there decision for decision.
+    if (changed_ || t >= wake_at_) {
       schedule_round();
       changed_ = false;
+    }
+    if (t >= next_round_) {  // the spool and status.json are looked after on the timer
       next_round_ = t + options_.jobs.scheduler.round_interval_s;
       write_status();
     }

@@ -130,6 +130,7 @@ class Simulation final : public Actions {
       result_.max_memory_fraction =
           std::max(result_.max_memory_fraction, cluster_.memory_used(g) / cluster_.spec().gpu_memory_bytes);
     }
+    result_.decisions.push_back({now_, {Decision::Kind::start, j.id, std::vector<int>(gpus.begin(), gpus.end())}});
     policy_.on_start(j, *r, now_);
     return true;
   }
@@ -147,6 +148,7 @@ class Simulation final : public Actions {
     jobs_[i].attained_gpu_s += jobs_[i].gpus * (now_ - r.start_s);
     ++jobs_[i].preemptions;
     ++result_.preemptions;
+    result_.decisions.push_back({now_, {Decision::Kind::preempt, id, {}}});
     s.needed += options_.restart_overhead_s;
     s.running = false;
     s.rate = 0;
@@ -267,10 +269,11 @@ class Simulation final : public Actions {
           if (other != job.id) co.push_back(&jobs_[index_[other]]);
         if (!co.empty()) {
           colocated_[i] = true;
-          worst = std::max(worst, truth_.slowdown(job, co));
+          if (!options_.measured_runtimes) worst = std::max(worst, truth_.slowdown(job, co));
         }
       }
-      const double rate = 1.0 / (worst * spread_factor(cluster_.spec(), job.profile, r->nodes_used));
+      const double spread = options_.measured_runtimes ? 1.0 : spread_factor(cluster_.spec(), job.profile, r->nodes_used);
+      const double rate = 1.0 / (worst * spread);
       effective_sum_ += (rate - s.rate) * job.gpus;
       s.rate = rate;
       ++s.version;

@@ -21,6 +21,9 @@ struct SimOptions {
   double restart_overhead_s = 60;   // solo seconds of work a job redoes after a preemption
   double timeline_interval_s = 0;   // 0: span / 1000, at least 60 s
   bool learn_online = true;         // feed observed slowdowns to the model
+  // Replaying a live run: every job runs at rate 1 for its work_s (its measured run time, which
+  // already holds whatever its co-runners cost it), whoever shares its GPUs.
+  bool measured_runtimes = false;
   int observations_per_pair = 3;    // online observations kept per (type, co-runner type)
   int refit_every = 50;             // refit after this many new observations
   // Called every progress_every_events events (simulated time, finished jobs, total jobs).
@@ -48,6 +51,12 @@ struct TimelinePoint {
   double effective_util = 0;   // sum over running jobs of rate x GPUs / all GPUs
 };
 
+// A start or preemption the policy made, and when.
+struct TimedDecision {
+  double time_s = 0;
+  Decision decision;
+};
+
 struct SimResult {
   std::string policy;
   std::size_t jobs = 0;
@@ -67,6 +76,7 @@ struct SimResult {
   std::size_t online_observations = 0;
   double wall_s = 0;
   std::vector<JobOutcome> outcomes;   // by job id order of the workload
+  std::vector<TimedDecision> decisions;  // every accepted start and preemption, in order
   std::vector<TimelinePoint> timeline;
 };
 

@@ -120,6 +120,11 @@ for name in wide narrow late; do
 done
 grep -q "failed 'bad-row'" run.err || fail "the failure is not reported on the console"
 
+# Live = simulated: the run's decisions, replayed through recmix sim with the same jobs, arrival
+# times and measured run times, are the same decisions in the same order.
+"$recmix" sim --replay run > replay.out 2>&1 || { cat replay.out; fail "the simulator decided otherwise than the live run"; }
+grep -q "the same decisions in the same order" replay.out || { cat replay.out; fail "no replay verdict"; }
+
 # The same jobs alone, on the same ranks and threads: the same final weights, bit for bit.
 "${mpirun[@]}" -np 2 "$recmix" train wide.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo wide"; }
 "$recmix" train narrow.toml > /dev/null 2>> solo.err || { cat solo.err; fail "solo narrow"; }
@@ -144,7 +149,8 @@ PY
 
 # Memory: random job shapes, optimizers and batch sizes against random per-rank capacities.
 # Every job either finishes or is rejected as never fitting; no estimate is below its job's
-# measured peak; no rank's jobs held more than its capacity at once.
+# measured peak; no rank's jobs held more than its capacity at once; and each run replayed
+# through the simulator makes the same decisions.
 "$recmix" data synth -o multihot.h5 --rows 4k --tables 3 --table-rows 300,50,1000 --dense 4 --multi-hot --pooling 1 5 \
   --seed 5 >/dev/null
 for seed_capacity in 11:448 12:1024 13:8192; do
@@ -161,7 +167,7 @@ for i in range(8):
     dim = rng.choice([4, 8, 16, 32])
     bottom = [rng.choice([8, 16, 64, 128]) for _ in range(rng.randint(0, 2))] + [dim]
     top = [rng.choice([8, 32, 128]) for _ in range(rng.randint(0, 2))] + [1]
-    print(f'\n[[job]]\nname = "r{i}"\nranks = {rng.randint(1, 2)}\nseed = {i}')
+    print(f'\n[[job]]\nname = "r{i}"\nranks = {rng.randint(1, 2)}\nseed = {i}\narrival = {0.1 * i}')
     print(f"model = {{ embedding_dim = {dim}, bottom_mlp = {bottom}, top_mlp = {top}, "
           f'interaction = "{rng.choice(["dot", "cat"])}" }}')
     print(f'optimizer = {{ dense = "{rng.choice(["sgd", "adagrad", "adam"])}", '
@@ -171,6 +177,7 @@ for i in range(8):
 PY
   "${mpirun[@]}" -np 2 "$recmix" run "random-$seed.toml" --run-dir "random-$seed" -q > "random-$seed.out" 2>&1 || {
     cat "random-$seed.out"; fail "the random memory run $seed failed"; }
+  "$recmix" sim --replay "random-$seed" > replay.out 2>&1 || { cat replay.out; fail "random run $seed: live != simulated"; }
   $py - "random-$seed" <<'PY' || { cat "random-$seed.out"; fail "memory checks of the random run"; }
 import json, sys
 run = sys.argv[1]
@@ -237,6 +244,7 @@ ok = has("preempt", job="longer") and has("stopped", job="longer") and has("star
     and has("finished", job="longer", step=2500) and has("finished", job="short")
 sys.exit(0 if ok else 1)
 PY
+"$recmix" sim --replay las > replay.out 2>&1 || { cat replay.out; fail "the las run: live != simulated"; }
 "${mpirun[@]}" -np 2 "$recmix" train longer.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo longer"; }
 $py - <<'PY' || fail "the preempted job's weights differ from an uninterrupted run"
 import h5py, sys

@@ -1,0 +1,159 @@
+#include "sched/sim/replay.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "core/error.hpp"
+#include "sched/sim/ground_truth.hpp"
+
+namespace recmix::sched {
+namespace {
+
+bool same_decision(const Decision& a, const Decision& b) {
+  return a.kind == b.kind && a.job == b.job && a.gpus == b.gpus;
+}
+
+}  // namespace
+
+RunReplay read_run_events(const std::string& events_path) {
+  std::ifstream in(events_path);
+  if (!in) throw IoError(fmt::format("cannot open '{}'", events_path));
+  RunReplay run;
+  std::map<std::string, JobId> ids;
+  std::map<JobId, double> running_since;
+  bool started = false;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    nlohmann::json e;
+    try {
+      e = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& x) {
+      throw DataError(fmt::format("{}:{}: not JSON ({})", events_path, number, x.what()));
+    }
+    const std::string kind = e.value("event", std::string());
+    const double t = e.value("t", 0.0);
+    try {
+      if (kind == "run_start") {
+        if (started) break;  // a later run in the same directory (--resume): replay the first one
+        started = true;
+        run.cluster.nodes = 1;
+        run.cluster.gpus_per_node = e.at("ranks").get<int>();
+        run.cluster.gpu_memory_bytes = e.at("memory_capacity_bytes").get<double>();
+        run.cluster.max_jobs_per_gpu = e.at("colocation_limit").get<int>();
+        run.cluster.machine = e.value("machine", std::string("cpu-zen3-2vcpu"));
+        run.policy = e.at("policy").get<std::string>();
+        run.options.dispatch_interval_s = e.value("round_interval_s", run.options.dispatch_interval_s);
+        run.options.slowdown_limit = e.value("slowdown_limit", run.options.slowdown_limit);
+        run.options.las_threshold_gpu_s = e.value("las_threshold_s", run.options.las_threshold_gpu_s);
+        run.options.las_lease_s = e.value("las_lease_s", run.options.las_lease_s);
+      } else if ((kind == "submitted" || kind == "rejected") && e.contains("id")) {
+        const JobId id = e.at("id").get<JobId>();
+        if (run.names.size() <= static_cast<std::size_t>(id)) run.names.resize(static_cast<std::size_t>(id) + 1);
+        run.names[static_cast<std::size_t>(id)] = e.at("job").get<std::string>();
+        ids[e.at("job").get<std::string>()] = id;
+        if (kind == "rejected") continue;
+        Job job;
+        job.id = id;
+        job.name = e.at("job").get<std::string>();
+        job.gpus = e.at("ranks").get<int>();
+        job.arrival_s = e.at("arrival_s").get<double>();
+        job.priority = e.value("priority", 0);
+        const auto& p = e.at("profile");
+        job.profile.type = p.at("type").get<std::string>();
+        job.profile.solo_step_s = p.at("solo_step_s").get<double>();
+        const auto util = p.at("util").get<std::vector<double>>();
+        for (std::size_t r = 0; r < std::min(util.size(), kResourceCount); ++r) job.profile.util.share[r] = util[r];
+        job.profile.peak_memory_bytes = e.at("estimate_bytes").get<double>();
+        job.profile.dlrm = true;
+        run.jobs.push_back(std::move(job));
+      } else if (kind == "start" || kind == "preempt") {
+        const JobId id = ids.at(e.at("job").get<std::string>());
+        Decision d;
+        d.kind = kind == "start" ? Decision::Kind::start : Decision::Kind::preempt;
+        d.job = id;
+        if (kind == "start") {
+          d.gpus = e.at("ranks").get<std::vector<int>>();
+          running_since[id] = t;
+        }
+        run.live.push_back({t, d});
+        if (kind == "preempt") {  // the simulator frees the GPUs at the decision
+          for (auto& j : run.jobs)
+            if (j.id == id) j.work_s += t - running_since[id];
+          running_since.erase(id);
+        }
+      } else if (kind == "finished" || kind == "failed" || kind == "memory_restart") {
+        const JobId id = ids.at(e.at("job").get<std::string>());
+        if (auto it = running_since.find(id); it != running_since.end()) {
+          for (auto& j : run.jobs)
+            if (j.id == id) j.work_s += t - it->second;
+          running_since.erase(it);
+        }
+      }
+    } catch (const nlohmann::json::exception& x) {
+      throw DataError(fmt::format("{}:{}: '{}' event lacks a field ({})", events_path, number, kind, x.what()));
+    } catch (const std::out_of_range&) {
+      throw DataError(fmt::format("{}:{}: '{}' event names a job that was never submitted", events_path, number, kind));
+    }
+  }
+  if (!started) throw DataError(fmt::format("{}: no run_start event: not the event log of a recmix run", events_path));
+  // Jobs still running when the log ends (an interrupted run) keep what they had.
+  return run;
+}
+
+ReplayResult replay_run(const RunReplay& run) {
+  auto policy = make_policy(run.policy, run.options);
+  // The interference model as the live service built it: one type per job, in submission order,
+  // with its profile's utilisation; the replay does not learn (the live service learned only
+  // from jobs that finished co-located, after they finished).
+  InterferenceModel model;
+  std::vector<Job> jobs = run.jobs;
+  for (auto& j : jobs) {
+    j.type = model.type_index(j.name);
+    model.set_utilisation(j.type, j.profile.util);
+  }
+  SlowdownTruth truth(model, 0.0, 1);
+  SimOptions options;
+  options.measured_runtimes = true;
+  options.learn_online = false;
+  options.restart_overhead_s = 0;
+  const SimResult sim = simulate(run.cluster, std::move(jobs), *policy, truth, model, options);
+  ReplayResult r;
+  r.live = run.live;
+  r.simulated = sim.decisions;
+  const std::size_t n = std::min(r.live.size(), r.simulated.size());
+  r.first_difference = n;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!same_decision(r.live[i].decision, r.simulated[i].decision)) {
+      r.first_difference = i;
+      break;
+    }
+  r.same = r.first_difference == n && r.live.size() == r.simulated.size();
+  return r;
+}
+
+std::string describe(const RunReplay& run, const ReplayResult& result) {
+  auto text = [&](const TimedDecision& d) {
+    const auto& name = run.names.at(static_cast<std::size_t>(d.decision.job));
+    if (d.decision.kind == Decision::Kind::preempt) return fmt::format("{:7.2f}s preempt {}", d.time_s, name);
+    return fmt::format("{:7.2f}s start {} on {}", d.time_s, name, fmt::join(d.decision.gpus, ","));
+  };
+  std::string out = fmt::format("{:<4} {:<40} {:<40}\n", "#", "live run", "simulated");
+  const std::size_t n = std::max(result.live.size(), result.simulated.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    out += fmt::format("{:<4} {:<40} {:<40}{}\n", i, i < result.live.size() ? text(result.live[i]) : "-",
+                       i < result.simulated.size() ? text(result.simulated[i]) : "-",
+                       !result.same && i == result.first_difference ? "  <- first difference" : "");
+  }
+  out += result.same ? "the same decisions in the same order\n"
+                     : fmt::format("the decisions differ from #{}\n", result.first_difference);
+  return out;
+}
+
+}  // namespace recmix::sched

@@ -1,0 +1,40 @@
+#pragma once
+// Replays a live `recmix run` through the simulator, from the run's events.jsonl: the same cluster
+// of ranks, policy and settings, the same jobs (arrival, ranks, priority, the profile and memory
+// estimate the scheduler service computed) running for the times they measured. The live run's
+// decisions are read from the same file, so the two lists can be compared: the policies are one
+// code path, and a replay that decides otherwise points at a difference between the runtime's
+// scheduler service and the simulator.
+#include <string>
+#include <vector>
+
+#include "sched/cluster_state.hpp"
+#include "sched/policy.hpp"
+#include "sched/sim/simulator.hpp"
+
+namespace recmix::sched {
+
+struct RunReplay {
+  ClusterSpec cluster;
+  std::string policy;             // as make_policy names it
+  PolicyOptions options;
+  std::vector<Job> jobs;          // ids as in the live run; work_s is the measured run time
+  std::vector<TimedDecision> live;  // the live scheduler service's starts and preemptions
+  std::vector<std::string> names;   // job name by id ("" for ids that never became jobs)
+};
+
+// Throws DataError naming the file and line when events.jsonl is not a recmix run's log.
+RunReplay read_run_events(const std::string& events_path);
+
+struct ReplayResult {
+  std::vector<TimedDecision> live, simulated;
+  bool same = false;                  // the same decisions (kind, job, GPUs) in the same order
+  std::size_t first_difference = 0;  // index of the first difference when !same
+};
+
+ReplayResult replay_run(const RunReplay& run);
+
+// A side-by-side table of both decision lists, the first difference marked.
+std::string describe(const RunReplay& run, const ReplayResult& result);
+
+}  // namespace recmix::sched
