@@ -1,6 +1,7 @@
 // recmix run / recmix submit / recmix status: the co-location runtime's command line.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <sched.h>
 #include <unistd.h>
@@ -73,10 +74,8 @@ void print_summary(const nlohmann::json& s) {
   std::printf("%-18s %-9s %-8s %8s %8s %8s %10s %10s %10s %10s  %s\n", "job", "state", "ranks", "steps", "queued",
               "JCT", "alone/s", "shared/s", "estimate", "peak", "partners");
   for (const auto& j : s["jobs"]) {
-    std::string ranks;
-    for (const auto& r : j["ranks"]) ranks += (ranks.empty() ? "" : ",") + std::to_string(r.get<int>());
-    std::string partners;
-    for (const auto& p : j["partners"]) partners += (partners.empty() ? "" : ", ") + p.get<std::string>();
+    const std::string ranks = fmt::format("{}", fmt::join(j["ranks"].get<std::vector<int>>(), ","));
+    const std::string partners = fmt::format("{}", fmt::join(j["partners"].get<std::vector<std::string>>(), ", "));
     const double queued = j["queued_s"].is_null() ? -1 : j["queued_s"].get<double>();
     const double jct = j["jct_s"].get<double>();
     const std::string queued_text = queued < 0 ? "-" : fmt::format("{:.1f}s", queued);
@@ -228,8 +227,7 @@ void run_status(const std::string& run_dir) {
               st.value("policy", std::string("?")).c_str(), st.value("time_s", 0.0));
   std::printf("%-18s %-9s %-8s %14s %8s  %s\n", "job", "state", "ranks", "progress", "ETA", "error");
   for (const auto& j : st["jobs"]) {
-    std::string ranks;
-    for (const auto& r : j["ranks"]) ranks += (ranks.empty() ? "" : ",") + std::to_string(r.get<int>());
+    const std::string ranks = fmt::format("{}", fmt::join(j["ranks"].get<std::vector<int>>(), ","));
     const auto step = j.value("step", std::int64_t{0}), total = j.value("total_steps", std::int64_t{0});
     const std::string eta = j.contains("eta_s") ? fmt::format("{:.0f}s", j["eta_s"].get<double>()) : "-";
     std::printf("%-18s %-9s %-8s %6lld/%-7lld %8s  %s\n", j["name"].get<std::string>().c_str(),

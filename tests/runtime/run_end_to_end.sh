@@ -13,6 +13,26 @@ trap 'rm -rf "$work"' EXIT
 mpirun=("$src/launch/recmix-mpirun")
 py=/usr/bin/python3
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# same_weights <message> <checkpoint> <checkpoint> [...]: each pair holds the same datasets, bit
+# for bit (weights, optimizer state; the attributes, such as the job spec text, may differ).
+same_weights() {
+  $py - "$@" <<'PY'
+import h5py, sys
+def datasets(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+paths = sys.argv[2:]
+for a_path, b_path in zip(paths[::2], paths[1::2]):
+    a, b = datasets(a_path), datasets(b_path)
+    bad = sorted(set(a) ^ set(b)) + [k for k in a if k in b and a[k].tobytes() != b[k].tobytes()]
+    if not a or bad:
+        print(f"{a_path} and {b_path} differ: {bad[:5]}")
+        sys.exit(1)
+print(sys.argv[1])
+PY
+}
 cd "$work"
 
 "$recmix" data synth -o train.h5 --rows 12k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null
@@ -129,23 +149,11 @@ grep -q "the same decisions in the same order" replay.out || { cat replay.out; f
 "${mpirun[@]}" -np 2 "$recmix" train wide.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo wide"; }
 "$recmix" train narrow.toml > /dev/null 2>> solo.err || { cat solo.err; fail "solo narrow"; }
 "${mpirun[@]}" -np 2 "$recmix" train late.toml > /dev/null 2>> solo.err || { cat solo.err; fail "solo late"; }
-$py - <<'PY' || fail "co-located weights differ from the solo runs"
-import h5py, numpy as np, sys
-def datasets(path):
-    out = {}
-    with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
-    return out
-for name, steps in (("wide", 1200), ("narrow", 1600), ("late", 600)):
-    a = datasets(f"run/jobs/{name}/checkpoints/ckpt-{steps:09d}.h5")
-    b = datasets(f"solo/{name}/checkpoints/ckpt-{steps:09d}.h5")
-    if sorted(a) != sorted(b) or not a:
-        print(name, "holds other datasets", sorted(a), sorted(b)); sys.exit(1)
-    for k in a:
-        if a[k].shape != b[k].shape or a[k].tobytes() != b[k].tobytes():
-            print(f"{name}: {k} differs"); sys.exit(1)
-print("co-located = solo, bit for bit:", "wide, narrow, late")
-PY
+same_weights "co-located = solo, bit for bit: wide, narrow, late" \
+  run/jobs/wide/checkpoints/ckpt-000001200.h5 solo/wide/checkpoints/ckpt-000001200.h5 \
+  run/jobs/narrow/checkpoints/ckpt-000001600.h5 solo/narrow/checkpoints/ckpt-000001600.h5 \
+  run/jobs/late/checkpoints/ckpt-000000600.h5 solo/late/checkpoints/ckpt-000000600.h5 ||
+  fail "co-located weights differ from the solo runs"
 
 # Memory: random job shapes, optimizers and batch sizes against random per-rank capacities.
 # Every job either finishes or is rejected as never fitting; no estimate is below its job's
@@ -214,16 +222,9 @@ grep '"event":"memory_restart"' tight/events.jsonl | grep -q "out of memory" || 
 grep '"event":"finished"' tight/events.jsonl | grep -q '"job":"tight"' || { cat tight.err; fail "tight did not finish after its restart"; }
 grep -q "ran out of its memory share" tight.err || fail "the restart is not reported on the console"
 "${mpirun[@]}" -np 2 "$recmix" train tight.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo tight"; }
-$py - <<'PY' || fail "the restarted job's weights differ from a run that never failed"
-import h5py, sys
-def datasets(path):
-    out = {}
-    with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
-    return out
-a, b = datasets("tight/jobs/tight/checkpoints/ckpt-000000200.h5"), datasets("solo/tight/checkpoints/ckpt-000000200.h5")
-sys.exit(0 if sorted(a) == sorted(b) and all(a[k].tobytes() == b[k].tobytes() for k in a) else 1)
-PY
+same_weights "restarted with more memory = never failed, bit for bit" \
+  tight/jobs/tight/checkpoints/ckpt-000000200.h5 solo/tight/checkpoints/ckpt-000000200.h5 ||
+  fail "the restarted job's weights differ from a run that never failed"
 
 # Preemption: with las, the long two-rank job is demoted once it has had 0.2 rank-seconds, and
 # the short job's arrival takes a rank from it: it stops with a checkpoint at a step all its
@@ -246,20 +247,9 @@ sys.exit(0 if ok else 1)
 PY
 "$recmix" sim --replay las > replay.out 2>&1 || { cat replay.out; fail "the las run: live != simulated"; }
 "${mpirun[@]}" -np 2 "$recmix" train longer.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo longer"; }
-$py - <<'PY' || fail "the preempted job's weights differ from an uninterrupted run"
-import h5py, sys
-def datasets(path):
-    out = {}
-    with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
-    return out
-a = datasets("las/jobs/longer/checkpoints/ckpt-000002500.h5")
-b = datasets("solo/longer/checkpoints/ckpt-000002500.h5")
-bad = [k for k in a if k not in b or a[k].tobytes() != b[k].tobytes()]
-if bad or sorted(a) != sorted(b):
-    print("differs:", bad); sys.exit(1)
-print("preempted and resumed = uninterrupted, bit for bit")
-PY
+same_weights "preempted and resumed = uninterrupted, bit for bit" \
+  las/jobs/longer/checkpoints/ckpt-000002500.h5 solo/longer/checkpoints/ckpt-000002500.h5 ||
+  fail "the preempted job's weights differ from an uninterrupted run"
 
 # SIGTERM to mpirun: every running job stops with a checkpoint and the run exits with status 3;
 # --resume continues both jobs, which end with the weights of uninterrupted runs, bit for bit.
@@ -297,20 +287,10 @@ PY
 grep -q '"event":"start".*"job":"halted".*"resume":true\|"job":"halted".*"resume":true' term/events.jsonl || fail "halted did not resume"
 "${mpirun[@]}" -np 2 "$recmix" train halted.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo halted"; }
 "$recmix" train halted1.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo halted1"; }
-$py - <<'PY' || fail "interrupted and resumed jobs differ from uninterrupted runs"
-import h5py, sys
-def datasets(path):
-    out = {}
-    with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
-    return out
-for name in ("halted", "halted1"):
-    a = datasets(f"term/jobs/{name}/checkpoints/ckpt-000008000.h5")
-    b = datasets(f"solo/{name}/checkpoints/ckpt-000008000.h5")
-    if sorted(a) != sorted(b) or any(a[k].tobytes() != b[k].tobytes() for k in a):
-        print(name, "differs"); sys.exit(1)
-print("interrupted by SIGTERM and resumed = uninterrupted, bit for bit: halted, halted1")
-PY
+same_weights "interrupted by SIGTERM and resumed = uninterrupted, bit for bit: halted, halted1" \
+  term/jobs/halted/checkpoints/ckpt-000008000.h5 solo/halted/checkpoints/ckpt-000008000.h5 \
+  term/jobs/halted1/checkpoints/ckpt-000008000.h5 solo/halted1/checkpoints/ckpt-000008000.h5 ||
+  fail "interrupted and resumed jobs differ from uninterrupted runs"
 
 # A bad jobs file: one clear error naming the file, the job and the key.
 expect_error() {  # expect_error <pattern> <command...>
