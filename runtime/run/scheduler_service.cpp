@@ -181,6 +181,16 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
   r.sjob.priority = r.job.priority;
   records_.push_back(std::move(rec));
   const double capacity = cluster_->spec().gpu_memory_bytes;
+  if (options_.resume && r.job.ranks > plane_.size()) {
+    // Continuing on fewer ranks than the job had: it resumes on all of them (checkpoints hold the
+    // logical tables, so N ranks' state loads on M; the results agree up to rounding).
+    event({{"event", "ranks_changed"}, {"job", r.job.spec.name}, {"from", r.job.ranks}, {"to", plane_.size()}});
+    if (!options_.quiet)
+      std::fprintf(stderr, "[%7.1fs] '%s' asked for %d ranks; the resumed run has %d: it continues on %d\n", now(),
+                   r.job.spec.name.c_str(), r.job.ranks, plane_.size(), plane_.size());
+    r.job.ranks = plane_.size();
+    r.sjob.gpus = plane_.size();
+  }
   try {
     check_run_job(r.job, plane_.size());
     if (r.job.spec.device.threads > options_.cores_per_rank)
