@@ -79,6 +79,9 @@ struct SchedulerService::Record {
   bool estimate_below_peak = false;
   int preemptions = 0;
   double share = 0;             // bytes its pool may hold on each rank
+  std::vector<double> recent_shared;  // the last step times measured while co-located
+  std::set<sched::JobId> avoid;       // jobs it was moved apart from
+  bool moved_apart = false;
   bool out_of_memory = false;   // a rank of the current launch ran out of its share
   int memory_restarts = 0;
 };
@@ -90,25 +93,20 @@ class SchedulerService::LiveActions final : public sched::Actions {
   explicit LiveActions(SchedulerService& s) : s_(s) {}
   bool start(const sched::Job& job, std::span<const int> gpus) override {
     Record& r = *s_.records_.at(static_cast<std::size_t>(job.id));
-    for (int g : gpus)
+    for (int g : gpus) {
       if (g < 0 || g >= static_cast<int>(s_.threads_used_.size()) ||
           s_.threads_used_[g] + r.job.spec.device.threads > s_.options_.cores_per_rank)
         return false;
+      for (auto other : s_.cluster_->jobs_on(g))  // not next to a job it was moved away from
+        if (r.avoid.count(other)) return false;
+    }
     if (!s_.cluster_->place(job, gpus, s_.now())) return false;
     s_.start(r, std::vector<int>(gpus.begin(), gpus.end()));
     return true;
   }
   void preempt(sched::JobId id) override {
     Record& r = *s_.records_.at(static_cast<std::size_t>(id));
-    if (r.state != "running") return;
-    s_.cluster_->remove(id);
-    for (int g : r.ranks) s_.threads_used_[g] -= r.job.spec.device.threads;
-    r.state = "stopping";
-    ++r.preemptions;
-    r.sjob.attained_gpu_s += static_cast<double>(r.ranks.size()) * (s_.now() - r.last_start);
-    ++r.sjob.preemptions;
-    s_.event({{"event", "preempt"}, {"job", r.job.spec.name}, {"ranks", r.ranks}, {"launch", r.launch}});
-    for (int g : r.ranks) s_.plane_.send_to_executor(g, {"stop", id, -1, {{"launch", r.launch}}});
+    if (r.state == "running") s_.stop_job(r, {{"event", "preempt"}});
   }
   void wake_at(double time) override { s_.wake_at_ = std::min(s_.wake_at_, time); }
 
@@ -407,6 +405,50 @@ void SchedulerService::grant_next_io() {
   }
 }
 
+// Checkpoint-and-stop: the job leaves the cluster state at once (its ranks are free for the
+// decisions that follow) and its executors stop it at a step its ranks agree on; its "stopped"
+// reports put it back in the queue, to resume from that checkpoint.
+void SchedulerService::stop_job(Record& r, nlohmann::json e) {
+  cluster_->remove(r.sjob.id);
+  for (int g : r.ranks) threads_used_[g] -= r.job.spec.device.threads;
+  r.state = "stopping";
+  ++r.preemptions;
+  r.sjob.attained_gpu_s += static_cast<double>(r.ranks.size()) * (now() - r.last_start);
+  ++r.sjob.preemptions;
+  e["job"] = r.job.spec.name;
+  e["ranks"] = r.ranks;
+  e["launch"] = r.launch;
+  event(e);
+  for (int g : r.ranks) plane_.send_to_executor(g, {"stop", r.sjob.id, -1, {{"launch", r.launch}}});
+}
+
+// A job measured slower next to its partners than alone by more than the slowdown limit (the
+// mean of its last three co-located samples against the mean of its samples alone) is moved
+// apart, once: the interference model learns the slowdown, the job stops with a checkpoint and
+// is placed again, never next to those partners while they run.
+void SchedulerService::move_apart_if_slowed(Record& r) {
+  constexpr std::size_t kWindow = 3;
+  if (r.state != "running" || r.moved_apart || r.alone_n == 0 || r.recent_shared.size() < kWindow) return;
+  double shared = 0;
+  for (double v : r.recent_shared) shared += v;
+  const double slowdown = (shared / static_cast<double>(r.recent_shared.size())) / (r.alone_sum / r.alone_n);
+  const double limit = options_.jobs.scheduler.slowdown_limit;
+  if (slowdown <= limit) return;
+  std::vector<std::string> names;
+  for (int g : r.ranks)
+    for (auto other : cluster_->jobs_on(g))
+      if (other != r.sjob.id && r.avoid.insert(other).second) {
+        model_.observe(r.sjob.type, records_[static_cast<std::size_t>(other)]->sjob.type, slowdown);
+        names.push_back(records_[static_cast<std::size_t>(other)]->job.spec.name);
+      }
+  model_.refit();
+  r.moved_apart = true;
+  if (!options_.quiet)
+    std::fprintf(stderr, "[%7.1fs] '%s' runs %.2fx slower next to %s than alone (limit %.2f): moving it apart\n", now(),
+                 r.job.spec.name.c_str(), slowdown, fmt::format("{}", fmt::join(names, ", ")).c_str(), limit);
+  stop_job(r, {{"event", "move_apart"}, {"slowdown", slowdown}, {"limit", limit}, {"partners", names}});
+}
+
 // A job that ran out of its memory share gets one more try with twice the share (the whole rank
 // at most), booked as its memory so that it is placed where that fits, from its latest
 // checkpoint if it has one.
@@ -467,9 +509,14 @@ void SchedulerService::handle(const Message& m) {
     rank_peak_[rank] = std::max(rank_peak_[rank], on_rank);
     const auto partners = partners_of(r);
     const bool colocated = !partners.empty();
-    if (rank == r.ranks.front()) {
-      (colocated ? r.shared_sum : r.alone_sum) += m.body.at("step_s").get<double>();
+    const bool first_rank = rank == r.ranks.front();
+    if (first_rank) {
+      const double step_s = m.body.at("step_s").get<double>();
+      (colocated ? r.shared_sum : r.alone_sum) += step_s;
       ++(colocated ? r.shared_n : r.alone_n);
+      if (!colocated) r.recent_shared.clear();
+      if (colocated) r.recent_shared.push_back(step_s);
+      if (r.recent_shared.size() > 3) r.recent_shared.erase(r.recent_shared.begin());
     }
     nlohmann::json e = m.body;
     e["event"] = "sample";
@@ -482,6 +529,7 @@ void SchedulerService::handle(const Message& m) {
       event({{"event", "estimate_below_peak"}, {"level", "error"}, {"job", r.job.spec.name}, {"rank", rank},
              {"estimate_bytes", r.estimate}, {"measured_peak_bytes", pool_peak}});
     }
+    if (first_rank) move_apart_if_slowed(r);
   } else if (m.kind == "finished" || m.kind == "stopped" || m.kind == "failed") {
     const int rank = m.body.value("rank", m.from);
     if (m.body.contains("pool_peak_bytes"))

@@ -60,6 +60,8 @@ class SchedulerService {
   void start(Record& r, const std::vector<int>& ranks);
   void end_job(Record& r, const std::string& state);
   void restart_with_more_memory(Record& r);
+  void stop_job(Record& r, nlohmann::json event);
+  void move_apart_if_slowed(Record& r);
   void grant_next_io();
   void progress_line(bool force);
   void write_status() const;

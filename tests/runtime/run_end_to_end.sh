@@ -226,6 +226,35 @@ same_weights "restarted with more memory = never failed, bit for bit" \
   tight/jobs/tight/checkpoints/ckpt-000000200.h5 solo/tight/checkpoints/ckpt-000000200.h5 ||
   fail "the restarted job's weights differ from a run that never failed"
 
+# Moving apart: on two one-core ranks told they have two cores each, a job that arrives when both
+# ranks are busy shares a core with a running job, which then measures itself about 2x slower
+# than alone (limit 1.3). It is moved apart: stopped with a checkpoint, placed again away from
+# that partner, and it ends with the weights of a run that was never moved, bit for bit.
+job steady 14 "[256, 128, 8]" "[256, 1]" 128 6000
+job filler 15 "[256, 128, 8]" "[256, 1]" 128 3000
+job intruder 16 "[256, 128, 8]" "[256, 1]" 128 3000
+printf 'ranks = 1\n' | cat - steady.toml > run-steady.toml
+printf 'ranks = 1\n' | cat - filler.toml > run-filler.toml
+printf 'ranks = 1\narrival = 1.0\n' | cat - intruder.toml > run-intruder.toml
+printf 'include = ["run-steady.toml", "run-filler.toml", "run-intruder.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 1.3\n' > apart.toml
+"${mpirun[@]}" -np 2 "$recmix" run apart.toml --run-dir apart > apart.out 2> apart.err || { cat apart.err; fail "the move-apart run failed"; }
+moved=$($py - apart <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(f"{sys.argv[1]}/events.jsonl")]
+moves = [e for e in events if e["event"] == "move_apart"]
+finished = {e["job"] for e in events if e["event"] == "finished"}
+ok = moves and moves[0]["slowdown"] > 1.3 and finished == {"steady", "filler", "intruder"}
+print(moves[0]["job"] if ok else "")
+PY
+)
+[[ -n "$moved" ]] || { cat apart.err; fail "no job was moved apart, or not every job finished"; }
+grep -q "moving it apart" apart.err || fail "the move is not reported on the console"
+"$recmix" train "$moved.toml" > /dev/null 2> solo.err || { cat solo.err; fail "solo $moved"; }
+steps=$(sed -n 's/^steps = //p' "$moved.toml")
+same_weights "moved apart = never moved, bit for bit: $moved" \
+  "apart/jobs/$moved/checkpoints/ckpt-$(printf %09d "$steps").h5" "solo/$moved/checkpoints/ckpt-$(printf %09d "$steps").h5" ||
+  fail "the moved job's weights differ from a run that was never moved"
+
 # Preemption: with las, the long two-rank job is demoted once it has had 0.2 rank-seconds, and
 # the short job's arrival takes a rank from it: it stops with a checkpoint at a step all its
 # ranks agree on, waits, resumes from that checkpoint and ends with the weights of an
