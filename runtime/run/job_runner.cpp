@@ -5,10 +5,12 @@
 #include <sched.h>
 #include <time.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "runtime/dlrm_model.hpp"
 #include "runtime/job_spec.hpp"
 #include "runtime/trainer.hpp"
 
@@ -127,6 +129,20 @@ void JobRunner::main() {
     if (failed > 0)
       throw PeerFailedError(fmt::format("job '{}': {} other rank(s) failed to build the model", p.name, failed));
     Trainer& trainer = *built;
+    // Phase times for the samples (a stream synchronisation per phase: free on the CPU backend,
+    // where work is synchronous anyway).
+    trainer.model().set_phase_timing(true);
+    using Phase = DlrmModel::Phase;
+    auto phase_groups = [&trainer] {
+      const auto& t = trainer.model().phase_seconds();
+      const double embedding = t[Phase::embedding_forward_start] + t[Phase::embedding_forward_finish] +
+                               t[Phase::embedding_backward_start] + t[Phase::embedding_backward_finish];
+      const double update = t[Phase::dense_update];
+      double total = 0;
+      for (double v : t) total += v;
+      return std::array<double, 3>{total - embedding - update, embedding, update};
+    };
+    std::array<double, 3> phases_start = phase_groups();
 
     TrainOptions options;
     options.quiet = true;
@@ -148,14 +164,18 @@ void JobRunner::main() {
       const double wall = std::chrono::duration<double>(now - window_start).count();
       if (wall < p.sample_interval_s && s.step < s.total_steps) return;
       const double cpu = thread_cpu_seconds();
+      const auto phases = phase_groups();
       plane_.send_to_scheduler(
           {"sample", p.job, -1,
            {{"launch", p.launch}, {"rank", plane_.rank()}, {"step", s.step}, {"total_steps", s.total_steps},
-            {"step_s", step_sum / steps}, {"data_wait_s", wait_sum / steps}, {"loss", s.loss},
+            {"step_s", step_sum / steps}, {"data_wait_s", wait_sum / steps},
+            {"dense_s", (phases[0] - phases_start[0]) / steps}, {"embedding_s", (phases[1] - phases_start[1]) / steps},
+            {"allreduce_update_s", (phases[2] - phases_start[2]) / steps}, {"loss", s.loss},
             {"pool_current_bytes", s.pool_current_bytes}, {"pool_peak_bytes", s.pool_peak_bytes},
             {"busy_share", std::min(1.0, (cpu - cpu_start) / std::max(wall, 1e-9))}}});
       window_start = now;
       cpu_start = cpu;
+      phases_start = phases;
       step_sum = wait_sum = 0;
       steps = 0;
     };

@@ -80,6 +80,7 @@ round_interval_s = 0.2
 colocation_limit = 2
 cores_per_rank = 2   # lets two jobs share a rank of this 2-core machine
 memory_capacity = "256MiB"
+slowdown_limit = 100 # sharing a core slows jobs 2x here: no moving apart in this run
 
 [[job]]
 name = "wide"
@@ -131,7 +132,12 @@ check(not any(e["event"] == "estimate_below_peak" for e in events), "no estimate
 late_start = [e for e in events if e["event"] == "start" and e["job"] == "late"][0]
 check(late_start["t"] >= 1.0, "late starts after its arrival")
 samples = [e for e in events if e["event"] == "sample"]
-check(all(k in samples[0] for k in ("step_s", "data_wait_s", "pool_peak_bytes", "busy_share", "partners")), "sample fields")
+check(all(k in samples[0] for k in ("step_s", "data_wait_s", "dense_s", "embedding_s", "allreduce_update_s",
+                                    "pool_peak_bytes", "busy_share", "partners")), "sample fields")
+# The phases are parts of the step: together at most the step, and most of it.
+for e in samples:
+    parts = e["dense_s"] + e["embedding_s"] + e["allreduce_update_s"]
+    check(0 < parts <= e["step_s"] * 1.001 and parts >= 0.5 * (e["step_s"] - e["data_wait_s"]), f"phases of {e}")
 for r in s["rank_usage"]:
     check(0 < r["busy_share"] <= 1.0 and r["peak_bytes"] > 0, f"rank usage {r}")
 PY
@@ -170,6 +176,7 @@ print("[scheduler]")
 print(f'memory_capacity = "{sys.argv[2]}KiB"')
 print(f"colocation_limit = {rng.randint(1, 3)}")
 print("cores_per_rank = 4")
+print("slowdown_limit = 100")
 print("round_interval_s = 0.1")
 for i in range(8):
     dim = rng.choice([4, 8, 16, 32])
@@ -286,7 +293,7 @@ job halted 10 "[256, 128, 8]" "[256, 1]" 128 8000
 job halted1 11 "[256, 128, 8]" "[256, 1]" 64 8000
 printf 'ranks = 2\n' | cat - halted.toml > run-halted.toml
 printf 'ranks = 1\n' | cat - halted1.toml > run-halted1.toml
-printf 'include = ["run-halted.toml", "run-halted1.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\n' > term.toml
+printf 'include = ["run-halted.toml", "run-halted1.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 100\n' > term.toml
 "${mpirun[@]}" -np 2 "$recmix" run term.toml --run-dir term > term.out 2> term.err &
 run_pid=$!
 running() {  # both jobs past their first samples
@@ -325,8 +332,8 @@ same_weights "interrupted by SIGTERM and resumed = uninterrupted, bit for bit: h
 # checkpoint and ends within 1e-5 (relative, per tensor) of the uninterrupted two-rank run. The
 # sums run in another order on one rank, so the bound is rounding over a short run, as in the
 # trainer's own N -> M test: large batches keep the run short and the steps slow enough to stop.
-job shrinking 13 "[512, 256, 8]" "[512, 256, 1]" 2048 40
-sed -i 's/dense = "adagrad"/dense = "sgd"/; s/sparse = "rowwise_adagrad"/sparse = "sgd"/' shrinking.toml
+job shrinking 13 "[512, 256, 8]" "[512, 256, 1]" 2048 30
+sed -i 's/dense = "adagrad"/dense = "sgd"/; s/sparse = "rowwise_adagrad"/sparse = "sgd"/; s/lr = 0.05/lr = 0.02/' shrinking.toml
 printf 'ranks = 2\n' | cat - shrinking.toml > run-shrinking.toml
 printf 'include = ["run-shrinking.toml"]\n[scheduler]\nround_interval_s = 0.1\n' > shrink.toml
 "${mpirun[@]}" -np 2 "$recmix" run shrink.toml --run-dir shrink > shrink.out 2> shrink.err &
@@ -345,7 +352,7 @@ wait $run_pid && fail "the interrupted two-rank run exited 0 (it was not interru
   cat shrink-resume.err; fail "resuming on 1 rank failed"; }
 grep -q "asked for 2 ranks; the resumed run has 1" shrink-resume.err || fail "the rank change is not reported"
 "${mpirun[@]}" -np 2 "$recmix" train shrinking.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo shrinking"; }
-$py - shrink/jobs/shrinking/checkpoints/ckpt-000000040.h5 solo/shrinking/checkpoints/ckpt-000000040.h5 shrink/events.jsonl <<'PY' ||
+$py - shrink/jobs/shrinking/checkpoints/ckpt-000000030.h5 solo/shrinking/checkpoints/ckpt-000000030.h5 shrink/events.jsonl <<'PY' ||
 import h5py, json, numpy as np, sys
 def datasets(path):
     out = {}
@@ -359,8 +366,8 @@ for k in a:
     if a[k].dtype.kind == "f" and np.abs(b[k]).max() > 0:
         worst = max(worst, float(np.abs(a[k].astype(np.float64) - b[k]).max() / np.abs(b[k]).max()))
 stopped = [json.loads(l)["step"] for l in open(sys.argv[3]) if '"event":"stopped"' in l]
-print(f"stopped at step {stopped} of 40 on 2 ranks, resumed on 1: largest relative difference {worst:.2e}")
-sys.exit(0 if stopped and 0 < stopped[0] < 40 and worst <= 1e-5 else 1)
+print(f"stopped at step {stopped} of 30 on 2 ranks, resumed on 1: largest relative difference {worst:.2e}")
+sys.exit(0 if stopped and 0 < stopped[0] < 30 and worst <= 1e-5 else 1)
 PY
   fail "the job resumed on another rank count is not within 1e-5 of an uninterrupted run"
 
