@@ -64,6 +64,8 @@ interval = 300
 ${7:-}
 TOML
 }
+# run_spec <name> <keys>: run-<name>.toml, the job spec with the run's keys (ranks, arrival) first.
+run_spec() { printf '%b\n' "$2" | cat - "$1.toml" > "run-$1.toml"; }
 job wide 1 "[32, 16, 8]" "[32, 1]" 128 1200
 job narrow 2 "[8]" "[8, 1]" 64 1600
 job late 3 "[16, 8]" "[16, 1]" 128 600
@@ -96,10 +98,10 @@ cat > more.toml <<TOML
 include = ["run-late.toml", "run-bad-row.toml", "run-starved.toml"]
 TOML
 # Ranks, arrival and priority may sit in an included job spec too.
-printf 'ranks = 1\n' | cat - narrow.toml > run-narrow.toml
-printf 'ranks = 2\narrival = 1.0\n' | cat - late.toml > run-late.toml
-printf 'ranks = 2\n' | cat - bad-row.toml > run-bad-row.toml
-printf 'ranks = 2\n' | cat - starved.toml > run-starved.toml
+run_spec narrow 'ranks = 1'
+run_spec late 'ranks = 2\narrival = 1.0'
+run_spec bad-row 'ranks = 2'
+run_spec starved 'ranks = 2'
 
 "${mpirun[@]}" -np 2 "$recmix" run jobs.toml --run-dir run > run.out 2> run.err || {
   cat run.err run.out; fail "recmix run failed"; }
@@ -221,7 +223,7 @@ done
 # Out of memory: with pools of half their estimate, a job runs out of its share, is restarted
 # once with twice the share, and ends with the weights of a run that never failed, bit for bit.
 job tight 12 "[32, 16, 8]" "[32, 1]" 128 200
-printf 'ranks = 2\n' | cat - tight.toml > run-tight.toml
+run_spec tight 'ranks = 2'
 printf 'include = ["run-tight.toml"]\n[scheduler]\nmemory_headroom = 0.5\nround_interval_s = 0.1\n' > tight-jobs.toml
 "${mpirun[@]}" -np 2 "$recmix" run tight-jobs.toml --run-dir tight > tight.out 2> tight.err || {
   cat tight.err; fail "the out-of-memory restart run failed"; }
@@ -240,9 +242,9 @@ same_weights "restarted with more memory = never failed, bit for bit" \
 job steady 14 "[256, 128, 8]" "[256, 1]" 128 6000
 job filler 15 "[256, 128, 8]" "[256, 1]" 128 3000
 job intruder 16 "[256, 128, 8]" "[256, 1]" 128 3000
-printf 'ranks = 1\n' | cat - steady.toml > run-steady.toml
-printf 'ranks = 1\n' | cat - filler.toml > run-filler.toml
-printf 'ranks = 1\narrival = 1.0\n' | cat - intruder.toml > run-intruder.toml
+run_spec steady 'ranks = 1'
+run_spec filler 'ranks = 1'
+run_spec intruder 'ranks = 1\narrival = 1.0'
 printf 'include = ["run-steady.toml", "run-filler.toml", "run-intruder.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 1.3\n' > apart.toml
 "${mpirun[@]}" -np 2 "$recmix" run apart.toml --run-dir apart > apart.out 2> apart.err || { cat apart.err; fail "the move-apart run failed"; }
 moved=$($py - apart <<'PY'
@@ -268,8 +270,8 @@ same_weights "moved apart = never moved, bit for bit: $moved" \
 # uninterrupted run, bit for bit.
 job longer 8 "[256, 128, 8]" "[256, 1]" 128 2500
 job short 9 "[8]" "[8, 1]" 64 300
-printf 'ranks = 2\n' | cat - longer.toml > run-longer.toml
-printf 'ranks = 1\narrival = 0.5\n' | cat - short.toml > run-short.toml
+run_spec longer 'ranks = 2'
+run_spec short 'ranks = 1\narrival = 0.5'
 printf 'include = ["run-longer.toml", "run-short.toml"]\n[scheduler]\npolicy = "las"\nround_interval_s = 0.1\nlas_threshold_s = 0.2\nlas_lease_s = 0.1\n' > las.toml
 "${mpirun[@]}" -np 2 "$recmix" run las.toml --run-dir las > las.out 2> las.err || { cat las.err; fail "the las run failed"; }
 $py - las <<'PY' || { cat las.err; fail "no preemption and resume"; }
@@ -291,8 +293,8 @@ same_weights "preempted and resumed = uninterrupted, bit for bit" \
 # --resume continues both jobs, which end with the weights of uninterrupted runs, bit for bit.
 job halted 10 "[256, 128, 8]" "[256, 1]" 128 8000
 job halted1 11 "[256, 128, 8]" "[256, 1]" 64 8000
-printf 'ranks = 2\n' | cat - halted.toml > run-halted.toml
-printf 'ranks = 1\n' | cat - halted1.toml > run-halted1.toml
+run_spec halted 'ranks = 2'
+run_spec halted1 'ranks = 1'
 printf 'include = ["run-halted.toml", "run-halted1.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 100\n' > term.toml
 "${mpirun[@]}" -np 2 "$recmix" run term.toml --run-dir term > term.out 2> term.err &
 run_pid=$!
@@ -334,7 +336,7 @@ same_weights "interrupted by SIGTERM and resumed = uninterrupted, bit for bit: h
 # trainer's own N -> M test: large batches keep the run short and the steps slow enough to stop.
 job shrinking 13 "[512, 256, 8]" "[512, 256, 1]" 2048 30
 sed -i 's/dense = "adagrad"/dense = "sgd"/; s/sparse = "rowwise_adagrad"/sparse = "sgd"/; s/lr = 0.05/lr = 0.02/' shrinking.toml
-printf 'ranks = 2\n' | cat - shrinking.toml > run-shrinking.toml
+run_spec shrinking 'ranks = 2'
 printf 'include = ["run-shrinking.toml"]\n[scheduler]\nround_interval_s = 0.1\n' > shrink.toml
 "${mpirun[@]}" -np 2 "$recmix" run shrink.toml --run-dir shrink > shrink.out 2> shrink.err &
 run_pid=$!
@@ -387,7 +389,7 @@ expect_error "no jobs\|train\|data" "$recmix" run nodata.toml
 # recmix submit into a running run; recmix status.
 # "long" arrives 4 s after the start, which keeps the run open for the submissions.
 job long 6 "[16, 8]" "[16, 1]" 64 300
-printf 'ranks = 1\narrival = 4.0\n' | cat - long.toml > run-long.toml
+run_spec long 'ranks = 1\narrival = 4.0'
 printf 'include = ["run-long.toml"]\n[scheduler]\nround_interval_s = 0.2\nmemory_capacity = "32MiB"\n' > live.toml
 "${mpirun[@]}" -np 2 "$recmix" run live.toml --run-dir live > live.out 2> live.err &
 run_pid=$!
