@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -154,6 +155,15 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
                                : embedding::ShardingPlan::parse(spec_.sharding, tables, comm_.size()));
   const std::int64_t max_local = (spec_.train.batch_size + comm_.size() - 1) / comm_.size();
   model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, *backend_, *device_pool_, max_local, *plan_);
+  // For tests of failure handling: RECMIX_FAULT_INJECTION="<job>:<step>:<rank>" makes that rank of
+  // that job throw right after that step, between two steps' collectives, as a crash would.
+  if (const char* fault = std::getenv("RECMIX_FAULT_INJECTION")) {
+    const std::string text(fault);
+    const auto a = text.rfind(':'), b = a == std::string::npos ? a : text.rfind(':', a - 1);
+    if (b != std::string::npos && text.substr(0, b) == spec_.name &&
+        std::atoi(text.c_str() + a + 1) == comm_.rank())
+      fault_step_ = std::atoll(text.c_str() + b + 1);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -298,6 +308,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
     ++steps_this_run;
     ++steps_since_log;
     resume_position_ = reader.position();
+    if (fault_step_ == step) throw Error(fmt::format("fault injected after step {} (RECMIX_FAULT_INJECTION)", step));
     if (!std::isfinite(loss))
       throw Error(fmt::format("training diverged: the loss is {} at step {} (learning rate {} too high?)", loss, step,
                               spec_.optimizer.lr));

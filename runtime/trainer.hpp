@@ -106,6 +106,7 @@ class Trainer {
   std::unique_ptr<embedding::ShardingPlan> plan_;
   std::unique_ptr<DlrmModel> model_;
   data::ReaderPosition resume_position_;
+  std::int64_t fault_step_ = -1;  // RECMIX_FAULT_INJECTION (tests): throw after this step
 };
 
 }  // namespace recmix::runtime

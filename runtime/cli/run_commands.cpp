@@ -178,6 +178,17 @@ void run_run(const RunArgs& a) {
     runtime::abort_other_ranks_on_failure();
     std::_Exit(1);
   }
+  if (summary.value("stuck", false)) {
+    // A stuck job's threads wait in a collective for ever: end every process of the run.
+    print_summary(summary);
+    std::printf("a job's ranks are stuck: every other job stopped with a checkpoint; continue with\n  recmix run %s "
+                "--resume %s\n",
+                a.demo ? "--demo" : a.jobs_file.c_str(), run_dir.c_str());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    runtime::abort_other_ranks_on_failure();
+    std::_Exit(3);
+  }
   executor.join();
   print_summary(summary);
   std::printf("events: %s/events.jsonl  summary: %s/summary.json\n", run_dir.c_str(), run_dir.c_str());

@@ -63,6 +63,7 @@ struct SchedulerService::Record {
   int launch = -1;
   int reports = 0;
   bool failed = false;          // a rank of the current launch reported a failure
+  double failed_at = -1;        // when the first rank of this launch reported it
   bool error_from_peer = false;
   bool resume = false;
   double first_start = -1, finish = -1, queued_since = -1, queued_s = 0;
@@ -405,6 +406,31 @@ void SchedulerService::grant_next_io() {
   }
 }
 
+// A job some of whose ranks failed while the others have not reported for stuck_timeout_s: those
+// others wait in a collective that will never complete (MPI cannot cancel it, and Open MPI 4.1
+// has no ULFM). The job is failed, every other running job stops with a checkpoint, and the run
+// ends for `recmix run --resume` to continue; the processes are ended by the caller.
+void SchedulerService::check_stuck() {
+  const double timeout = options_.jobs.scheduler.stuck_timeout_s;
+  for (auto& rec : records_) {
+    Record& r = *rec;
+    if (!r.failed || r.failed_at < 0 || r.state != "running" || now() - r.failed_at < timeout) continue;
+    const int missing = static_cast<int>(r.ranks.size()) - r.reports;
+    r.error += fmt::format(" ({} other rank(s) stuck in a collective)", missing);
+    event({{"event", "stuck"}, {"job", r.job.spec.name}, {"ranks", r.ranks}, {"missing_reports", missing},
+           {"error", r.error}});
+    if (!options_.quiet)
+      std::fprintf(stderr, "[%7.1fs] '%s' failed and %d of its ranks are stuck in a collective: stopping every job "
+                   "with a checkpoint and ending the run (continue it with --resume)\n",
+                   now(), r.job.spec.name.c_str(), missing);
+    end_job(r, "failed");
+    stuck_ = true;
+    draining_ = true;
+    for (auto& other : records_)
+      if (other->state == "running") stop_job(*other, {{"event", "stop"}, {"reason", "a stuck job ends the run"}});
+  }
+}
+
 // Checkpoint-and-stop: the job leaves the cluster state at once (its ranks are free for the
 // decisions that follow) and its executors stop it at a step its ranks agree on; its "stopped"
 // reports put it back in the queue, to resume from that checkpoint.
@@ -545,6 +571,7 @@ void SchedulerService::handle(const Message& m) {
     if (m.kind == "failed") {
       // Every rank reports (the status word makes the peers of a failing rank stop too); the
       // error of a rank that failed by itself names the cause, not its peers' "peer failed".
+      if (!r.failed) r.failed_at = now();
       r.failed = true;
       r.out_of_memory = r.out_of_memory || m.body.value("out_of_memory", false);
       const bool peer = m.body.value("peer", false);
@@ -709,6 +736,7 @@ nlohmann::json SchedulerService::run() {
       event({{"event", "terminating"}});
       if (!options_.quiet) std::fprintf(stderr, "[%7.1fs] terminating: every running job stops with a checkpoint\n", t);
     }
+    check_stuck();
     if (draining_) {
       if (std::none_of(records_.begin(), records_.end(),
                        [](const auto& r) { return r->state == "running" || r->state == "stopping"; }))
@@ -738,10 +766,14 @@ nlohmann::json SchedulerService::run() {
     if (std::all_of(records_.begin(), records_.end(), [](const auto& r) { return terminal(r->state); })) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  for (int g = 0; g < plane_.size(); ++g) plane_.send_to_executor(g, {"shutdown", -1, -1, {}});
+  // With a stuck job its threads never end, so the executors cannot shut down: the caller ends
+  // the processes (after this summary) instead.
+  if (!stuck_)
+    for (int g = 0; g < plane_.size(); ++g) plane_.send_to_executor(g, {"shutdown", -1, -1, {}});
   for (int g = 0; g < plane_.size(); ++g)
     if (busy_since_[g] >= 0) busy_s_[g] += now() - busy_since_[g];
   auto s = summary();
+  s["stuck"] = stuck_;
   s["interrupted"] = draining_ && !std::all_of(records_.begin(), records_.end(),
                                                [](const auto& r) { return terminal(r->state); });
   write_status();

@@ -62,6 +62,7 @@ class SchedulerService {
   void restart_with_more_memory(Record& r);
   void stop_job(Record& r, nlohmann::json event);
   void move_apart_if_slowed(Record& r);
+  void check_stuck();
   void grant_next_io();
   void progress_line(bool force);
   void write_status() const;
@@ -87,6 +88,7 @@ class SchedulerService {
   double next_round_ = 0, wake_at_ = 1e300, last_progress_ = -1e300;
   bool changed_ = true;
   bool draining_ = false;
+  bool stuck_ = false;                             // a job's ranks are stuck: the processes must end
   std::int64_t rounds_ = 0, messages_in_ = 0;
   double round_seconds_ = 0, round_max_s_ = 0;   // wall time of the scheduling rounds                          // terminating: waiting for the running jobs to stop
   std::map<std::string, nlohmann::json> previous_; // resume: the interrupted run's summary, per job

@@ -373,6 +373,35 @@ sys.exit(0 if stopped and 0 < stopped[0] < 30 and worst <= 1e-5 else 1)
 PY
   fail "the job resumed on another rank count is not within 1e-5 of an uninterrupted run"
 
+# A job that fails on one rank between two steps' collectives (a fault injected after step 50 on
+# rank 1) leaves its rank 0 waiting in a collective for ever. After stuck_timeout_s the run names
+# it, stops the other job with a checkpoint and ends instead of hanging; --resume finishes the
+# other job, which ends with the weights of an uninterrupted run, bit for bit.
+job wedged 17 "[16, 8]" "[16, 1]" 128 4000
+job bystander 18 "[256, 128, 8]" "[256, 1]" 128 6000
+run_spec wedged 'ranks = 2'
+run_spec bystander 'ranks = 1'
+printf 'include = ["run-wedged.toml", "run-bystander.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 100\nstuck_timeout_s = 2\n' > stuck.toml
+start=$SECONDS
+RECMIX_FAULT_INJECTION=wedged:50:1 timeout 120 "${mpirun[@]}" -np 2 "$recmix" run stuck.toml --run-dir stuck \
+  > stuck.out 2> stuck.err && fail "a run with a stuck job exited 0"
+(( SECONDS - start < 60 )) || fail "the run with a stuck job took $((SECONDS - start)) s to end"
+grep -q "stuck in a collective" stuck.err || { cat stuck.err; fail "the stuck job is not reported"; }
+$py - stuck <<'PY' || { cat stuck.err; fail "the stuck run's summary is wrong"; }
+import json, sys
+s = json.load(open(f"{sys.argv[1]}/summary.json"))
+jobs = {j["name"]: j for j in s["jobs"]}
+ok = s["stuck"] and s["interrupted"] and jobs["wedged"]["state"] == "failed" \
+    and "rank 1: error: fault injected after step 50" in jobs["wedged"]["error"] and jobs["bystander"]["state"] == "queued"
+sys.exit(0 if ok else 1)
+PY
+"${mpirun[@]}" -np 2 "$recmix" run stuck.toml --resume stuck > stuck-resume.out 2> stuck-resume.err || {
+  cat stuck-resume.err; fail "resuming after a stuck job failed"; }
+"$recmix" train bystander.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo bystander"; }
+same_weights "stopped for a stuck job and resumed = uninterrupted, bit for bit: bystander" \
+  stuck/jobs/bystander/checkpoints/ckpt-000006000.h5 solo/bystander/checkpoints/ckpt-000006000.h5 ||
+  fail "the bystander's weights differ from an uninterrupted run"
+
 # A bad jobs file: one clear error naming the file, the job and the key.
 expect_error() {  # expect_error <pattern> <command...>
   local pattern=$1; shift

@@ -52,6 +52,7 @@ memory_capacity = "2GiB"
 slowdown_limit = 1.3
 cores_per_rank = 4
 memory_headroom = 2.0
+stuck_timeout_s = 7.5
 las_threshold_s = 60
 las_lease_s = 5
 
@@ -90,6 +91,7 @@ bottom_mlp = [8]
   EXPECT_DOUBLE_EQ(f.scheduler.slowdown_limit, 1.3);
   EXPECT_EQ(f.scheduler.cores_per_rank, 4);
   EXPECT_DOUBLE_EQ(f.scheduler.memory_headroom, 2.0);
+  EXPECT_DOUBLE_EQ(f.scheduler.stuck_timeout_s, 7.5);
   EXPECT_DOUBLE_EQ(f.scheduler.las_threshold_s, 60);
   EXPECT_DOUBLE_EQ(f.scheduler.las_lease_s, 5);
   // The text each executor receives parses to the same spec, without the run's keys.
