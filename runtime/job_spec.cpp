@@ -140,12 +140,20 @@ class Section {
   std::set<std::string> used_;
 };
 
-std::string resolve(const std::string& path, const std::string& base_dir) {
+}  // namespace
+
+std::string resolve_path(const std::string& path, const std::string& base_dir) {
   if (base_dir.empty() || path.empty() || std::filesystem::path(path).is_absolute()) return path;
   return (std::filesystem::path(base_dir) / path).lexically_normal().string();
 }
 
-}  // namespace
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("cannot open {} '{}'", what, path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 std::uint64_t parse_byte_size(const std::string& text, const std::string& key) {
   std::size_t i = 0;
@@ -222,8 +230,8 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   data.read_int("prefetch", spec.data.prefetch, 0, 64);
   data.reject_unknown();
   if (spec.data.train.empty()) throw ConfigError(origin + ": 'data.train' is required (one HDF5 file or a list)");
-  for (auto& f : spec.data.train) f = resolve(f, base_dir);
-  for (auto& f : spec.data.eval) f = resolve(f, base_dir);
+  for (auto& f : spec.data.train) f = resolve_path(f, base_dir);
+  for (auto& f : spec.data.eval) f = resolve_path(f, base_dir);
 
   auto train = top.sub("train");
   TrainSpec& t = spec.train;
@@ -256,19 +264,15 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   top.reject_unknown();
 
   if (spec.run_dir.empty()) spec.run_dir = "runs/" + spec.name;
-  spec.run_dir = resolve(spec.run_dir, base_dir);
+  spec.run_dir = resolve_path(spec.run_dir, base_dir);
   if (spec.checkpoint.dir.empty()) spec.checkpoint.dir = (std::filesystem::path(spec.run_dir) / "checkpoints").string();
-  else spec.checkpoint.dir = resolve(spec.checkpoint.dir, base_dir);
+  else spec.checkpoint.dir = resolve_path(spec.checkpoint.dir, base_dir);
   return spec;
 }
 
 JobSpec load_job_spec(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("cannot open job spec '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
   auto base = std::filesystem::path(path).parent_path().string();
-  return parse_job_spec(ss.str(), path, base);
+  return parse_job_spec(read_text_file(path, "job spec"), path, base);
 }
 
 }  // namespace recmix::runtime

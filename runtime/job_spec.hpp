@@ -77,6 +77,11 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin,
                        const std::string& base_dir = "");
 JobSpec load_job_spec(const std::string& path);
 
+// path relative to base_dir (unchanged when absolute, or when base_dir is empty).
+std::string resolve_path(const std::string& path, const std::string& base_dir);
+// The whole file; IoError "cannot open <what> '<path>'" when it cannot be read.
+std::string read_text_file(const std::string& path, const std::string& what);
+
 // "4GiB", "512 MiB", "1000000" -> bytes; ConfigError naming key on bad text.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& key);
 

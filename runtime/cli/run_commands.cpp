@@ -210,8 +210,7 @@ void run_submit(const std::string& spec_path, const std::string& run_dir) {
   for (const auto& j : st["jobs"])
     if (j["name"] == job.spec.name)
       throw ConfigError(fmt::format("a job named '{}' exists already in the run '{}'", job.spec.name, run_dir));
-  std::ifstream in(spec_path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = runtime::read_text_file(spec_path, "job spec");
   const nlohmann::json envelope = {{"origin", spec_path},
                                    {"base_dir", fs::absolute(fs::path(spec_path)).parent_path().string()},
                                    {"spec_text", text}};

@@ -15,14 +15,6 @@ namespace recmix::runtime {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_text(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("cannot open {} '{}'", what, path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 toml::table parse_toml(const std::string& text, const std::string& origin) {
   try {
     return toml::parse(text, origin);
@@ -35,11 +27,6 @@ toml::table parse_toml(const std::string& text, const std::string& origin) {
 std::string base_of(const std::string& path) {
   auto parent = fs::path(path).parent_path();
   return parent.empty() ? std::string(".") : parent.string();
-}
-
-std::string resolve(const std::string& path, const std::string& base_dir) {
-  if (base_dir.empty() || fs::path(path).is_absolute()) return path;
-  return (fs::path(base_dir) / path).lexically_normal().string();
 }
 
 // Takes ranks, priority and arrival out of a job table; the rest is the trainer's job spec.
@@ -142,7 +129,7 @@ void parse_into(JobFile& out, const std::string& text, const std::string& origin
 void include_file(JobFile& out, const std::string& path, const std::string& origin, int depth) {
   if (depth > 8) throw ConfigError(fmt::format("{}: includes nest more than 8 deep (a cycle?)", origin));
   if (!fs::exists(path)) throw ConfigError(fmt::format("{}: included file '{}' does not exist", origin, path));
-  const std::string text = read_text(path, "included file");
+  const std::string text = read_text_file(path, "included file");
   const auto table = parse_toml(text, path);
   if (table.contains("job") || table.contains("include"))
     parse_into(out, text, path, base_of(path), depth + 1, false);
@@ -184,7 +171,7 @@ void parse_into(JobFile& out, const std::string& text, const std::string& origin
     if (!list) throw ConfigError(fmt::format("{}: 'include' must be a list of file names", origin));
     for (const auto& item : *list) {
       if (!item.is_string()) throw ConfigError(fmt::format("{}: 'include' must be a list of file names", origin));
-      include_file(out, resolve(*item.value<std::string>(), base_dir), origin, depth);
+      include_file(out, resolve_path(*item.value<std::string>(), base_dir), origin, depth);
     }
   }
   if (top)
@@ -214,7 +201,7 @@ JobFile parse_job_file(const std::string& toml_text, const std::string& origin, 
 }
 
 JobFile load_job_file(const std::string& path) {
-  return parse_job_file(read_text(path, "jobs file"), path, base_of(path));
+  return parse_job_file(read_text_file(path, "jobs file"), path, base_of(path));
 }
 
 RunJob parse_run_job(const std::string& toml_text, const std::string& origin, const std::string& base_dir) {
@@ -225,7 +212,7 @@ RunJob parse_run_job(const std::string& toml_text, const std::string& origin, co
   return take_run_keys(std::move(table), origin, base_dir);
 }
 
-RunJob load_run_job(const std::string& path) { return parse_run_job(read_text(path, "job spec"), path, base_of(path)); }
+RunJob load_run_job(const std::string& path) { return parse_run_job(read_text_file(path, "job spec"), path, base_of(path)); }
 
 void check_run_job(const RunJob& job, int world_ranks) {
   if (job.ranks > world_ranks)

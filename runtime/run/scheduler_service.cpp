@@ -353,17 +353,24 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   policy_->on_start(r.sjob, *cluster_->running(r.sjob.id), t);
 }
 
-void SchedulerService::end_job(Record& r, const std::string& state) {
+// The job leaves the cluster state (when it is still placed there): its ranks' threads and
+// memory are free for the next decisions, and a rank left without jobs stops counting as busy.
+void SchedulerService::release_ranks(Record& r) {
+  if (!cluster_->running(r.sjob.id)) return;
+  cluster_->remove(r.sjob.id);
   const double t = now();
-  if (cluster_->running(r.sjob.id)) {
-    cluster_->remove(r.sjob.id);
-    for (int g : r.ranks) threads_used_[g] -= r.job.spec.device.threads;
-  }
-  for (int g : r.ranks)
+  for (int g : r.ranks) {
+    threads_used_[g] -= r.job.spec.device.threads;
     if (threads_used_[g] == 0 && busy_since_[g] >= 0) {
       busy_s_[g] += t - busy_since_[g];
       busy_since_[g] = -1;
     }
+  }
+}
+
+void SchedulerService::end_job(Record& r, const std::string& state) {
+  const double t = now();
+  release_ranks(r);
   by_launch_.erase(r.launch);
   r.state = state;
   r.finish = t;
@@ -435,8 +442,7 @@ void SchedulerService::check_stuck() {
 // decisions that follow) and its executors stop it at a step its ranks agree on; its "stopped"
 // reports put it back in the queue, to resume from that checkpoint.
 void SchedulerService::stop_job(Record& r, nlohmann::json e) {
-  cluster_->remove(r.sjob.id);
-  for (int g : r.ranks) threads_used_[g] -= r.job.spec.device.threads;
+  release_ranks(r);
   r.state = "stopping";
   ++r.preemptions;
   r.sjob.attained_gpu_s += static_cast<double>(r.ranks.size()) * (now() - r.last_start);
@@ -482,15 +488,7 @@ void SchedulerService::restart_with_more_memory(Record& r) {
   const double old_share = r.share;
   r.share = std::min(cluster_->spec().gpu_memory_bytes, 2 * r.share);
   ++r.memory_restarts;
-  if (cluster_->running(r.sjob.id)) {
-    cluster_->remove(r.sjob.id);
-    for (int g : r.ranks) threads_used_[g] -= r.job.spec.device.threads;
-  }
-  for (int g : r.ranks)
-    if (threads_used_[g] == 0 && busy_since_[g] >= 0) {
-      busy_s_[g] += now() - busy_since_[g];
-      busy_since_[g] = -1;
-    }
+  release_ranks(r);
   by_launch_.erase(r.launch);
   r.sjob.profile.peak_memory_bytes = std::max(r.estimate, r.share);
   r.state = "queued";
@@ -596,11 +594,6 @@ void SchedulerService::handle(const Message& m) {
       r.state = "queued";
       r.resume = true;
       r.queued_since = now();
-      for (int g : r.ranks)
-        if (threads_used_[g] == 0 && busy_since_[g] >= 0) {
-          busy_s_[g] += now() - busy_since_[g];
-          busy_since_[g] = -1;
-        }
       event({{"event", "stopped"}, {"job", r.job.spec.name}, {"step", r.step}});
       changed_ = true;
     }

@@ -58,6 +58,7 @@ class SchedulerService {
   void handle(const Message& message);
   void schedule_round();
   void start(Record& r, const std::vector<int>& ranks);
+  void release_ranks(Record& r);
   void end_job(Record& r, const std::string& state);
   void restart_with_more_memory(Record& r);
   void stop_job(Record& r, nlohmann::json event);

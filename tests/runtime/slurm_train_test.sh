@@ -47,15 +47,24 @@ grep -q "job 'slurm': 2 rank(s)" <<<"$out" || fail "srun: the job did not run on
 grep -q "final: step 40" <<<"$out" || fail "srun: no final summary"
 [[ -f "$work/srun-run/checkpoints/ckpt-000000040.h5" ]] || fail "srun: no final checkpoint"
 
-job=$(cd "$work" && sbatch --parsable -n 2 --overcommit -o "$work/job-%j.out" "$src/launch/slurm/recmix.sbatch" \
-  "$recmix" train job.toml --run-dir sbatch-run 2>&1)
-if [[ ! "$job" =~ ^[0-9]+$ ]]; then
-  fail "sbatch refused the job: $job"
-else
-  job_state=$("$src/launch/slurm/wait-job.sh" "$job" 120)
-  out=$(cat "$work/job-$job.out" 2>/dev/null)
-  echo "$out" | tail -3 | sed 's/^/  sbatch | /'
-  [[ "$job_state" == COMPLETED ]] || fail "batch job $job ended as '${job_state:-unknown}'"
+# batch <label> <recmix args...>: sbatch on 2 ranks with the template, wait; sets $out (the job's
+# output) and returns 0 when it COMPLETED.
+batch() {
+  local label=$1 job state
+  shift
+  job=$(cd "$work" && sbatch --parsable -n 2 --overcommit -o "$work/$label-%j.out" "$src/launch/slurm/recmix.sbatch" \
+    "$recmix" "$@" 2>&1)
+  if [[ ! "$job" =~ ^[0-9]+$ ]]; then
+    fail "$label: sbatch refused the job: $job"
+    return 1
+  fi
+  state=$("$src/launch/slurm/wait-job.sh" "$job" 120)
+  out=$(cat "$work/$label-$job.out" 2>/dev/null)
+  echo "$out" | tail -4 | sed "s/^/  $label | /"
+  [[ "$state" == COMPLETED ]] || { fail "$label: batch job $job ended as '${state:-unknown}'"; return 1; }
+}
+
+if batch sbatch train job.toml --run-dir sbatch-run; then
   grep -q "final: step 40" <<<"$out" || fail "sbatch: no final summary"
   [[ -f "$work/sbatch-run/checkpoints/ckpt-000000040.h5" ]] || fail "sbatch: no final checkpoint"
 fi
@@ -76,15 +85,7 @@ model = { embedding_dim = 4, bottom_mlp = [4], top_mlp = [4, 1] }
 data = { train = "train.h5" }
 train = { batch_size = 32, steps = 60 }
 TOML
-job=$(cd "$work" && sbatch --parsable -n 2 --overcommit -o "$work/run-%j.out" "$src/launch/slurm/recmix.sbatch" \
-  "$recmix" run jobs.toml --run-dir sbatch-colo 2>&1)
-if [[ ! "$job" =~ ^[0-9]+$ ]]; then
-  fail "sbatch refused the run: $job"
-else
-  job_state=$("$src/launch/slurm/wait-job.sh" "$job" 120)
-  out=$(cat "$work/run-$job.out" 2>/dev/null)
-  echo "$out" | tail -5 | sed 's/^/  sbatch run | /'
-  [[ "$job_state" == COMPLETED ]] || fail "the recmix run batch job $job ended as '${job_state:-unknown}'"
+if batch sbatch-run run jobs.toml --run-dir sbatch-colo; then
   /usr/bin/python3 - "$work/sbatch-colo/summary.json" <<'PY' || fail "sbatch run: the jobs did not both finish"
 import json, sys
 s = json.load(open(sys.argv[1]))
