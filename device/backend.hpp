@@ -19,6 +19,11 @@ class Backend {
   virtual std::string description() const = 0;  // for logs: "cpu (oneDNN GEMM + OpenMP, 2 threads)"
   virtual GemmLibrary gemm_library() const = 0;
 
+  // Whether host code may read and write this tier's memory directly: always on the CPU backend,
+  // only the host tier on CUDA and under the strict emulator. Code that is not a kernel, a GEMM,
+  // a copy or a collective goes through copy() where this is false.
+  virtual bool host_accessible(Tier tier) const = 0;
+
   // Uncounted memory; nullptr never returned (throws DeviceError). 64-byte aligned at least.
   virtual void* allocate(std::size_t bytes, Tier tier) = 0;
   virtual void deallocate(void* ptr, Tier tier) noexcept = 0;
@@ -38,9 +43,36 @@ class Backend {
   // Threads the calling thread's parallel_for and GEMM use (CPU); ignored on CUDA.
   virtual void set_num_threads(int threads) = 0;
   virtual int num_threads() const = 0;
+
+  // Backends that run kernels on the host (cpu, cpu-strict) bracket each host-run kernel with
+  // these (through DeviceWork): the strict emulator opens its device memory to the host only in
+  // between. They nest and may be called from several threads; no-ops elsewhere.
+  virtual void begin_device_work() {}
+  virtual void end_device_work() noexcept {}
+  // Names an allocation of this backend for error messages (MemoryPool passes its `what`).
+  virtual void name_allocation(const void* /*ptr*/, const std::string& /*what*/) {}
+  // Throws DeviceError naming `what` when [ptr, ptr + bytes) is not device memory of this
+  // backend, where the backend can tell (the strict emulator); a no-op elsewhere.
+  virtual void check_device_memory(const void* /*ptr*/, std::size_t /*bytes*/, const char* /*what*/) const {}
 };
 
-// The one place backends are chosen. Throws NotCompiledError for CUDA in a build without it, and
+// True for the backends whose kernels run on the host (cpu and cpu-strict).
+inline bool runs_kernels_on_host(const Backend& backend) { return backend.kind() != BackendKind::cuda; }
+
+// Scope of one host-run kernel on `backend` (see Backend::begin_device_work).
+class DeviceWork {
+ public:
+  explicit DeviceWork(Backend& backend) : backend_(backend) { backend_.begin_device_work(); }
+  ~DeviceWork() { backend_.end_device_work(); }
+  DeviceWork(const DeviceWork&) = delete;
+  DeviceWork& operator=(const DeviceWork&) = delete;
+
+ private:
+  Backend& backend_;
+};
+
+// The one place backends are chosen. cpu_strict takes threads and cpu_gemm as cpu does.
+// Throws NotCompiledError for CUDA in a build without it, and
 // for cpu_gemm = onednn in a build without oneDNN; DeviceError when CUDA is built but no GPU is
 // present. cpu_gemm only applies to the CPU backend.
 std::unique_ptr<Backend> make_backend(BackendKind kind, int threads = 1, CpuGemm cpu_gemm = CpuGemm::automatic);

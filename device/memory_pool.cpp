@@ -22,7 +22,9 @@ void* MemoryPool::allocate(std::size_t bytes, const std::string& what) {
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }
   try {
-    return backend_.allocate(bytes, tier_);
+    void* p = backend_.allocate(bytes, tier_);
+    backend_.name_allocation(p, fmt::format("'{}' of '{}'", what, owner_));
+    return p;
   } catch (...) {
     current_.fetch_sub(bytes);
     throw;

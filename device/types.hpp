@@ -11,7 +11,10 @@
 
 namespace recmix::device {
 
-enum class BackendKind { cpu, cuda };
+// cpu: the fast host backend, where device memory is host memory. cuda: a GPU. cpu_strict: the
+// strict device emulator, a test backend that runs every kernel on the host like `cpu` but takes
+// the CUDA code paths and keeps device memory out of host code's reach (device/cpu/strict_backend.cpp).
+enum class BackendKind { cpu, cuda, cpu_strict };
 
 // The library behind a CPU backend's GEMM, as asked for. automatic: oneDNN where the build has it
 // and the CPU has AVX-512 (F, CD, BW, DQ, VL), OpenBLAS elsewhere. On the 2-core AVX-512 build
@@ -25,7 +28,13 @@ enum class GemmLibrary { openblas, onednn, cublas };
 // backend) or in the host tier (pinned host memory on CUDA) used for cold embedding rows.
 enum class Tier { device, host };
 
-inline std::string_view to_string(BackendKind k) { return k == BackendKind::cpu ? "cpu" : "cuda"; }
+inline std::string_view to_string(BackendKind k) {
+  return k == BackendKind::cpu ? "cpu" : k == BackendKind::cuda ? "cuda" : "cpu-strict";
+}
+// The job spec's device.kind ("cpu", "cuda", "cpu-strict", already checked); anything else is cpu.
+inline BackendKind parse_backend_kind(std::string_view name) {
+  return name == "cuda" ? BackendKind::cuda : name == "cpu-strict" ? BackendKind::cpu_strict : BackendKind::cpu;
+}
 inline std::string_view to_string(Tier t) { return t == Tier::device ? "device" : "host"; }
 inline std::string_view to_string(CpuGemm g) {
   return g == CpuGemm::automatic ? "auto" : g == CpuGemm::openblas ? "openblas" : "onednn";

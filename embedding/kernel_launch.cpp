@@ -78,7 +78,8 @@ template <class F>
 void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const F& f,
          std::int64_t grain) {
   if (n <= 0) return;
-  if (backend.kind() == device::BackendKind::cpu) {
+  if (device::runs_kernels_on_host(backend)) {
+    device::DeviceWork work(backend);
     if constexpr (std::is_same_v<F, kernels::PoolBags>)
       cpu_prefetched(backend.num_threads(), n, f, PrefetchPool{f}, grain);
     else if constexpr (std::is_same_v<F, kernels::UpdateRows>)

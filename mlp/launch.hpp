@@ -33,10 +33,12 @@ template <class F>
 void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, const F& f,
             std::int64_t elements) {
   if (n <= 0) return;
-  if (backend.kind() == device::BackendKind::cpu)
+  if (device::runs_kernels_on_host(backend)) {
+    device::DeviceWork work(backend);
     cpu::parallel_blocks(cpu_threads_for(backend, elements), n, f);
-  else
+  } else {
     cuda_launch(stream.native(), n, f);
+  }
 }
 
 inline kernels::Index row_blocks(int rows) {

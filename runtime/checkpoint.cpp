@@ -29,15 +29,60 @@ h5::Dataset create_floats(hid_t loc, const std::string& name, hsize_t rows, hsiz
   return h5::create_dataset(loc, name, h5::native_type<float>(), {rows, cols});
 }
 
-// Reads rows [first, first + count) of a [* x cols] float dataset after checking its shape.
-void read_float_rows(hid_t file, const std::string& name, hsize_t first, hsize_t count, hsize_t cols, float* out,
-                     const std::string& path) {
+// Opens a [* x cols] float dataset and checks that it holds rows [first, first + count).
+h5::Dataset open_float_rows(hid_t file, const std::string& name, hsize_t first, hsize_t count, hsize_t cols,
+                            const std::string& path) {
   auto dset = h5::open_dataset(file, name);
   auto dims = h5::shape(dset);
   if (dims.size() != 2 || dims[1] != cols || first + count > dims[0])
     throw DataError(fmt::format("{}: dataset '{}' has shape [{}], the model needs rows {}..{} of width {}", path, name,
                                 fmt::join(dims, ", "), first, first + count, cols));
-  h5::read_rows(dset, first, count, out);
+  return dset;
+}
+
+// Model arrays are device memory. Where the host can address it (the CPU backend) HDF5 reads
+// and writes it in place; elsewhere (CUDA, cpu-strict) rows move between the file and the device
+// through a host buffer of at most this many bytes, one backend copy and synchronisation per piece.
+constexpr std::size_t kStagingBytes = std::size_t(64) << 20;
+
+hsize_t staging_rows(hsize_t cols) {
+  return std::max<hsize_t>(1, kStagingBytes / (sizeof(float) * std::max<hsize_t>(cols, 1)));
+}
+
+// Rows [first, first + count) of dataset d from `rows` x `cols` floats of device memory.
+void write_device_rows(device::Backend& backend, device::Stream& stream, hid_t d, hsize_t first, hsize_t count,
+                       hsize_t cols, const float* src) {
+  if (backend.host_accessible(device::Tier::device)) {
+    h5::write_rows(d, first, count, src);
+    return;
+  }
+  std::vector<float> host;
+  for (hsize_t r = 0; r < count; r += staging_rows(cols)) {
+    const hsize_t n = std::min(staging_rows(cols), count - r);
+    host.resize(n * cols);
+    backend.copy(host.data(), src + r * cols, host.size() * sizeof(float), stream);
+    stream.synchronize();
+    h5::write_rows(d, first + r, n, host.data());
+  }
+}
+
+// Reads rows [first, first + count) of a [* x cols] float dataset into device memory after
+// checking its shape.
+void read_device_rows(device::Backend& backend, device::Stream& stream, hid_t file, const std::string& name,
+                      hsize_t first, hsize_t count, hsize_t cols, float* out, const std::string& path) {
+  auto dset = open_float_rows(file, name, first, count, cols, path);
+  if (backend.host_accessible(device::Tier::device)) {
+    h5::read_rows(dset, first, count, out);
+    return;
+  }
+  std::vector<float> host;
+  for (hsize_t r = 0; r < count; r += staging_rows(cols)) {
+    const hsize_t n = std::min(staging_rows(cols), count - r);
+    host.resize(n * cols);
+    h5::read_rows(dset, first + r, n, host.data());
+    backend.copy(out + r * cols, host.data(), host.size() * sizeof(float), stream);
+  }
+  stream.synchronize();
 }
 
 h5::File open_checkpoint(const std::string& path) {
@@ -62,6 +107,8 @@ void save_checkpoint(const std::string& path, DlrmModel& model, const Checkpoint
   if (rank == 0 && !parent.empty()) std::filesystem::create_directories(parent);
   comm.barrier();
   MPI_Comm mpi = comm::mpi_handle(comm);
+  device::Backend& backend = model.backend();
+  auto stream = backend.create_stream();
   try {
     Lock lock(h5::api_mutex());  // the reader's prefetch thread must not call HDF5 meanwhile
     auto file = h5::create_file_mpio(tmp, &mpi);
@@ -81,13 +128,13 @@ void save_checkpoint(const std::string& path, DlrmModel& model, const Checkpoint
     auto dense = h5::create_group(file, "dense");
     for (auto& p : model.dense_parameters()) {
       auto d = create_floats(dense, p.name, p.count, 1);
-      if (rank == 0) h5::write_rows(d, 0, p.count, p.value);
+      if (rank == 0) write_device_rows(backend, *stream, d, 0, p.count, 1, p.value);
     }
     auto dense_opt = h5::create_group(file, "dense_optimizer");
     h5::write_attribute(dense_opt, "step_count", model.dense_optimizer().step_count());
     for (auto& s : model.dense_optimizer().state()) {
       auto d = create_floats(dense_opt, s.name, s.count, 1);
-      if (rank == 0) h5::write_rows(d, 0, s.count, s.value);
+      if (rank == 0) write_device_rows(backend, *stream, d, 0, s.count, 1, s.value);
     }
 
     // Embedding tables, logical and unsharded: each owner writes its own rows.
@@ -103,11 +150,12 @@ void save_checkpoint(const std::string& path, DlrmModel& model, const Checkpoint
       for (auto& shard : shards) {
         if (shard.table != t) continue;
         const hsize_t n = shard.row_end - shard.row_begin;
-        h5::write_rows(weights, shard.row_begin, n, shard.weights);
+        write_device_rows(backend, *stream, weights, shard.row_begin, n, dim, shard.weights);
         for (std::size_t i = 0; i < state_layout.size(); ++i) {
           if (i >= shard.state.size() || shard.state[i].first != state_layout[i].first)
             throw Error(fmt::format("table {}: embedding optimizer state differs between shards", t));
-          h5::write_rows(states[i], shard.row_begin, n, shard.state[i].second);
+          write_device_rows(backend, *stream, states[i], shard.row_begin, n, shard.state_counts[i] / std::max<hsize_t>(n, 1),
+                            shard.state[i].second);
         }
       }
     }
@@ -144,20 +192,23 @@ void load_checkpoint(const std::string& path, DlrmModel& model) {
   if (table_rows != model.table_rows())
     throw DataError(fmt::format("{}: the checkpoint's tables ({}) differ from the model's ({})", path,
                                 fmt::join(table_rows, ", "), fmt::join(model.table_rows(), ", ")));
-  for (auto& p : model.dense_parameters()) read_float_rows(file, "dense/" + p.name, 0, p.count, 1, p.value, path);
+  device::Backend& backend = model.backend();
+  auto stream = backend.create_stream();
+  for (auto& p : model.dense_parameters())
+    read_device_rows(backend, *stream, file, "dense/" + p.name, 0, p.count, 1, p.value, path);
   auto dense_opt = h5::open_group(file, "dense_optimizer");
   model.dense_optimizer().set_step_count(h5::read_int_attribute(dense_opt, "step_count"));
   for (auto& s : model.dense_optimizer().state())
-    read_float_rows(file, "dense_optimizer/" + s.name, 0, s.count, 1, s.value, path);
+    read_device_rows(backend, *stream, file, "dense_optimizer/" + s.name, 0, s.count, 1, s.value, path);
   const int dim = model.embedding().dim();
   for (auto& shard : model.embedding().local_shards()) {
     const hsize_t n = shard.row_end - shard.row_begin;
     if (n == 0) continue;
     std::string base = fmt::format("embedding/{}/", shard.table);
-    read_float_rows(file, base + "weights", shard.row_begin, n, dim, shard.weights, path);
+    read_device_rows(backend, *stream, file, base + "weights", shard.row_begin, n, dim, shard.weights, path);
     for (std::size_t i = 0; i < shard.state.size(); ++i)
-      read_float_rows(file, base + shard.state[i].first, shard.row_begin, n, shard.state_counts[i] / n,
-                      shard.state[i].second, path);
+      read_device_rows(backend, *stream, file, base + shard.state[i].first, shard.row_begin, n,
+                       shard.state_counts[i] / n, shard.state[i].second, path);
   }
 }
 

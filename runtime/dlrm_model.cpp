@@ -11,9 +11,11 @@
 namespace recmix::runtime {
 
 DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
-                     comm::Communicator& comm, device::Backend& backend, device::MemoryPool& pool,
+                     comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend,
+                     device::MemoryPool& pool,
                      std::int64_t max_local_batch, const embedding::ShardingPlan& plan)
     : comm_(comm),
+      device_comm_(device_comm),
       backend_(backend),
       stream_(backend.create_stream()),
       table_rows_(table_rows),
@@ -252,7 +254,7 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   std::vector<std::unique_ptr<comm::Request>> pending;
   if (comm_.size() > 1)
     for (mlp::Mlp* primary : {top_.get(), bottom_.get()})
-      pending.push_back(comm_.iall_reduce_sum(primary->all_grads(), primary->all_grads(), primary->parameter_count(),
+      pending.push_back(device_comm_.iall_reduce_sum(primary->all_grads(), primary->all_grads(), primary->parameter_count(),
                                               comm::DataType::f32, stream_.get()));
   mark(gradient_sum);
   embedding_->backward_start(*stream_, grad_pooled_.data());
@@ -296,7 +298,7 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   const bool reduce = comm_.size() > 1;
   if (reduce) {
     stream_->synchronize();
-    pending.push_back(comm_.iall_reduce_sum(top_->all_grads(), top_->all_grads(), top_->parameter_count(),
+    pending.push_back(device_comm_.iall_reduce_sum(top_->all_grads(), top_->all_grads(), top_->parameter_count(),
                                             comm::DataType::f32, stream_.get()));
   }
   mark(top_backward);
@@ -311,7 +313,7 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
     bottom_->backward(*stream_, grad_bottom_.data(), false);
   if (reduce) {
     stream_->synchronize();
-    pending.push_back(comm_.iall_reduce_sum(bottom_->all_grads(), bottom_->all_grads(), bottom_->parameter_count(),
+    pending.push_back(device_comm_.iall_reduce_sum(bottom_->all_grads(), bottom_->all_grads(), bottom_->parameter_count(),
                                             comm::DataType::f32, stream_.get()));
   }
   mark(bottom_backward);

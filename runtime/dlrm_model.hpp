@@ -27,8 +27,10 @@ namespace recmix::runtime {
 class DlrmModel {
  public:
   // table_rows and num_dense come from the dataset (checked against the spec by the caller).
+  // comm carries host buffers (the loss, the embedding's staged exchange), device_comm the
+  // dense gradients in device memory (NCCL on CUDA; the same as comm on the CPU backend).
   DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
-            comm::Communicator& comm, device::Backend& backend, device::MemoryPool& device_pool,
+            comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend, device::MemoryPool& device_pool,
             std::int64_t max_local_batch, const embedding::ShardingPlan& plan);
 
   // Rows per replica from which "auto" turns the dense replicas on (one rank only: on several
@@ -68,6 +70,7 @@ class DlrmModel {
   std::vector<mlp::Param> dense_parameters();  // bottom then top
   mlp::DenseOptimizer& dense_optimizer() { return *dense_optimizer_; }
   embedding::ShardedEmbedding& embedding() { return *embedding_; }
+  device::Backend& backend() { return backend_; }
   int num_tables() const { return static_cast<int>(table_rows_.size()); }
   int num_dense() const { return num_dense_; }
   const std::vector<std::int64_t>& table_rows() const { return table_rows_; }
@@ -90,6 +93,7 @@ class DlrmModel {
   void finish_dense_step();
 
   comm::Communicator& comm_;
+  comm::Communicator& device_comm_;
   device::Backend& backend_;
   std::unique_ptr<device::Stream> stream_;
   std::vector<std::int64_t> table_rows_;

@@ -251,7 +251,7 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
 
   auto dev = top.sub("device");
   dev.read("kind", spec.device.kind);
-  dev.one_of("kind", spec.device.kind, {"cpu", "cuda"});
+  dev.one_of("kind", spec.device.kind, {"cpu", "cuda", "cpu-strict"});
   dev.read_int("threads", spec.device.threads, 1, 1024);
   dev.read("dense_replicas", spec.device.dense_replicas);
   dev.one_of("dense_replicas", spec.device.dense_replicas, {"auto", "on", "off"});

@@ -49,7 +49,7 @@ struct CheckpointSpec {
 };
 
 struct DeviceSpec {
-  std::string kind = "cpu";  // cpu | cuda
+  std::string kind = "cpu";  // cpu | cuda | cpu-strict (the strict device emulator, for tests)
   int threads = 1;           // per rank
   std::string dense_replicas = "auto";  // cpu, several threads per rank: auto | on | off
   std::string gemm = "auto";            // cpu: auto | openblas | onednn

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <regex>
 
+#include "comm/nccl/nccl_communicator.hpp"
+#include "comm/staged/staged_communicator.hpp"
 #include "core/error.hpp"
 #include "data/h5.hpp"
 #include "runtime/checkpoint.hpp"
@@ -118,13 +120,17 @@ std::vector<std::vector<std::int64_t>> read_access_counts(const std::vector<std:
 
 Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
     : spec_(std::move(spec)), comm_(comm) {
-  const auto kind = spec_.device.kind == "cuda" ? device::BackendKind::cuda : device::BackendKind::cpu;
+  const auto kind = device::parse_backend_kind(spec_.device.kind);
   if (spec_.device.gemm == "onednn" && !device::onednn_compiled())
     throw ConfigError("device.gemm = \"onednn\", but this build has no oneDNN (install libdnnl-dev and rebuild, "
                       "or use \"auto\" or \"openblas\")");
   backend_ = device::make_backend(kind, spec_.device.threads, device::parse_cpu_gemm(spec_.device.gemm));
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
+  if (kind == device::BackendKind::cuda)
+    device_comm_ = comm::make_nccl_communicator(comm_);  // collective; one GPU per node-local rank
+  else if (kind == device::BackendKind::cpu_strict)
+    device_comm_ = comm::make_staged_communicator(comm_, *backend_);
 
   const bool from_checkpoint = shape.has_value();
   if (!shape) {
@@ -154,7 +160,8 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
       spec_.sharding == "auto" ? embedding::ShardingPlan::automatic(tables, comm_.size(), access_counts)
                                : embedding::ShardingPlan::parse(spec_.sharding, tables, comm_.size()));
   const std::int64_t max_local = (spec_.train.batch_size + comm_.size() - 1) / comm_.size();
-  model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, *backend_, *device_pool_, max_local, *plan_);
+  model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, device_comm_ ? *device_comm_ : comm_,
+                                       *backend_, *device_pool_, max_local, *plan_);
   // For tests of failure handling: RECMIX_FAULT_INJECTION="<job>:<step>:<rank>" makes that rank of
   // that job throw right after that step, between two steps' collectives, as a crash would.
   if (const char* fault = std::getenv("RECMIX_FAULT_INJECTION")) {

@@ -101,6 +101,9 @@ class Trainer {
   comm::Communicator& comm_;
   std::unique_ptr<device::Backend> backend_;
   std::unique_ptr<device::MemoryPool> device_pool_;
+  // Collectives over device buffers: NCCL on CUDA, the staged communicator under cpu-strict; null
+  // on the CPU, where comm_ takes device buffers (host memory there).
+  std::unique_ptr<comm::Communicator> device_comm_;
   std::vector<std::int64_t> table_rows_;
   int num_dense_ = 0;
   std::unique_ptr<embedding::ShardingPlan> plan_;

@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
   }
   BackendKind kind() const override { return BackendKind::cuda; }
   GemmLibrary gemm_library() const override { return GemmLibrary::cublas; }
+  bool host_accessible(Tier tier) const override { return tier == Tier::host; }
   std::string description() const override {
     cudaDeviceProp prop{};
     int dev = 0;

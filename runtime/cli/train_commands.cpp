@@ -26,6 +26,7 @@ struct TrainArgs {
   std::int64_t stop_after = 0;
   int threads = 0;
   std::string gemm;
+  std::string device;
   std::string run_dir;
 };
 
@@ -36,6 +37,7 @@ struct EvalArgs {
   std::int64_t max_batches = 0;
   int threads = 0;
   std::string gemm;
+  std::string device;
 };
 
 void run_train(const TrainArgs& a) {
@@ -56,6 +58,7 @@ void run_train(const TrainArgs& a) {
   if (a.steps >= 0) spec.train.steps = a.steps;
   if (a.threads > 0) spec.device.threads = a.threads;
   if (!a.gemm.empty()) spec.device.gemm = a.gemm;
+  if (!a.device.empty()) spec.device.kind = a.device;
   runtime::TrainOptions options;
   options.resume = a.resume_latest ? "latest" : a.resume;
   options.stop_after = a.stop_after;
@@ -74,6 +77,7 @@ void run_eval(const EvalArgs& a) {
   if (a.batch_size > 0) spec.train.batch_size = a.batch_size;
   if (a.threads > 0) spec.device.threads = a.threads;
   if (!a.gemm.empty()) spec.device.gemm = a.gemm;
+  if (!a.device.empty()) spec.device.kind = a.device;
   spec.data.prefetch = 1;
   runtime::Trainer trainer(spec, *comm, runtime::DatasetShape{meta.table_rows, meta.num_dense});
   trainer.load(a.checkpoint);
@@ -100,6 +104,10 @@ void add_train_commands(CLI::App& app) {
   train->add_option("--threads", targs->threads, "Override device.threads (threads per rank)")->check(CLI::PositiveNumber);
   train->add_option("--gemm", targs->gemm, "Override device.gemm (the CPU backend's GEMM library)")
       ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
+  train->add_option("--device", targs->device,
+                    "Override device.kind: cpu, cuda, or cpu-strict (the strict device emulator: CUDA's code paths on the "
+                  "CPU, device memory out of host code's reach; for tests)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   train->add_option("--run-dir", targs->run_dir, "Override run_dir (logs, metrics, checkpoints)");
   train->footer(
       "Run under MPI for several ranks: launch/recmix-mpirun -np 4 recmix train job.toml\n"
@@ -115,6 +123,8 @@ void add_train_commands(CLI::App& app) {
   eval->add_option("--threads", eargs->threads, "Threads per rank")->check(CLI::PositiveNumber);
   eval->add_option("--gemm", eargs->gemm, "The CPU backend's GEMM library (default: the job's device.gemm)")
       ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
+  eval->add_option("--device", eargs->device, "The backend: cpu, cuda or cpu-strict (default: the job's device.kind)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   eval->callback([eargs] { run_eval(*eargs); });
 }
 

@@ -1,0 +1,20 @@
+#pragma once
+// The device-buffer communicator of the strict device emulator: NCCL's part, played over a host
+// communicator (MPI). Collectives take device buffers of one backend (and, optionally, one of its
+// streams), copy them to host staging buffers with the backend, run the host collective there and
+// copy the result back. A host pointer where a device buffer belongs is a DeviceError naming the
+// call, as it is a crash or silent garbage with NCCL; so the runtime's choice of communicator is
+// exercised under cpu-strict. Counts and semantics are those of make_nccl_communicator: with a
+// stream a call is ordered on it, without one it returns when done; a non-blocking call's
+// Request completes (and writes its receive buffer) in test() or wait().
+#include <memory>
+
+#include "comm/communicator.hpp"
+#include "device/backend.hpp"
+
+namespace recmix::comm {
+
+// host and backend must outlive the returned communicator. Not collective (no setup traffic).
+std::unique_ptr<Communicator> make_staged_communicator(Communicator& host, device::Backend& backend);
+
+}  // namespace recmix::comm

@@ -1,0 +1,164 @@
+// The strict device emulator (device.kind = "cpu-strict"): a CPU backend whose device memory host
+// code cannot touch. Kernels, GEMMs and copies run on the host as on the CPU backend, but the
+// code above takes the CUDA paths (it sees a backend whose device tier is not host-accessible),
+// device allocations live in a per-backend arena that is PROT_NONE except while this backend
+// works on it (strict_arena.hpp), and copies to host memory become visible only when their
+// stream (or an event recorded after them) is synchronised, as with cudaMemcpyAsync: until then
+// the destination holds 0xff bytes. A test backend: every operation pays two mprotect calls.
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <vector>
+
+#include "core/error.hpp"
+#include "device/backend.hpp"
+#include "device/cpu/strict_arena.hpp"
+#include "device/memory_pool.hpp"
+
+namespace recmix::device {
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuGemm gemm);
+
+namespace {
+
+// Address space each strict backend reserves for its device memory (no memory until used).
+constexpr std::size_t kArenaReserve = std::size_t(64) << 30;
+
+// Copies into host memory waiting for their stream's synchronisation: the source as it was when
+// the copy was issued (later work on the stream may overwrite it, as stream order allows).
+struct PendingCopy {
+  void* dst;
+  std::vector<char> data;
+};
+
+class StrictStream final : public Stream {
+ public:
+  ~StrictStream() override { synchronize(); }
+  void synchronize() override {
+    for (auto& p : pending_) std::memcpy(p.dst, p.data.data(), p.data.size());
+    pending_.clear();
+  }
+  void* native() override { return nullptr; }
+  // Stream order: a copy reading host memory that an earlier copy on this stream writes sees it.
+  void order_host_read(const void* src, std::size_t bytes) {
+    const char* s = static_cast<const char*>(src);
+    for (auto& p : pending_) {
+      const char* d = static_cast<const char*>(p.dst);
+      if (s < d + p.data.size() && d < s + bytes) {
+        synchronize();
+        return;
+      }
+    }
+  }
+  void defer(void* dst, const void* src, std::size_t bytes) {
+    PendingCopy p{dst, std::vector<char>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes)};
+    std::memset(dst, 0xff, bytes);
+    pending_.push_back(std::move(p));
+  }
+
+ private:
+  std::vector<PendingCopy> pending_;
+};
+
+class StrictEvent final : public Event {
+ public:
+  void record(Stream& stream) override { stream_ = &stream; }
+  void wait(Stream&) override {}  // work runs at once; only host-visible copies wait
+  bool query() override {
+    synchronize();
+    return true;
+  }
+  void synchronize() override {
+    if (stream_) stream_->synchronize();
+  }
+
+ private:
+  Stream* stream_ = nullptr;
+};
+
+class StrictBackend final : public Backend {
+ public:
+  StrictBackend(int threads, CpuGemm gemm) : host_(make_cpu_backend(threads, gemm)), arena_(kArenaReserve) {}
+
+  BackendKind kind() const override { return BackendKind::cpu_strict; }
+  GemmLibrary gemm_library() const override { return host_->gemm_library(); }
+  std::string description() const override {
+    return fmt::format("cpu-strict (device emulator: protected device memory; {} GEMM, {} thread{})",
+                       to_string(gemm_library()), num_threads(), num_threads() == 1 ? "" : "s");
+  }
+  bool host_accessible(Tier tier) const override { return tier == Tier::host; }
+
+  void* allocate(std::size_t bytes, Tier tier) override {
+    if (tier == Tier::device) return arena_.allocate(bytes);
+    return host_->allocate(bytes, tier);
+  }
+  void deallocate(void* ptr, Tier tier) noexcept override {
+    if (tier == Tier::device)
+      arena_.deallocate(ptr);
+    else
+      host_->deallocate(ptr, tier);
+  }
+  void name_allocation(const void* ptr, const std::string& what) override {
+    if (arena_.contains(ptr)) arena_.name(ptr, what);
+  }
+  void check_device_memory(const void* ptr, std::size_t bytes, const char* what) const override {
+    if (bytes == 0) return;
+    if (!arena_.contains(ptr))
+      throw DeviceError(fmt::format("{}: {} is host memory where device memory is required (cpu-strict)", what, ptr));
+    if (!arena_.inside_allocation(ptr, bytes))
+      throw DeviceError(fmt::format("{}: {} bytes at {} overrun the device allocation {}", what, bytes, ptr,
+                                    arena_.describe(ptr)));
+  }
+
+  void copy(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
+    if (bytes == 0) return;
+    check_range(dst, bytes, "copy destination");
+    check_range(src, bytes, "copy source");
+    auto& strict_stream = static_cast<StrictStream&>(stream);
+    DeviceWork work(*this);
+    if (!arena_.contains(src)) strict_stream.order_host_read(src, bytes);
+    if (arena_.contains(src) && !arena_.contains(dst))
+      strict_stream.defer(dst, src, bytes);
+    else
+      std::memmove(dst, src, bytes);
+  }
+  void fill_zero(void* dst, std::size_t bytes, Stream&) override {
+    if (bytes == 0) return;
+    check_range(dst, bytes, "fill_zero");
+    DeviceWork work(*this);
+    std::memset(dst, 0, bytes);
+  }
+  std::unique_ptr<Stream> create_stream() override { return std::make_unique<StrictStream>(); }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<StrictEvent>(); }
+
+  void gemm(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override {
+    DeviceWork work(*this);
+    host_->gemm(*host_stream_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+
+  void set_num_threads(int threads) override { host_->set_num_threads(threads); }
+  int num_threads() const override { return host_->num_threads(); }
+  void begin_device_work() override { arena_.open(); }
+  void end_device_work() noexcept override { arena_.close(); }
+
+ private:
+  // A pointer into the arena must lie inside one live allocation for the whole range.
+  void check_range(const void* p, std::size_t bytes, const char* what) const {
+    if (arena_.contains(p) && !arena_.inside_allocation(p, bytes))
+      throw DeviceError(fmt::format("cpu-strict {}: {} bytes at {} overrun the device allocation {}", what, bytes, p,
+                                    arena_.describe(p)));
+  }
+
+  std::unique_ptr<Backend> host_;
+  std::unique_ptr<Stream> host_stream_ = host_->create_stream();
+  strict::Arena arena_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_strict_backend(int threads, CpuGemm gemm) {
+  return std::make_unique<StrictBackend>(threads, gemm);
+}
+
+}  // namespace recmix::device
