@@ -38,6 +38,9 @@ class GemmTimingBackend final : public device::Backend {
   device::BackendKind kind() const override { return inner_.kind(); }
   std::string description() const override { return inner_.description(); }
   device::GemmLibrary gemm_library() const override { return inner_.gemm_library(); }
+  bool host_accessible(device::Tier tier) const override { return inner_.host_accessible(tier); }
+  void begin_device_work() override { inner_.begin_device_work(); }
+  void end_device_work() noexcept override { inner_.end_device_work(); }
   void* allocate(std::size_t bytes, device::Tier tier) override { return inner_.allocate(bytes, tier); }
   void deallocate(void* p, device::Tier tier) noexcept override { inner_.deallocate(p, tier); }
   void copy(void* dst, const void* src, std::size_t bytes, device::Stream& s) override {

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     device::MemoryPool pool(*backend, device::Tier::device, "bench");
     const std::int64_t local = (global_batch + world - 1) / world;
     spec.device.dense_replicas = replicas;
-    runtime::DlrmModel model(spec, table_rows, 13, *comm, *backend, pool, local, plan);
+    runtime::DlrmModel model(spec, table_rows, 13, *comm, *comm, *backend, pool, local, plan);
     constexpr int kBatches = 8;
     std::vector<data::Batch> data;
     for (int g = 0; g < kBatches; ++g) data.push_back(make_batch(global_batch, rank, world, tables, rows, g));

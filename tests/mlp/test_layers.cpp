@@ -387,6 +387,7 @@ class FakeCudaBackend final : public device::Backend {
   device::BackendKind kind() const override { return device::BackendKind::cuda; }
   std::string description() const override { return "fake cuda"; }
   device::GemmLibrary gemm_library() const override { return device::GemmLibrary::cublas; }
+  bool host_accessible(device::Tier tier) const override { return tier == device::Tier::host; }
   void* allocate(std::size_t bytes, device::Tier) override { return std::malloc(bytes + 64); }
   void deallocate(void* p, device::Tier) noexcept override { std::free(p); }
   void copy(void* dst, const void* src, std::size_t bytes, device::Stream&) override {

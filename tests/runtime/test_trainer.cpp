@@ -20,153 +20,14 @@
 #include "runtime/checkpoint.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/trainer.hpp"
+#include "trainer_test_support.hpp"
 
 using namespace recmix;
 using namespace recmix::runtime;
 namespace fs = std::filesystem;
+using namespace recmix::runtime::testing_support;
 
 namespace {
-
-const std::vector<std::int64_t> kTables = {50, 300, 7, 1000};
-
-// A scratch folder shared by all ranks, and the synthetic datasets in it (made once).
-class World : public testing::Environment {
- public:
-  void SetUp() override {
-    comm = comm::make_mpi_world_communicator();
-    char path[4096] = {};
-    if (comm->rank() == 0) {
-      std::string templ = (fs::temp_directory_path() / "recmix-trainer-XXXXXX").string();
-      std::strncpy(path, templ.c_str(), sizeof path - 1);
-      if (!mkdtemp(path)) std::abort();
-      auto make = [&](const std::string& name, std::int64_t rows, std::int64_t first, bool multi_hot) {
-        data::SynthOptions o;
-        o.output = (fs::path(path) / name).string();
-        o.rows = rows;
-        o.num_dense = 5;
-        o.table_rows = kTables;
-        o.seed = 11;
-        o.first_row = first;
-        o.multi_hot = multi_hot;
-        if (multi_hot) o.pooling_min = 0, o.pooling_max = 4;
-        o.dense_signal = 1.5;
-        o.sparse_signal = 2.0;
-        data::synthesize(o);
-      };
-      make("train.h5", 40000, 0, false);
-      make("eval.h5", 8000, 40000, false);
-      make("multi.h5", 4000, 0, true);
-    }
-    comm->broadcast(path, sizeof path, comm::DataType::u8, 0);
-    dir = path;
-  }
-  void TearDown() override {
-    comm->barrier();
-    if (comm->rank() == 0) fs::remove_all(dir);
-    comm.reset();
-  }
-  std::unique_ptr<comm::Communicator> comm;
-  std::string dir;
-};
-World* world = nullptr;
-
-JobSpec small_spec(const std::string& name, const std::string& data = "train.h5") {
-  std::string text = fmt::format(R"(
-name = "{}"
-seed = 5
-[model]
-embedding_dim = 8
-bottom_mlp = [16, 8]
-top_mlp = [16, 1]
-[optimizer]
-lr = 0.1
-[data]
-train = "{}"
-eval = "eval.h5"
-prefetch = 1
-[train]
-batch_size = 64
-steps = 20
-log_interval_s = 1000
-)",
-                                 name, data);
-  auto spec = parse_job_spec(text, "test", world->dir);
-  return spec;
-}
-
-struct Tensor {
-  std::string name;
-  std::vector<float> values;
-};
-
-// Every weight in a checkpoint, in a fixed order.
-std::vector<Tensor> read_weights(const std::string& path) {
-  auto file = h5::open_file(path);
-  std::vector<Tensor> out;
-  for (const char* group : {"dense", "embedding"}) {
-    std::vector<std::string> names;
-    auto g = h5::open_group(file, group);
-    H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-               [](hid_t, const char* n, const H5L_info_t*, void* op) -> herr_t {
-                 static_cast<std::vector<std::string>*>(op)->push_back(n);
-                 return 0;
-               },
-               &names);
-    for (auto& n : names) {
-      std::string full = std::string(group) + "/" + n + (std::string(group) == "embedding" ? "/weights" : "");
-      out.push_back({full, h5::read_array<float>(file, full)});
-    }
-  }
-  return out;
-}
-
-// Largest relative difference of a tensor, max|a - b| / max|b|, over all tensors; -1 when the
-// checkpoints hold different tensors. (Element-wise ratios would blow up fp32 summation-order
-// noise on weights near zero.)
-double max_relative_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  if (a.size() != b.size()) return -1;
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i].name != b[i].name || a[i].values.size() != b[i].values.size()) return -1;
-    double diff = 0, scale = 0;
-    for (std::size_t j = 0; j < a[i].values.size(); ++j) {
-      diff = std::max(diff, std::abs(double(a[i].values[j]) - b[i].values[j]));
-      scale = std::max(scale, std::abs(double(b[i].values[j])));
-    }
-    worst = std::max(worst, scale > 0 ? diff / scale : diff);
-  }
-  return worst;
-}
-
-bool bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].name != b[i].name || a[i].values.size() != b[i].values.size() ||
-        std::memcmp(a[i].values.data(), b[i].values.data(), a[i].values.size() * sizeof(float)) != 0)
-      return false;
-  return true;
-}
-
-std::string run_dir(const std::string& name) { return (fs::path(world->dir) / "runs" / name).string(); }
-
-// Trains `steps` steps on comm, driving the model directly; returns the loss of every step and
-// writes a checkpoint to `checkpoint`.
-std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, int steps, const std::string& checkpoint) {
-  spec.run_dir = run_dir(spec.name);
-  Trainer trainer(spec, comm);
-  data::ReaderOptions ro;
-  ro.global_batch = spec.train.batch_size;
-  ro.rank = comm.rank();
-  ro.world = comm.size();
-  ro.prefetch = 0;
-  data::Reader reader(spec.data.train, ro);
-  std::vector<double> losses;
-  data::Batch batch;
-  while (static_cast<int>(losses.size()) < steps)
-    if (reader.next(batch)) losses.push_back(trainer.model().train_step(batch, spec.train.batch_size));
-  trainer.save(checkpoint, steps);
-  return losses;
-}
 
 std::string plan_text(const std::string& kind, int world_size, int tables) {
   std::string text;
@@ -587,8 +448,4 @@ TEST(Trainer, CorruptCheckpointIsNamed) {
 
 }  // namespace
 
-int register_world = [] {
-  world = new World;
-  testing::AddGlobalTestEnvironment(world);
-  return 0;
-}();
+int registered = register_world();
