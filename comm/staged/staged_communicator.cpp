@@ -1,6 +1,7 @@
 #include "comm/staged/staged_communicator.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <vector>
 
@@ -128,7 +129,10 @@ class StagedCommunicator final : public Communicator {
     return std::make_unique<StagedCommunicator>(h, backend_, std::move(part));
   }
 
-  [[noreturn]] void abort(int code, const std::string& why) override { host_.abort(code, why); }
+  [[noreturn]] void abort(int code, const std::string& why) override {
+    host_.abort(code, why);
+    std::abort();  // not reached: host_.abort does not return
+  }
 
  private:
   void check(const void* p, std::size_t bytes, const char* what) const {
