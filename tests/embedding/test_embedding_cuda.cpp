@@ -1,5 +1,7 @@
-// The CUDA backend runs the same functors as the CPU: with a GPU, the same steps give the same
-// outputs and weights on both (to fp32 rounding). Without one the test skips.
+// The device paths of the embedding (the ones CUDA takes: staged exchange, device kernels) against
+// the CPU backend's: the same steps give the same outputs and weights (to fp32 rounding). Under
+// the strict device emulator (cpu-strict) always, any host access to device memory in those
+// paths killing the test; on CUDA when a GPU is present, else skipped.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -14,13 +16,16 @@
 using namespace recmix;
 using namespace recmix::embedding;
 
-TEST(EmbeddingCuda, MatchesTheCpuBackend) {
-  if (!device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+class EmbeddingDevice : public testing::TestWithParam<device::BackendKind> {};
+
+TEST_P(EmbeddingDevice, MatchesTheCpuBackend) {
+  const device::BackendKind kind = GetParam();
+  if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
   const std::vector<TableSpec> tables{{300, 12}, {40, 12}};
   for (const char* plan_text : {"0:r0,1:r0", "0:0-100@r0+100-300@r0,1:r0"}) {
     std::vector<std::vector<float>> outs(2), weights(2);
     for (int which = 0; which < 2; ++which) {
-      auto backend = device::make_backend(which ? device::BackendKind::cuda : device::BackendKind::cpu, 1);
+      auto backend = device::make_backend(which ? kind : device::BackendKind::cpu, 1);
       device::MemoryPool pool(*backend, device::Tier::device, "test");
       auto stream = backend->create_stream();
       test::SelfCommunicator comm;
@@ -60,3 +65,7 @@ TEST(EmbeddingCuda, MatchesTheCpuBackend) {
       ASSERT_TRUE(test::close(weights[1][i], weights[0][i])) << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, EmbeddingDevice,
+                         testing::Values(device::BackendKind::cpu_strict, device::BackendKind::cuda),
+                         [](const auto& info) { return info.param == device::BackendKind::cuda ? "cuda" : "cpu_strict"; });

@@ -73,6 +73,23 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, StrictTrainer,
                                               info.param.dense);
                          });
 
+// A few trainer steps on a GPU against the CPU backend (fp32 rounding apart: cuBLAS and atomics
+// order sums differently). Skipped without a GPU.
+TEST(CudaTrainer, AFewStepsMatchTheCpuBackend) {
+  if (!device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  auto& comm = *world->comm;
+  auto spec = small_spec("cuda-steps");
+  spec.optimizer.sparse = "rowwise_adagrad";
+  const std::string dir = run_dir(spec.name);
+  auto cpu = train_steps(spec, comm, 6, dir + "/cpu.h5");
+  auto cuda_spec = spec;
+  cuda_spec.name += "-cuda";
+  cuda_spec.device.kind = "cuda";
+  auto cuda = train_steps(cuda_spec, comm, 6, dir + "/cuda.h5");
+  for (std::size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i;
+  EXPECT_LE(max_relative_difference(read_weights(dir + "/cuda.h5"), read_weights(dir + "/cpu.h5")), 1e-4);
+}
+
 // train() end to end under the emulator: periodic checkpoints, evaluation, then a stop and a
 // resume that continue bit for bit.
 TEST(StrictTrainerRun, TrainEvaluateStopAndResumeBitForBit) {

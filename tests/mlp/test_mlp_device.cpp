@@ -1,0 +1,126 @@
+// The dense half on a device backend against the CPU backend: an MLP's forward and backward, the
+// dot and concatenation interactions and the BCE loss give the same values (to fp32 rounding).
+// Under the strict device emulator (cpu-strict) always; on CUDA when a GPU is present, else
+// skipped. Every input reaches the device and every result the host through backend copies.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "device/backend.hpp"
+#include "device/buffer.hpp"
+#include "device/memory_pool.hpp"
+#include "mlp/interaction.hpp"
+#include "mlp/loss.hpp"
+#include "mlp/mlp.hpp"
+
+using namespace recmix;
+using namespace recmix::mlp;
+
+namespace {
+
+constexpr int kBatch = 37, kDense = 13, kTables = 5, kDim = 8;
+
+std::vector<float> random_vector(std::size_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+// Everything one pass produces, copied to the host.
+struct DenseResults {
+  std::vector<float> top_out, top_input_grad, bottom_grads, top_grads, interaction_out, grad_bottom, grad_emb;
+  double loss = 0;
+};
+
+struct Device {
+  explicit Device(device::BackendKind kind)
+      : backend(device::make_backend(kind, 1)), pool(*backend, device::Tier::device, "dense test"),
+        stream(backend->create_stream()) {}
+  float* upload(const std::vector<float>& host) {
+    buffers.emplace_back(pool, host.size(), "input");
+    backend->copy(buffers.back().data(), host.data(), host.size() * sizeof(float), *stream);
+    return buffers.back().data();
+  }
+  std::vector<float> download(const float* device, std::size_t n) {
+    std::vector<float> host(n);
+    backend->copy(host.data(), device, n * sizeof(float), *stream);
+    stream->synchronize();
+    return host;
+  }
+  std::unique_ptr<device::Backend> backend;
+  device::MemoryPool pool;
+  std::unique_ptr<device::Stream> stream;
+  std::vector<device::Buffer<float>> buffers;
+};
+
+DenseResults run_dense(device::BackendKind kind, const std::string& interaction_kind) {
+  std::mt19937 rng(42);
+  const auto dense = random_vector(kBatch * kDense, rng);
+  const auto emb = random_vector(kBatch * kTables * kDim, rng);
+  std::vector<float> labels(kBatch);
+  for (int i = 0; i < kBatch; ++i) labels[i] = float(i % 3 == 0);
+  Device d(kind);
+  Mlp bottom(*d.backend, d.pool, "bottom", {kDense, 16, kDim}, Activation::relu, 3, kBatch);
+  auto inter = make_interaction(interaction_kind, *d.backend, d.pool, kTables, kDim, kBatch);
+  Mlp top(*d.backend, d.pool, "top", {inter->out_features(), 16, 1}, Activation::sigmoid, 4, kBatch);
+  float* x = d.upload(dense);
+  float* e = d.upload(emb);
+  float* y = d.upload(labels);
+  auto& s = *d.stream;
+  const float* b_out = bottom.forward(s, x, kBatch);
+  const float* z = inter->forward(s, b_out, e, kBatch);
+  const float* p = top.forward(s, z, kBatch);
+  DenseResults r;
+  r.interaction_out = d.download(z, std::size_t(kBatch) * inter->out_features());
+  r.top_out = d.download(p, kBatch);
+  r.loss = bce_loss(*d.backend, s, p, y, kBatch);
+  device::Buffer<float> grad_p(d.pool, kBatch, "loss gradient"), grad_b(d.pool, kBatch * kDim, "grad bottom"),
+      grad_e(d.pool, kBatch * kTables * kDim, "grad embeddings");
+  bce_loss_backward(*d.backend, s, p, y, kBatch, 1.f / kBatch, grad_p.data());
+  const float* gz = top.backward(s, grad_p.data(), true);
+  r.top_input_grad = d.download(gz, std::size_t(kBatch) * inter->out_features());
+  inter->backward(s, gz, grad_b.data(), grad_e.data());
+  bottom.backward(s, grad_b.data(), false);
+  r.grad_bottom = d.download(grad_b.data(), grad_b.size());
+  r.grad_emb = d.download(grad_e.data(), grad_e.size());
+  r.bottom_grads = d.download(bottom.all_grads(), bottom.parameter_count());
+  r.top_grads = d.download(top.all_grads(), top.parameter_count());
+  return r;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (float w : want) scale = std::max(scale, std::abs(double(w)));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(scale, 1e-3)) << what << " [" << i << "]";
+}
+
+class DenseDevice : public testing::TestWithParam<device::BackendKind> {};
+
+TEST_P(DenseDevice, MatchesTheCpuBackend) {
+  const device::BackendKind kind = GetParam();
+  if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  for (const char* interaction : {"dot", "cat"}) {
+    SCOPED_TRACE(interaction);
+    const auto want = run_dense(device::BackendKind::cpu, interaction);
+    const auto got = run_dense(kind, interaction);
+    expect_close(got.interaction_out, want.interaction_out, "interaction output");
+    expect_close(got.top_out, want.top_out, "top MLP output");
+    EXPECT_NEAR(got.loss, want.loss, 1e-6 * std::abs(want.loss));
+    expect_close(got.top_input_grad, want.top_input_grad, "top MLP input gradient");
+    expect_close(got.grad_bottom, want.grad_bottom, "bottom output gradient");
+    expect_close(got.grad_emb, want.grad_emb, "embedding gradient");
+    expect_close(got.top_grads, want.top_grads, "top MLP parameter gradients");
+    expect_close(got.bottom_grads, want.bottom_grads, "bottom MLP parameter gradients");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DenseDevice,
+                         testing::Values(device::BackendKind::cpu_strict, device::BackendKind::cuda),
+                         [](const auto& info) { return info.param == device::BackendKind::cuda ? "cuda" : "cpu_strict"; });
+
+}  // namespace
