@@ -290,5 +290,11 @@ void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels
 void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::Fill& f) {
   run(b, s, n, f, 1 << 18);
 }
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::CombineParts& f) {
+  run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::GatherRows& f) {
+  run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
+}
 
 }  // namespace recmix::embedding

@@ -17,6 +17,10 @@ void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::InitShard& f);
 void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::Fill& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
+            const kernels::CombineParts& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
+            const kernels::GatherRows& f);
 
 // The CPU fast path of a one-rank job whose tables are whole and whose bags each hold exactly
 // one index (the Criteo case). Tables are independent there, so both halves run table by table
@@ -58,6 +62,8 @@ void launch(void* native_stream, std::int64_t n, const kernels::PoolBags& f);
 void launch(void* native_stream, std::int64_t n, const kernels::UpdateRows& f);
 void launch(void* native_stream, std::int64_t n, const kernels::InitShard& f);
 void launch(void* native_stream, std::int64_t n, const kernels::Fill& f);
+void launch(void* native_stream, std::int64_t n, const kernels::CombineParts& f);
+void launch(void* native_stream, std::int64_t n, const kernels::GatherRows& f);
 }  // namespace cuda
 
 }  // namespace recmix::embedding

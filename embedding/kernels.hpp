@@ -123,6 +123,49 @@ struct InitShard {
   }
 };
 
+// The device path's combine (forward): output vector j = the partial sums parts[pos[k]] for k in
+// [offsets[j], offsets[j+1]) added in that order (the order of ranks, then shards), then
+// multiplied by scale[j] when scale is not null (mean pooling: 1 / the bag's length). The host
+// loop it replaces did the same additions in the same order, so the results are equal bit for bit.
+struct CombineParts {
+  const float* parts;
+  std::int64_t dim;
+  const std::int64_t* offsets;
+  const std::int64_t* pos;
+  const float* scale;
+  float* out;
+
+  RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
+    float* o = out + j * dim;
+    for (std::int64_t d = 0; d < dim; ++d) o[d] = 0.f;
+    for (std::int64_t k = offsets[j]; k < offsets[j + 1]; ++k) {
+      const float* p = parts + pos[k] * dim;
+      for (std::int64_t d = 0; d < dim; ++d) o[d] += p[d];
+    }
+    if (scale) {
+      const float s = scale[j];
+      for (std::int64_t d = 0; d < dim; ++d) o[d] *= s;
+    }
+  }
+};
+
+// The device path's gradient gather (backward): vector j of out = vector src_pos[j] of src,
+// times scale[j] when scale is not null.
+struct GatherRows {
+  const float* src;
+  std::int64_t dim;
+  const std::int64_t* src_pos;
+  const float* scale;
+  float* out;
+
+  RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
+    const float* s = src + src_pos[j] * dim;
+    float* o = out + j * dim;
+    const float sc = scale ? scale[j] : 1.f;
+    for (std::int64_t d = 0; d < dim; ++d) o[d] = s[d] * sc;
+  }
+};
+
 struct Fill {
   float* data;
   float value;

@@ -54,7 +54,8 @@ std::vector<std::size_t> displacements(const std::vector<std::size_t>& counts) {
 }  // namespace
 
 struct ShardedEmbedding::Impl {
-  comm::Communicator& comm;
+  comm::Communicator& comm;   // host buffers: batch sizes and indices
+  comm::Communicator& dcomm;  // device buffers: pooled vectors and their gradients (device path)
   device::Backend& backend;
   device::MemoryPool& pool;
   std::vector<TableSpec> tables;
@@ -95,16 +96,26 @@ struct ShardedEmbedding::Impl {
   // Scratch reused across steps.
   std::vector<std::vector<std::int64_t>> shard_lengths, shard_indices;  // per shard (requester)
   std::vector<std::int64_t> send_i64, recv_i64;
-  std::vector<float> send_f32, recv_f32, host_out;
+  std::vector<float> send_f32, recv_f32;
   std::vector<std::int64_t> sort_rows, sort_entry, tmp_rows, tmp_entry, bag_of_entry;
   std::vector<std::int64_t> unique_rows, entry_offsets, entry_grad, group_at;
   std::vector<float> entry_scale;
   device::Buffer<std::int64_t> dev_i64[4];
-  device::Buffer<float> dev_f32[3];
+  device::Buffer<float> dev_f32;
+  // The device path (weights not host-accessible: CUDA, cpu-strict): float data stays on the device.
+  // Pooled vectors and their gradients leave from dev_send and arrive in dev_recv over dcomm; the
+  // host only builds index metadata, from the host batch, and uploads it.
+  device::Buffer<float> dev_send, dev_recv;
+  std::vector<std::int64_t> combine_offsets, combine_pos;  // per output vector: its parts in recv
+  std::vector<float> combine_scale;                        // mean: 1 / bag length per output vector
+  std::vector<std::int64_t> gather_src;                    // per gradient sent: its vector in grad_out
+  std::vector<float> gather_scale;                         // mean: 1 / bag length per gradient sent
+  device::Buffer<std::int64_t> dev_meta_i64[3];
+  device::Buffer<float> dev_meta_f32[2];
 
-  Impl(comm::Communicator& c, device::Backend& b, device::MemoryPool& p, std::vector<TableSpec> t,
+  Impl(comm::Communicator& c, comm::Communicator& dc, device::Backend& b, device::MemoryPool& p, std::vector<TableSpec> t,
        Pooling pl, ShardingPlan pn, SparseOptimizerConfig o, std::uint64_t s)
-      : comm(c), backend(b), pool(p), tables(std::move(t)), pooling(pl), plan(std::move(pn)),
+      : comm(c), dcomm(dc), backend(b), pool(p), tables(std::move(t)), pooling(pl), plan(std::move(pn)),
         opt(std::move(o)), kind(parse_sparse_optimizer(opt)), seed(s) {}
   ~Impl() {
     // A collective still in flight reads and writes our buffers: let it land first (every rank
@@ -159,6 +170,26 @@ struct ShardedEmbedding::Impl {
     for (int q = 0; q < world; ++q)
       if (q != rank) bytes_sent += sc[q] * elem;
   }
+  // The device path's post: device buffers over dcomm, ordered on stream.
+  void post_device(device::Stream& stream, std::size_t send_vectors, const std::vector<std::size_t>& sc,
+                   const std::vector<std::size_t>& rc) {
+    std::size_t total = 0;
+    for (auto c : rc) total += c;
+    grow(dev_send, std::max<std::size_t>(send_vectors * dim, 1), "embedding vectors sent");
+    grow(dev_recv, std::max<std::size_t>(total, 1), "embedding vectors received");
+    pending_sc = sc;
+    pending_rc = rc;
+    pending_sd = displacements(sc);
+    pending_rd = displacements(rc);
+    pending = dcomm.iall_to_all_v(dev_send.data(), pending_sc, pending_sd, dev_recv.data(), pending_rc, pending_rd,
+                                  comm::DataType::f32, &stream);
+    for (int q = 0; q < world; ++q)
+      if (q != rank) bytes_sent += sc[q] * sizeof(float);
+  }
+  template <class T>
+  void grow(device::Buffer<T>& buffer, std::size_t count, const char* what) {
+    if (buffer.size() < count) buffer = device::Buffer<T>(pool, count, what);
+  }
   void wait_pending() {
     if (pending) pending->wait();
     pending.reset();
@@ -185,8 +216,9 @@ struct ShardedEmbedding::Impl {
   void forward_distributed(device::Stream& stream, std::span<const Bags> bags, bool bad_batch,
                            const std::string& error);
   void combine_pooled(device::Stream& stream);
+  void plan_combine();
   void group_rows(std::int64_t n_bags, const std::int64_t* grad_pos, const float* scale);
-  void update(device::Stream& stream, const float* grad, std::size_t grad_vectors);
+  void update(device::Stream& stream, const float* dev_grad);
 };
 
 bool ShardedEmbedding::Impl::is_one_hot(std::span<const Bags> bags, int local_batch) {
@@ -388,19 +420,19 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
   }
   const std::int64_t n_bags = static_cast<std::int64_t>(own_offsets.size()) - 1;
 
-  // 4. Pool (sums; mean is applied by the requester once the partial sums are combined).
-  send_f32.resize(std::max<std::int64_t>(n_bags * dim, 1));
-  float* pooled = send_f32.data();
-  if (!on_host) {
-    if (dev_f32[0].size() < send_f32.size())
-      dev_f32[0] = device::Buffer<float>(pool, send_f32.size(), "embedding pooled");
-    pooled = dev_f32[0].data();
+  // 4. Pool (sums; mean is applied by the requester once the partial sums are combined). On the
+  //    device path straight into the device send buffer.
+  float* pooled = nullptr;
+  if (on_host) {
+    send_f32.resize(std::max<std::int64_t>(n_bags * dim, 1));
+    pooled = send_f32.data();
+  } else {
+    grow(dev_send, std::max<std::size_t>(std::size_t(n_bags) * dim, 1), "embedding vectors sent");
+    pooled = dev_send.data();
   }
   kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_i64[0], stream),
                       stage(own_rows, dev_i64[1], stream), nullptr, pooled, false};
   launch(backend, stream, n_bags, f);
-  if (!on_host) backend.copy(send_f32.data(), pooled, n_bags * dim * sizeof(float), stream);
-  stream.synchronize();
 
   // 5. Pooled vectors of the non-empty bags back to the requesters; add the partial sums.
   from_owner.assign(world, 0);
@@ -409,7 +441,46 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
       for (int b = 0; b < B; ++b) from_owner[q] += shard_lengths[s][b] > 0;
   for (int p = 0; p < world; ++p) send_counts[p] = static_cast<std::size_t>(from_source[p] * dim);
   for (int q = 0; q < world; ++q) recv_counts[q] = static_cast<std::size_t>(from_owner[q] * dim);
-  post(send_f32.data(), send_counts, recv_f32, recv_counts, comm::DataType::f32, sizeof(float));
+  if (on_host) {
+    post(send_f32.data(), send_counts, recv_f32, recv_counts, comm::DataType::f32, sizeof(float));
+  } else {
+    post_device(stream, static_cast<std::size_t>(n_bags), send_counts, recv_counts);
+    plan_combine();
+  }
+}
+
+// The device path's combine as index metadata: for output vector j = b * num_tables + t, the
+// positions in the received vectors of its partial sums, in the order combine_pooled's host loop
+// adds them (ranks, then their shards).
+void ShardedEmbedding::Impl::plan_combine() {
+  const int B = batch;
+  const std::int64_t n_out = std::int64_t(B) * num_tables;
+  combine_offsets.assign(n_out + 1, 0);
+  for (int q = 0; q < world; ++q)
+    for (int s : rank_shards[q]) {
+      const int t = plan.shards()[s].table;
+      for (int b = 0; b < B; ++b)
+        if (shard_lengths[s][b] > 0) ++combine_offsets[std::int64_t(b) * num_tables + t + 1];
+    }
+  for (std::int64_t j = 0; j < n_out; ++j) combine_offsets[j + 1] += combine_offsets[j];
+  combine_pos.resize(combine_offsets[n_out]);
+  std::vector<std::int64_t> fill(combine_offsets.begin(), combine_offsets.end() - 1);
+  std::int64_t part = 0;
+  for (int q = 0; q < world; ++q)
+    for (int s : rank_shards[q]) {
+      const int t = plan.shards()[s].table;
+      for (int b = 0; b < B; ++b)
+        if (shard_lengths[s][b] > 0) combine_pos[fill[std::int64_t(b) * num_tables + t]++] = part++;
+    }
+  combine_scale.clear();
+  if (pooling == Pooling::mean) {
+    combine_scale.resize(n_out);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < num_tables; ++t) {
+        const std::int64_t len = bag_length[std::size_t(t) * B + b];
+        combine_scale[std::int64_t(b) * num_tables + t] = len > 0 ? 1.0f / static_cast<float>(len) : 1.f;
+      }
+  }
 }
 
 // Adds the partial sums of each table's shards into the output (mean: divides by bag lengths).
@@ -417,11 +488,14 @@ void ShardedEmbedding::Impl::combine_pooled(device::Stream& stream) {
   wait_pending();
   const int B = batch;
   float* out = pending_out;
-  float* result = out;
-  if (!on_host) {
-    host_out.resize(std::size_t(B) * num_tables * dim);
-    result = host_out.data();
+  if (!on_host) {  // the device path: one kernel over the received vectors, planned by plan_combine()
+    kernels::CombineParts f{dev_recv.data(), dim, stage(combine_offsets, dev_meta_i64[0], stream),
+                            stage(combine_pos, dev_meta_i64[1], stream),
+                            combine_scale.empty() ? nullptr : stage(combine_scale, dev_meta_f32[0], stream), out};
+    launch(backend, stream, std::int64_t(B) * num_tables, f);
+    return;
   }
+  float* result = out;
   std::fill(result, result + std::size_t(B) * num_tables * dim, 0.f);
   const float* part = recv_f32.data();
   for (int q = 0; q < world; ++q)
@@ -443,7 +517,6 @@ void ShardedEmbedding::Impl::combine_pooled(device::Stream& stream) {
         float* o = result + (std::size_t(b) * num_tables + t) * dim;
         for (int d = 0; d < dim; ++d) o[d] *= inv;
       }
-  if (!on_host) backend.copy(out, result, host_out.size() * sizeof(float), stream);
 }
 
 // Groups the entries of the owner CSR by row. A stable LSD radix sort on the row (11 bits a pass,
@@ -509,26 +582,20 @@ void ShardedEmbedding::Impl::group_rows(std::int64_t n_bags, const std::int64_t*
   }
 }
 
-void ShardedEmbedding::Impl::update(device::Stream& stream, const float* grad, std::size_t grad_vectors) {
-  const float* dev_grad = grad;
-  if (!on_host) {  // `grad` is host memory here; the update runs where the weights are
-    if (dev_f32[1].size() < grad_vectors * dim)
-      dev_f32[1] = device::Buffer<float>(pool, grad_vectors * dim, "embedding gradients");
-    backend.copy(dev_f32[1].data(), grad, grad_vectors * dim * sizeof(float), stream);
-    dev_grad = dev_f32[1].data();
-  }
+// grad: the gradient vectors where the kernels read them (device memory; host memory on the CPU).
+void ShardedEmbedding::Impl::update(device::Stream& stream, const float* dev_grad) {
   kernels::UpdateRows f{weights.data(), state.data(), dim, kind, opt.lr, opt.eps,
                         stage(unique_rows, dev_i64[0], stream), stage(entry_offsets, dev_i64[1], stream),
                         stage(entry_grad, dev_i64[2], stream),
-                        entry_scale.empty() ? nullptr : stage(entry_scale, dev_f32[2], stream), dev_grad};
+                        entry_scale.empty() ? nullptr : stage(entry_scale, dev_f32, stream), dev_grad};
   launch(backend, stream, static_cast<std::int64_t>(unique_rows.size()), f);
 }
 
 ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& backend,
                                    device::MemoryPool& pool, std::vector<TableSpec> tables,
                                    Pooling pooling, ShardingPlan plan, SparseOptimizerConfig optimizer,
-                                   std::uint64_t seed)
-    : impl_(std::make_unique<Impl>(comm, backend, pool, std::move(tables), pooling, std::move(plan),
+                                   std::uint64_t seed, comm::Communicator* device_comm)
+    : impl_(std::make_unique<Impl>(comm, device_comm ? *device_comm : comm, backend, pool, std::move(tables), pooling, std::move(plan),
                                    std::move(optimizer), seed)) {
   Impl& m = *impl_;
   RECMIX_REQUIRE(!m.tables.empty(), ConfigError, "embedding: the model has no tables");
@@ -688,8 +755,8 @@ void ShardedEmbedding::forward_finish(device::Stream& stream) {
                  "embedding: forward_finish() without forward_start()");
   m.phase = Impl::Phase::idle;
   if (!m.local_only) m.combine_pooled(stream);
-  // Device backends: the host CSRs are reused by the next call, so their copies must be done.
-  if (!m.on_host) stream.synchronize();
+  // No synchronisation on device backends: the host arrays the copies read may be reused at once
+  // (a copy from pageable host memory has read its source when it returns, on CUDA and here).
   m.phase = Impl::Phase::forward_done;
 }
 
@@ -707,29 +774,42 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
   if (m.local_only) {  // nothing travels: the whole update runs here
     const std::int64_t n_bags = std::int64_t(T) * B;
     m.group_rows(n_bags, nullptr, m.own_scale.empty() ? nullptr : m.own_scale.data());
-    if (m.on_host) {
-      m.update(stream, grad_out, std::size_t(B) * T);
-    } else {
-      m.host_out.resize(std::size_t(B) * T * D);
-      m.backend.copy(m.host_out.data(), grad_out, m.host_out.size() * sizeof(float), stream);
-      stream.synchronize();
-      m.update(stream, m.host_out.data(), std::size_t(B) * T);
-      stream.synchronize();
-    }
+    m.update(stream, grad_out);  // device memory on every backend
     m.phase = Impl::Phase::backward_started;
     return;
-  }
-  const float* grad = grad_out;
-  if (!m.on_host) {
-    m.host_out.resize(std::size_t(B) * T * D);
-    m.backend.copy(m.host_out.data(), grad_out, m.host_out.size() * sizeof(float), stream);
-    stream.synchronize();
-    grad = m.host_out.data();
   }
   // Gradients of the pooled vectors to the owners, in the pooled layout (mean: scaled by 1/length).
   std::vector<std::size_t> send_counts(m.world), recv_counts(m.world);
   std::size_t total = 0;
   for (int q = 0; q < m.world; ++q) total += static_cast<std::size_t>(m.from_owner[q]);
+  if (!m.on_host) {  // the device path: one gather kernel into the send buffer, planned here
+    m.gather_src.clear();
+    m.gather_scale.clear();
+    for (int q = 0; q < m.world; ++q) {
+      send_counts[q] = static_cast<std::size_t>(m.from_owner[q] * D);
+      recv_counts[q] = static_cast<std::size_t>(m.from_source[q] * D);
+      for (int s : m.rank_shards[q]) {
+        const int t = m.plan.shards()[s].table;
+        for (int b = 0; b < B; ++b) {
+          if (m.shard_lengths[s][b] == 0) continue;
+          m.gather_src.push_back(std::int64_t(b) * T + t);
+          if (m.pooling == Pooling::mean) {
+            const std::int64_t len = m.bag_length[std::size_t(t) * B + b];
+            m.gather_scale.push_back(len > 0 ? 1.0f / static_cast<float>(len) : 0.f);
+          }
+        }
+      }
+    }
+    m.grow(m.dev_send, std::max<std::size_t>(total * D, 1), "embedding vectors sent");
+    kernels::GatherRows f{grad_out, D, m.stage(m.gather_src, m.dev_meta_i64[2], stream),
+                          m.gather_scale.empty() ? nullptr : m.stage(m.gather_scale, m.dev_meta_f32[1], stream),
+                          m.dev_send.data()};
+    launch(m.backend, stream, static_cast<std::int64_t>(total), f);
+    m.post_device(stream, total, send_counts, recv_counts);
+    m.phase = Impl::Phase::backward_started;
+    return;
+  }
+  const float* grad = grad_out;
   m.send_f32.resize(std::max<std::size_t>(total * D, 1));
   float* o = m.send_f32.data();
   for (int q = 0; q < m.world; ++q) {
@@ -763,8 +843,7 @@ void ShardedEmbedding::backward_finish(device::Stream& stream) {
   m.wait_pending();
   const std::int64_t n_bags = static_cast<std::int64_t>(m.own_offsets.size()) - 1;
   m.group_rows(n_bags, nullptr, nullptr);
-  m.update(stream, m.recv_f32.data(), static_cast<std::size_t>(n_bags));
-  stream.synchronize();
+  m.update(stream, m.on_host ? m.recv_f32.data() : m.dev_recv.data());
 }
 
 std::vector<LocalShardView> ShardedEmbedding::local_shards() {

@@ -37,10 +37,14 @@ class ShardedEmbedding {
  public:
   // Allocates and initialises this rank's shards (initial_weight(seed, ...)) from `pool`.
   // ConfigError when tables differ in dim, the plan does not match the tables or the
-  // communicator's size, or the optimizer config is bad.
+  // communicator's size, or the optimizer config is bad. comm carries host data (batch sizes,
+  // indices); device_comm, over the same ranks in the same order, the pooled vectors and their
+  // gradients where the backend's memory is not the host's (NCCL on CUDA, the staged
+  // communicator under cpu-strict). Null: comm carries both (the CPU backend).
   ShardedEmbedding(comm::Communicator& comm, device::Backend& backend, device::MemoryPool& pool,
                    std::vector<TableSpec> tables, Pooling pooling, ShardingPlan plan,
-                   SparseOptimizerConfig optimizer, std::uint64_t seed);
+                   SparseOptimizerConfig optimizer, std::uint64_t seed,
+                   comm::Communicator* device_comm = nullptr);
   ~ShardedEmbedding();
   ShardedEmbedding(const ShardedEmbedding&) = delete;
   ShardedEmbedding& operator=(const ShardedEmbedding&) = delete;

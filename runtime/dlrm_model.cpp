@@ -55,7 +55,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   embedding_ = std::make_unique<embedding::ShardedEmbedding>(
       comm, backend, pool, tables,
       spec.model.pooling == "mean" ? embedding::Pooling::mean : embedding::Pooling::sum, plan, sparse,
-      spec.seed * 4 + 3);
+      spec.seed * 4 + 3, &device_comm);
 
   bottom_params_ = bottom_->parameters();
   top_params_ = top_->parameters();

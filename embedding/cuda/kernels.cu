@@ -8,5 +8,7 @@ void launch(void* s, std::int64_t n, const kernels::PoolBags& f) { device::cuda:
 void launch(void* s, std::int64_t n, const kernels::UpdateRows& f) { device::cuda::parallel_for(s, n, f); }
 void launch(void* s, std::int64_t n, const kernels::InitShard& f) { device::cuda::parallel_for(s, n, f); }
 void launch(void* s, std::int64_t n, const kernels::Fill& f) { device::cuda::parallel_for(s, n, f); }
+void launch(void* s, std::int64_t n, const kernels::CombineParts& f) { device::cuda::parallel_for(s, n, f); }
+void launch(void* s, std::int64_t n, const kernels::GatherRows& f) { device::cuda::parallel_for(s, n, f); }
 
 }  // namespace recmix::embedding::cuda

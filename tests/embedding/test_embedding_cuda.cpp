@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "comm/staged/staged_communicator.hpp"
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "embedding/sharded_embedding.hpp"
@@ -29,8 +30,11 @@ TEST_P(EmbeddingDevice, MatchesTheCpuBackend) {
       device::MemoryPool pool(*backend, device::Tier::device, "test");
       auto stream = backend->create_stream();
       test::SelfCommunicator comm;
+      // Device buffers travel through a device communicator: the staged one over comm here.
+      auto device_comm = which ? comm::make_staged_communicator(comm, *backend) : nullptr;
       ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::mean,
-                           ShardingPlan::parse(plan_text, tables, 1), {"rowwise_adagrad", 0.1f}, 3);
+                           ShardingPlan::parse(plan_text, tables, 1), {"rowwise_adagrad", 0.1f}, 3,
+                           device_comm.get());
       std::mt19937_64 rng(8);
       for (int step = 0; step < 3; ++step) {
         auto batch = test::random_batch(tables, 50, 4, false, rng);
