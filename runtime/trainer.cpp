@@ -124,13 +124,14 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   if (spec_.device.gemm == "onednn" && !device::onednn_compiled())
     throw ConfigError("device.gemm = \"onednn\", but this build has no oneDNN (install libdnnl-dev and rebuild, "
                       "or use \"auto\" or \"openblas\")");
+  // On CUDA the NCCL communicator comes first: creating it (collective) picks this rank's GPU, one
+  // per node-local rank, and makes it the calling thread's current device, on which the backend
+  // then creates its cuBLAS handle, streams and memory.
+  if (kind == device::BackendKind::cuda) device_comm_ = comm::make_nccl_communicator(comm_);
   backend_ = device::make_backend(kind, spec_.device.threads, device::parse_cpu_gemm(spec_.device.gemm));
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
-  if (kind == device::BackendKind::cuda)
-    device_comm_ = comm::make_nccl_communicator(comm_);  // collective; one GPU per node-local rank
-  else if (kind == device::BackendKind::cpu_strict)
-    device_comm_ = comm::make_staged_communicator(comm_, *backend_);
+  if (kind == device::BackendKind::cpu_strict) device_comm_ = comm::make_staged_communicator(comm_, *backend_);
 
   const bool from_checkpoint = shape.has_value();
   if (!shape) {
