@@ -51,6 +51,7 @@ class Arena {
   void protect(std::size_t begin, std::size_t end, bool open) const;
   std::size_t extent_locked() const { return extent_; }
 
+  char* mapping_ = nullptr;  // the reservation as mapped; base_ is its first 2 MiB boundary
   char* base_ = nullptr;
   std::size_t reserve_ = 0;
   mutable std::mutex mutex_;
