@@ -297,4 +297,30 @@ void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels
   run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
 }
 
+// Launched over blocks (or one item): each item is a block's worth of work.
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::BagOfEntry& f) {
+  run(b, s, n, f, 2);
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::InitSort& f) {
+  run(b, s, n, f, 2);
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::RadixHistogram& f) {
+  run(b, s, n, f, 2);
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::RadixOffsets& f) {
+  run(b, s, n, f, 2);
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::RadixScatter& f) {
+  run(b, s, n, f, 2);
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::GroupCount& f) {
+  run(b, s, n, f, 2);
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::GroupBase& f) {
+  run(b, s, n, f, 2);
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::GroupWrite& f) {
+  run(b, s, n, f, 2);
+}
+
 }  // namespace recmix::embedding

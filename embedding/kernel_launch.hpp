@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "device/backend.hpp"
+#include "embedding/group_kernels.hpp"
 #include "embedding/kernels.hpp"
 
 namespace recmix::embedding {
@@ -21,6 +22,15 @@ void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::CombineParts& f);
 void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::GatherRows& f);
+// The device grouping's kernels (group_kernels.hpp).
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::BagOfEntry& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::InitSort& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::RadixHistogram& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::RadixOffsets& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::RadixScatter& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::GroupCount& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::GroupBase& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::GroupWrite& f);
 
 // The CPU fast path of a one-rank job whose tables are whole and whose bags each hold exactly
 // one index (the Criteo case). Tables are independent there, so both halves run table by table
@@ -64,6 +74,14 @@ void launch(void* native_stream, std::int64_t n, const kernels::InitShard& f);
 void launch(void* native_stream, std::int64_t n, const kernels::Fill& f);
 void launch(void* native_stream, std::int64_t n, const kernels::CombineParts& f);
 void launch(void* native_stream, std::int64_t n, const kernels::GatherRows& f);
+void launch(void* native_stream, std::int64_t n, const kernels::BagOfEntry& f);
+void launch(void* native_stream, std::int64_t n, const kernels::InitSort& f);
+void launch(void* native_stream, std::int64_t n, const kernels::RadixHistogram& f);
+void launch(void* native_stream, std::int64_t n, const kernels::RadixOffsets& f);
+void launch(void* native_stream, std::int64_t n, const kernels::RadixScatter& f);
+void launch(void* native_stream, std::int64_t n, const kernels::GroupCount& f);
+void launch(void* native_stream, std::int64_t n, const kernels::GroupBase& f);
+void launch(void* native_stream, std::int64_t n, const kernels::GroupWrite& f);
 }  // namespace cuda
 
 }  // namespace recmix::embedding

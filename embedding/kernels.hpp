@@ -53,6 +53,9 @@ struct UpdateRows {
   const std::int64_t* entry_grad;
   const float* entry_scale;  // nullptr: all 1
   const float* grad;
+  // When set (the device grouping), the number of unique rows, read on the device: the launch
+  // covers an upper bound and items past it return at once.
+  const std::int64_t* unique_count = nullptr;
 
   // Dims are processed in chunks held in registers / local memory.
   static constexpr int kChunk = 64;
@@ -72,6 +75,7 @@ struct UpdateRows {
   }
 
   RECMIX_HOST_DEVICE void operator()(std::int64_t u) const {
+    if (unique_count && u >= *unique_count) return;
     const std::int64_t row = unique_rows[u];
     float* w = weights + row * dim;
     float g[kChunk];

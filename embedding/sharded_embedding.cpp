@@ -21,6 +21,7 @@
 
 #include "core/error.hpp"
 #include "device/buffer.hpp"
+#include "embedding/device_grouping.hpp"
 #include "embedding/kernel_launch.hpp"
 #include "embedding/radix_sort.hpp"
 
@@ -112,6 +113,9 @@ struct ShardedEmbedding::Impl {
   std::vector<float> gather_scale;                         // mean: 1 / bag length per gradient sent
   device::Buffer<std::int64_t> dev_meta_i64[3];
   device::Buffer<float> dev_meta_f32[2];
+  device::Buffer<std::int64_t> dev_own_offsets, dev_own_rows;  // the owner CSR, for pooling and grouping
+  device::Buffer<float> dev_own_scale;                           // local_only + mean, per bag
+  std::unique_ptr<DeviceGrouping> grouping;                      // the device path's update grouping
 
   Impl(comm::Communicator& c, comm::Communicator& dc, device::Backend& b, device::MemoryPool& p, std::vector<TableSpec> t,
        Pooling pl, ShardingPlan pn, SparseOptimizerConfig o, std::uint64_t s)
@@ -219,6 +223,8 @@ struct ShardedEmbedding::Impl {
   void plan_combine();
   void group_rows(std::int64_t n_bags, const std::int64_t* grad_pos, const float* scale);
   void update(device::Stream& stream, const float* dev_grad);
+  // The device path's update: entries grouped on the device from the staged owner CSR.
+  void update_on_device(device::Stream& stream, const float* dev_grad, bool scaled);
 };
 
 bool ShardedEmbedding::Impl::is_one_hot(std::span<const Bags> bags, int local_batch) {
@@ -324,9 +330,10 @@ void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<con
         own_scale[j] = len > 0 ? 1.0f / static_cast<float>(len) : 0.f;
       }
     }
-  kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_i64[0], stream),
-                      stage(own_rows, dev_i64[1], stream), nullptr, out, mean};
+  kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_own_offsets, stream),
+                      stage(own_rows, dev_own_rows, stream), nullptr, out, mean};
   launch(backend, stream, n_bags, f);
+  if (mean) stage(own_scale, dev_own_scale, stream);
 }
 
 void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::span<const Bags> bags,
@@ -430,8 +437,8 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
     grow(dev_send, std::max<std::size_t>(std::size_t(n_bags) * dim, 1), "embedding vectors sent");
     pooled = dev_send.data();
   }
-  kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_i64[0], stream),
-                      stage(own_rows, dev_i64[1], stream), nullptr, pooled, false};
+  kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_own_offsets, stream),
+                      stage(own_rows, dev_own_rows, stream), nullptr, pooled, false};
   launch(backend, stream, n_bags, f);
 
   // 5. Pooled vectors of the non-empty bags back to the requesters; add the partial sums.
@@ -580,6 +587,17 @@ void ShardedEmbedding::Impl::group_rows(std::int64_t n_bags, const std::int64_t*
     }
     offsets[++g] = out;
   }
+}
+
+void ShardedEmbedding::Impl::update_on_device(device::Stream& stream, const float* dev_grad, bool scaled) {
+  if (!grouping) grouping = std::make_unique<DeviceGrouping>(backend, pool);
+  const std::int64_t n_bags = static_cast<std::int64_t>(own_offsets.size()) - 1;
+  grouping->group(stream, dev_own_offsets.data(), dev_own_rows.data(), n_bags, own_offsets[n_bags],
+                  detail::bits_below(local_rows), scaled ? dev_own_scale.data() : nullptr);
+  kernels::UpdateRows f{weights.data(), state.data(), dim, kind, opt.lr, opt.eps, nullptr, nullptr, nullptr, nullptr,
+                        dev_grad};
+  grouping->fill(f);
+  launch(backend, stream, grouping->launch_size(), f);
 }
 
 // grad: the gradient vectors where the kernels read them (device memory; host memory on the CPU).
@@ -773,8 +791,12 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
   }
   if (m.local_only) {  // nothing travels: the whole update runs here
     const std::int64_t n_bags = std::int64_t(T) * B;
-    m.group_rows(n_bags, nullptr, m.own_scale.empty() ? nullptr : m.own_scale.data());
-    m.update(stream, grad_out);  // device memory on every backend
+    if (m.on_host) {
+      m.group_rows(n_bags, nullptr, m.own_scale.empty() ? nullptr : m.own_scale.data());
+      m.update(stream, grad_out);
+    } else {
+      m.update_on_device(stream, grad_out, !m.own_scale.empty());
+    }
     m.phase = Impl::Phase::backward_started;
     return;
   }
@@ -842,8 +864,12 @@ void ShardedEmbedding::backward_finish(device::Stream& stream) {
   if (m.local_only) return;
   m.wait_pending();
   const std::int64_t n_bags = static_cast<std::int64_t>(m.own_offsets.size()) - 1;
-  m.group_rows(n_bags, nullptr, nullptr);
-  m.update(stream, m.on_host ? m.recv_f32.data() : m.dev_recv.data());
+  if (m.on_host) {
+    m.group_rows(n_bags, nullptr, nullptr);
+    m.update(stream, m.recv_f32.data());
+  } else {
+    m.update_on_device(stream, m.dev_recv.data(), false);
+  }
 }
 
 std::vector<LocalShardView> ShardedEmbedding::local_shards() {

@@ -1,0 +1,44 @@
+#pragma once
+// DeviceGrouping: the sparse update's grouping of entries by row, on the device, for backends
+// whose memory the host cannot touch (CUDA, cpu-strict). Input: a CSR of bags over weight rows in
+// device memory; output: the unique rows, each row's entries in CSR order and the gradient vector
+// (bag) of each entry, in the layout kernels::UpdateRows reads. Deterministic (group_kernels.hpp);
+// groups come in row order, where the host grouping lists them by first entry: the update steps
+// each row once with its entries summed in the same order either way, so the weights are the same
+// bits. No host synchronisation: the number of groups stays on the device (UpdateRows::unique_count).
+// Internal to recmix_embedding.
+#include <cstdint>
+
+#include "device/backend.hpp"
+#include "device/buffer.hpp"
+#include "embedding/kernels.hpp"
+
+namespace recmix::embedding {
+
+class DeviceGrouping {
+ public:
+  DeviceGrouping(device::Backend& backend, device::MemoryPool& pool) : backend_(backend), pool_(pool) {}
+
+  // offsets [n_bags + 1] and rows [entries] (device memory, rows below 2^key_bits); bag_scale
+  // [n_bags] or null (per-entry scales then stay unset). Enqueued on stream.
+  void group(device::Stream& stream, const std::int64_t* offsets, const std::int64_t* rows, std::int64_t n_bags,
+             std::int64_t entries, int key_bits, const float* bag_scale);
+  // Points f's grouping fields at the result; launch f over launch_size() items.
+  void fill(kernels::UpdateRows& f) const;
+  std::int64_t launch_size() const { return entries_; }
+
+ private:
+  template <class T>
+  T* grow(device::Buffer<T>& buffer, std::int64_t count, const char* what);
+
+  device::Backend& backend_;
+  device::MemoryPool& pool_;
+  std::int64_t entries_ = 0;
+  bool scaled_ = false;
+  device::Buffer<std::int64_t> keys_[2], vals_[2], bag_of_, counts_, unique_, entry_offsets_, entry_grad_, groups_;
+  device::Buffer<float> entry_scale_;
+  std::int64_t* sorted_keys_ = nullptr;
+  std::int64_t* sorted_vals_ = nullptr;
+};
+
+}  // namespace recmix::embedding

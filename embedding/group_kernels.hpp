@@ -1,0 +1,151 @@
+#pragma once
+// Grouping the sparse update's entries by row on the device, as host/device functors: a stable
+// LSD radix sort of (row, entry) pairs, then one group per distinct row. Every functor but the
+// scans runs one thread per block of consecutive items, each block walked in order, so the result
+// is the same for any thread count or launch shape: entries of a row stay in CSR order (the order
+// of the global batch), and UpdateRows sums them in that order, as the host grouping does.
+// Driven by DeviceGrouping (device_grouping.hpp).
+#include <cstdint>
+
+#include "device/types.hpp"
+
+namespace recmix::embedding::kernels {
+
+inline constexpr int kRadixBits = 8;
+inline constexpr int kRadixSize = 1 << kRadixBits;
+
+// First item of block b when n items are split into `blocks` nearly equal blocks.
+RECMIX_HOST_DEVICE inline std::int64_t block_begin(std::int64_t n, std::int64_t blocks, std::int64_t b) {
+  return n * b / blocks;
+}
+
+// bag[k] = j for every entry k of bag j of a CSR.
+struct BagOfEntry {
+  const std::int64_t* offsets;
+  std::int64_t* bag;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
+    for (std::int64_t k = offsets[j]; k < offsets[j + 1]; ++k) bag[k] = j;
+  }
+};
+
+// keys[i] = rows[i], vals[i] = i: the pairs to sort.
+struct InitSort {
+  const std::int64_t* rows;
+  std::int64_t* keys;
+  std::int64_t* vals;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const {
+    keys[i] = rows[i];
+    vals[i] = i;
+  }
+};
+
+// counts[b * kRadixSize + d]: keys of block b whose digit at `shift` is d.
+struct RadixHistogram {
+  const std::int64_t* keys;
+  std::int64_t n, blocks;
+  int shift;
+  std::int64_t* counts;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t b) const {
+    std::int64_t* c = counts + b * kRadixSize;
+    for (int d = 0; d < kRadixSize; ++d) c[d] = 0;
+    for (std::int64_t i = block_begin(n, blocks, b); i < block_begin(n, blocks, b + 1); ++i)
+      ++c[(keys[i] >> shift) & (kRadixSize - 1)];
+  }
+};
+
+// One thread (launched over 1 item): counts become each (block, digit)'s first output position,
+// digits in order, blocks in order within a digit (what makes the sort stable).
+struct RadixOffsets {
+  std::int64_t* counts;
+  std::int64_t blocks;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t) const {
+    std::int64_t sum = 0;
+    for (int d = 0; d < kRadixSize; ++d)
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::int64_t c = counts[b * kRadixSize + d];
+        counts[b * kRadixSize + d] = sum;
+        sum += c;
+      }
+  }
+};
+
+// Block b moves its pairs, in order, to the positions RadixOffsets gave it.
+struct RadixScatter {
+  const std::int64_t* keys_in;
+  const std::int64_t* vals_in;
+  std::int64_t* keys_out;
+  std::int64_t* vals_out;
+  std::int64_t n, blocks;
+  int shift;
+  std::int64_t* offsets;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t b) const {
+    std::int64_t* at = offsets + b * kRadixSize;
+    for (std::int64_t i = block_begin(n, blocks, b); i < block_begin(n, blocks, b + 1); ++i) {
+      const std::int64_t pos = at[(keys_in[i] >> shift) & (kRadixSize - 1)]++;
+      keys_out[pos] = keys_in[i];
+      vals_out[pos] = vals_in[i];
+    }
+  }
+};
+
+// counts[b]: sorted keys of block b that start a group (differ from the key before them).
+struct GroupCount {
+  const std::int64_t* keys;
+  std::int64_t n, blocks;
+  std::int64_t* counts;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t b) const {
+    std::int64_t c = 0;
+    for (std::int64_t i = block_begin(n, blocks, b); i < block_begin(n, blocks, b + 1); ++i)
+      c += i == 0 || keys[i] != keys[i - 1];
+    counts[b] = c;
+  }
+};
+
+// One thread: counts become each block's first group; groups[0] the number of groups, and the
+// group offsets end at n.
+struct GroupBase {
+  std::int64_t* counts;
+  std::int64_t blocks, n;
+  std::int64_t* groups;
+  std::int64_t* entry_offsets;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t) const {
+    std::int64_t sum = 0;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t c = counts[b];
+      counts[b] = sum;
+      sum += c;
+    }
+    groups[0] = sum;
+    entry_offsets[sum] = n;
+  }
+};
+
+// The update's inputs (UpdateRows): unique rows, each group's first entry, and per entry the
+// gradient vector it takes (its bag) and, when bag_scale is set, that bag's scale.
+struct GroupWrite {
+  const std::int64_t* keys;
+  const std::int64_t* vals;
+  const std::int64_t* bag_of;
+  const float* bag_scale;
+  std::int64_t n, blocks;
+  const std::int64_t* base;
+  std::int64_t* unique_rows;
+  std::int64_t* entry_offsets;
+  std::int64_t* entry_grad;
+  float* entry_scale;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t b) const {
+    std::int64_t g = base[b];
+    for (std::int64_t i = block_begin(n, blocks, b); i < block_begin(n, blocks, b + 1); ++i) {
+      if (i == 0 || keys[i] != keys[i - 1]) {
+        unique_rows[g] = keys[i];
+        entry_offsets[g] = i;
+        ++g;
+      }
+      const std::int64_t j = bag_of[vals[i]];
+      entry_grad[i] = j;
+      if (bag_scale) entry_scale[i] = bag_scale[j];
+    }
+  }
+};
+
+}  // namespace recmix::embedding::kernels
