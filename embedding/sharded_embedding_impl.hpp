@@ -1,0 +1,211 @@
+#pragma once
+// The inside of ShardedEmbedding, shared by its two source files: sharded_embedding.cpp (set-up,
+// the public calls, batch checks, the one-hot CPU path) and embedding_exchange.cpp (pooling, the
+// all-to-all exchanges, combining partial sums, grouping and the sparse update). Internal to
+// recmix_embedding.
+//
+// The distributed lookup. Message layouts (all-to-all-v, per peer, in plan order of the shards
+// the receiving rank owns):
+//   indices, requester -> owner (i64): [local_batch][lengths of shard 0 .. k-1, local_batch each]
+//                                      [shard 0's indices (shard-local rows)] ... [shard k-1's]
+//   pooled, owner -> requester (f32):  [shard 0: dim floats per bag with rows in it] ... [shard k-1]
+//   gradients, requester -> owner:     the pooled layout again
+// A row-wise shard returns a partial sum per bag; the requester adds the partial sums of a
+// table's shards and, for mean pooling, divides by the whole bag's length (and scales the
+// gradient by the same factor before sending it back). With one rank and whole tables the
+// communication is skipped and the bags are pooled straight into the output.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "device/buffer.hpp"
+#include "embedding/device_grouping.hpp"
+#include "embedding/kernel_launch.hpp"
+#include "embedding/sharded_embedding.hpp"
+
+namespace recmix::embedding {
+
+inline constexpr std::int64_t kBadBatch = -1;  // sent instead of a message size when a rank's batch is bad
+
+inline std::vector<std::size_t> displacements(const std::vector<std::size_t>& counts) {
+  std::vector<std::size_t> d(counts.size(), 0);
+  for (std::size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
+  return d;
+}
+
+struct ShardedEmbedding::Impl {
+  comm::Communicator& comm;   // host buffers: batch sizes and indices
+  comm::Communicator& dcomm;  // device buffers: pooled vectors and their gradients (device path)
+  device::Backend& backend;
+  device::MemoryPool& pool;
+  std::vector<TableSpec> tables;
+  Pooling pooling;
+  ShardingPlan plan;
+  SparseOptimizerConfig opt;
+  SparseOptimizerKind kind;
+  std::uint64_t seed;
+  int rank, world, num_tables, dim;
+  bool on_host;     // weights are host memory (CPU backend): kernels read and write host arrays
+  bool local_only;  // one rank and every table whole: no communication at all
+
+  std::vector<int> owned;                       // shard ids this rank owns, plan order
+  std::vector<std::int64_t> shard_base;         // per shard: first row in `weights`, -1 if not owned
+  std::vector<std::vector<int>> table_shards;   // per table: shard ids by row_begin
+  std::vector<std::vector<int>> rank_shards;    // per rank: shard ids it owns, plan order
+  std::int64_t local_rows = 0;
+  device::Buffer<float> weights, state;
+
+  // Where the layer is in a step: forward_start -> forward_finish -> backward_start ->
+  // backward_finish (forward() and backward() run both halves).
+  enum class Phase { idle, forward_started, forward_done, backward_started };
+  Phase phase = Phase::idle;
+  float* pending_out = nullptr;
+  std::unique_ptr<comm::Request> pending;
+  std::vector<std::size_t> pending_sc, pending_sd, pending_rc, pending_rd;
+
+  // Set by forward, used by backward.
+  int batch = 0;
+  std::vector<std::int64_t> bag_length;     // [num_tables x batch]: whole-bag lengths (mean pooling)
+  std::vector<std::int64_t> from_source;    // owner: non-empty bags pooled for each source rank
+  std::vector<std::int64_t> from_owner;     // requester: non-empty bags each owner pools for it
+  std::vector<std::int64_t> own_offsets;    // owner side CSR over the bags it pools
+  std::vector<std::int64_t> own_rows;       // rows in `weights`
+  std::vector<float> own_scale;             // local_only + mean: 1 / bag length per bag
+  std::size_t bytes_sent = 0;
+
+  // Scratch reused across steps.
+  std::vector<std::vector<std::int64_t>> shard_lengths, shard_indices;  // per shard (requester)
+  std::vector<std::int64_t> send_i64, recv_i64;
+  std::vector<float> send_f32, recv_f32;
+  std::vector<std::int64_t> sort_rows, sort_entry, tmp_rows, tmp_entry, bag_of_entry;
+  std::vector<std::int64_t> unique_rows, entry_offsets, entry_grad, group_at;
+  std::vector<float> entry_scale;
+  device::Buffer<std::int64_t> dev_i64[4];
+  device::Buffer<float> dev_f32;
+  // The device path (weights not host-accessible: CUDA, cpu-strict): float data stays on the device.
+  // Pooled vectors and their gradients leave from dev_send and arrive in dev_recv over dcomm; the
+  // host only builds index metadata, from the host batch, and uploads it.
+  device::Buffer<float> dev_send, dev_recv;
+  std::vector<std::int64_t> combine_offsets, combine_pos;  // per output vector: its parts in recv
+  std::vector<float> combine_scale;                        // mean: 1 / bag length per output vector
+  std::vector<std::int64_t> gather_src;                    // per gradient sent: its vector in grad_out
+  std::vector<float> gather_scale;                         // mean: 1 / bag length per gradient sent
+  device::Buffer<std::int64_t> dev_meta_i64[3];
+  device::Buffer<float> dev_meta_f32[2];
+  device::Buffer<std::int64_t> dev_own_offsets, dev_own_rows;  // the owner CSR, for pooling and grouping
+  device::Buffer<float> dev_own_scale;                           // local_only + mean, per bag
+  std::unique_ptr<DeviceGrouping> grouping;                      // the device path's update grouping
+
+  Impl(comm::Communicator& c, comm::Communicator& dc, device::Backend& b, device::MemoryPool& p, std::vector<TableSpec> t,
+       Pooling pl, ShardingPlan pn, SparseOptimizerConfig o, std::uint64_t s)
+      : comm(c), dcomm(dc), backend(b), pool(p), tables(std::move(t)), pooling(pl), plan(std::move(pn)),
+        opt(std::move(o)), kind(parse_sparse_optimizer(opt)), seed(s) {}
+  ~Impl() {
+    // A collective still in flight reads and writes our buffers: let it land first (every rank
+    // posted it, so it completes).
+    try {
+      wait_pending();
+    } catch (...) {
+    }
+  }
+
+  // Host array -> pointer the kernels can use (itself on the CPU backend, a device copy otherwise).
+  template <class T>
+  const T* stage(const std::vector<T>& host, device::Buffer<T>& scratch, device::Stream& stream) {
+    if (on_host || host.empty()) return host.data();
+    if (scratch.size() < host.size()) scratch = device::Buffer<T>(pool, host.size(), "embedding scratch");
+    backend.copy(scratch.data(), host.data(), host.size() * sizeof(T), stream);
+    return scratch.data();
+  }
+
+  void all_to_all(const std::vector<std::int64_t>& send, const std::vector<std::size_t>& sc,
+                  std::vector<std::int64_t>& recv, const std::vector<std::size_t>& rc) {
+    exchange(send.data(), sc, recv, rc, comm::DataType::i64, sizeof(std::int64_t));
+  }
+  void all_to_all(const std::vector<float>& send, const std::vector<std::size_t>& sc,
+                  std::vector<float>& recv, const std::vector<std::size_t>& rc) {
+    exchange(send.data(), sc, recv, rc, comm::DataType::f32, sizeof(float));
+  }
+  template <class T>
+  void exchange(const T* send, const std::vector<std::size_t>& sc, std::vector<T>& recv,
+                const std::vector<std::size_t>& rc, comm::DataType type, std::size_t elem) {
+    std::size_t total = 0;
+    for (auto c : rc) total += c;
+    recv.resize(std::max<std::size_t>(total, 1));
+    const auto sd = displacements(sc), rd = displacements(rc);
+    comm.all_to_all_v(send, sc, sd, recv.data(), rc, rd, type);
+    for (int q = 0; q < world; ++q)
+      if (q != rank) bytes_sent += sc[q] * elem;
+  }
+
+  // The non-blocking twin of exchange(): counts and displacements live here until wait_pending().
+  template <class T>
+  void post(const T* send, const std::vector<std::size_t>& sc, std::vector<T>& recv,
+            const std::vector<std::size_t>& rc, comm::DataType type, std::size_t elem) {
+    std::size_t total = 0;
+    for (auto c : rc) total += c;
+    recv.resize(std::max<std::size_t>(total, 1));
+    pending_sc = sc;
+    pending_rc = rc;
+    pending_sd = displacements(sc);
+    pending_rd = displacements(rc);
+    pending = comm.iall_to_all_v(send, pending_sc, pending_sd, recv.data(), pending_rc, pending_rd, type);
+    for (int q = 0; q < world; ++q)
+      if (q != rank) bytes_sent += sc[q] * elem;
+  }
+  // The device path's post: device buffers over dcomm, ordered on stream.
+  void post_device(device::Stream& stream, std::size_t send_vectors, const std::vector<std::size_t>& sc,
+                   const std::vector<std::size_t>& rc) {
+    std::size_t total = 0;
+    for (auto c : rc) total += c;
+    grow(dev_send, std::max<std::size_t>(send_vectors * dim, 1), "embedding vectors sent");
+    grow(dev_recv, std::max<std::size_t>(total, 1), "embedding vectors received");
+    pending_sc = sc;
+    pending_rc = rc;
+    pending_sd = displacements(sc);
+    pending_rd = displacements(rc);
+    pending = dcomm.iall_to_all_v(dev_send.data(), pending_sc, pending_sd, dev_recv.data(), pending_rc, pending_rd,
+                                  comm::DataType::f32, &stream);
+    for (int q = 0; q < world; ++q)
+      if (q != rank) bytes_sent += sc[q] * sizeof(float);
+  }
+  template <class T>
+  void grow(device::Buffer<T>& buffer, std::size_t count, const char* what) {
+    if (buffer.size() < count) buffer = device::Buffer<T>(pool, count, what);
+  }
+  void wait_pending() {
+    if (pending) pending->wait();
+    pending.reset();
+  }
+
+  void check_batch(std::span<const Bags> bags, int local_batch, std::string& error,
+                   bool check_indices = true) const;
+  // One rank, CPU, whole tables, one index per bag: the table-by-table path (cpu::one_hot_*).
+  bool one_hot_step = false;
+  std::vector<std::int64_t> one_hot_rows, one_hot_base, one_hot_table_rows, one_hot_scratch;
+  std::vector<const std::int64_t*> one_hot_indices;
+  const std::int32_t* one_hot_packed = nullptr;  // OneHotRows input, used instead of one_hot_indices
+  // A OneHotRows batch on the other paths, as one CSR per table.
+  std::vector<std::vector<std::int64_t>> expanded_offsets, expanded_indices;
+  std::vector<Bags> expanded_bags;
+  // Whether the one-hot CPU path can run a batch whose bags each hold one index.
+  bool one_hot_path(int local_batch) const { return local_only && on_host && local_batch > 0; }
+  static bool is_one_hot(std::span<const Bags> bags, int local_batch);
+  cpu::OneHotTables one_hot_tables();
+  void begin_forward(float* out);
+  // The one-hot CPU path's forward, over one_hot_indices or one_hot_packed.
+  void forward_one_hot(int local_batch, float* out);
+  void forward_local(device::Stream& stream, std::span<const Bags> bags, float* out);
+  void forward_distributed(device::Stream& stream, std::span<const Bags> bags, bool bad_batch,
+                           const std::string& error);
+  void combine_pooled(device::Stream& stream);
+  void plan_combine();
+  void group_rows(std::int64_t n_bags, const std::int64_t* grad_pos, const float* scale);
+  void update(device::Stream& stream, const float* dev_grad);
+  // The device path's update: entries grouped on the device from the staged owner CSR.
+  void update_on_device(device::Stream& stream, const float* dev_grad, bool scaled);
+};
+
+}  // namespace recmix::embedding
