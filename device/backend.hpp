@@ -49,6 +49,8 @@ class Backend {
   // between. They nest and may be called from several threads; no-ops elsewhere.
   virtual void begin_device_work() {}
   virtual void end_device_work() noexcept {}
+  // The GPU this backend runs on (CUDA's numbering), -1 on the CPU backends.
+  virtual int device_index() const { return -1; }
   // Names an allocation of this backend for error messages (MemoryPool passes its `what`).
   virtual void name_allocation(const void* /*ptr*/, const std::string& /*what*/) {}
   // Throws DeviceError naming `what` when [ptr, ptr + bytes) is not device memory of this

@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
     if (st != cudaSuccess || count == 0)
       throw DeviceError(std::string("no CUDA device available (") +
                         (st == cudaSuccess ? "0 devices" : cudaGetErrorString(st)) + ")");
+    RECMIX_CUDA_CHECK(cudaGetDevice(&device_));
     RECMIX_CUBLAS_CHECK(cublasCreate(&handle_));
   }
   ~CudaBackend() override {
@@ -59,6 +60,7 @@ class CudaBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::cuda; }
   GemmLibrary gemm_library() const override { return GemmLibrary::cublas; }
   bool host_accessible(Tier tier) const override { return tier == Tier::host; }
+  int device_index() const override { return device_; }
   std::string description() const override {
     cudaDeviceProp prop{};
     int dev = 0;
@@ -104,6 +106,7 @@ class CudaBackend final : public Backend {
 
  private:
   cublasHandle_t handle_{};
+  int device_ = 0;
   int threads_ = 1;
 };
 

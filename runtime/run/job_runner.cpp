@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "device/gpu_usage.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/job_spec.hpp"
 #include "runtime/trainer.hpp"
@@ -165,14 +166,20 @@ void JobRunner::main() {
       if (wall < p.sample_interval_s && s.step < s.total_steps) return;
       const double cpu = thread_cpu_seconds();
       const auto phases = phase_groups();
-      plane_.send_to_scheduler(
-          {"sample", p.job, -1,
+      Message sample{"sample", p.job, -1,
            {{"launch", p.launch}, {"rank", plane_.rank()}, {"step", s.step}, {"total_steps", s.total_steps},
             {"step_s", step_sum / steps}, {"data_wait_s", wait_sum / steps},
             {"dense_s", (phases[0] - phases_start[0]) / steps}, {"embedding_s", (phases[1] - phases_start[1]) / steps},
             {"allreduce_update_s", (phases[2] - phases_start[2]) / steps}, {"loss", s.loss},
             {"pool_current_bytes", s.pool_current_bytes}, {"pool_peak_bytes", s.pool_peak_bytes},
-            {"busy_share", std::min(1.0, (cpu - cpu_start) / std::max(wall, 1e-9))}}});
+            {"busy_share", std::min(1.0, (cpu - cpu_start) / std::max(wall, 1e-9))}}};
+      // On a GPU, the device's own view (NVML, when the driver has it): shared by every job on it.
+      if (const auto gpu = device::read_gpu_usage(trainer.device_pool().backend().device_index())) {
+        sample.body["gpu_util"] = gpu->utilization;
+        sample.body["gpu_memory_util"] = gpu->memory_utilization;
+        sample.body["gpu_memory_used_bytes"] = gpu->memory_used_bytes;
+      }
+      plane_.send_to_scheduler(sample);
       window_start = now;
       cpu_start = cpu;
       phases_start = phases;
