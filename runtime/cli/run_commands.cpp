@@ -51,6 +51,7 @@ struct RunArgs {
   bool demo = false;
   std::string run_dir;
   std::string policy;
+  std::string device;
   bool quiet = false;
 };
 
@@ -153,6 +154,7 @@ void run_run(const RunArgs& a) {
   options.jobs = std::move(jobs);
   options.cores_per_rank = options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank : cores;
   options.quiet = a.quiet;
+  options.device_kind = a.device;
   options.terminate = &g_terminate;
   options.resume = !a.resume_dir.empty();
   std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s) of %d core(s), policy %s, run directory %s\n",
@@ -271,6 +273,10 @@ void add_run_commands(CLI::App& app) {
   run->add_option("--run-dir", args->run_dir, "Run directory (default: runs/<jobs file name>, runs/demo-run for --demo)");
   run->add_option("--policy", args->policy, "Override scheduler.policy")
       ->check(CLI::IsMember({"exclusive-fifo", "fifo", "memory-first", "complementary", "interference-aware", "delay", "las"}));
+  run->add_option("--device", args->device,
+                  "Run every job on this backend, whatever its device.kind: cpu, cuda, or cpu-strict (the strict "
+                  "device emulator, for tests: docs/device.md)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   run->add_flag("-q,--quiet", args->quiet, "No progress lines (the summary is still printed)");
   run->footer(
       "Run under MPI: launch/recmix-mpirun -np 4 build/recmix run jobs.toml\n"

@@ -31,6 +31,7 @@ struct JobPlacement {
   std::string run_dir;          // RUN_DIR/jobs/<name>
   std::vector<int> ranks;       // world ranks, in the job's rank order
   int threads = 1;
+  std::string device_kind = "cpu";  // the backend (the spec's device.kind, or recmix run --device)
   std::uint64_t memory_share = 0;  // bytes the job's pool may hold on each of its ranks
   bool resume = false;          // resume from the job's latest checkpoint
   double sample_interval_s = 1.0;

@@ -29,6 +29,9 @@ struct RunOptions {
   std::string machine = "cpu-zen3-2vcpu";  // machine model of the roofline profiles
   int cores_per_rank = 1;                  // resolved (scheduler.cores_per_rank or the host's)
   bool quiet = false;                      // no progress lines
+  // When set, every job of the run (in the jobs file, submitted, resumed) runs on this backend
+  // whatever its device.kind says ("cpu", "cuda", "cpu-strict"): recmix run --device.
+  std::string device_kind;
   // Set (by a signal handler) when the run must end: every running job stops with a checkpoint,
   // nothing new starts, and run() returns once they all stopped. May be null.
   const std::atomic<bool>* terminate = nullptr;

@@ -402,25 +402,30 @@ same_weights "stopped for a stuck job and resumed = uninterrupted, bit for bit: 
   stuck/jobs/bystander/checkpoints/ckpt-000006000.h5 solo/bystander/checkpoints/ckpt-000006000.h5 ||
   fail "the bystander's weights differ from an uninterrupted run"
 
-# Under the strict device emulator: two jobs share rank 0 (one of them on both ranks), each with
-# its own backend, device memory and device communicator; any host access to either job's device
-# memory kills the run. Both end with the weights of their solo runs under the emulator, bit for bit.
-job strict-a 17 "[16, 8]" "[16, 1]" 64 300 $'[device]\nkind = "cpu-strict"'
-job strict-b 18 "[8]" "[8, 1]" 64 400 $'[device]\nkind = "cpu-strict"'
+# Under the strict device emulator (recmix run --device, whatever the specs say): two jobs share
+# rank 0 (one of them on both ranks), each with its own backend, device memory and device
+# communicator; any host access to either job's device memory kills the run. Both end with the
+# weights of their solo runs under the emulator (recmix train --device), bit for bit.
+job strict-a 17 "[16, 8]" "[16, 1]" 64 300
+job strict-b 18 "[8]" "[8, 1]" 64 400
 run_spec strict-a 'ranks = 2'
 run_spec strict-b 'ranks = 1'
 printf 'include = ["run-strict-a.toml", "run-strict-b.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 100\n' > strict.toml
-"${mpirun[@]}" -np 2 "$recmix" run strict.toml --run-dir strict > strict.out 2> strict.err || {
+"${mpirun[@]}" -np 2 "$recmix" run strict.toml --run-dir strict --device cpu-strict > strict.out 2> strict.err || {
   cat strict.err; fail "the cpu-strict run failed"; }
 $py - strict <<'PY' || fail "the cpu-strict jobs were not co-located"
 import json, sys
 s = json.load(open(f"{sys.argv[1]}/summary.json"))
 jobs = {j["name"]: j for j in s["jobs"]}
-ok = all(j["state"] == "finished" for j in jobs.values()) and "strict-b" in jobs["strict-a"]["partners"]
+events = [json.loads(l) for l in open(f"{sys.argv[1]}/events.jsonl")]
+starts = [e for e in events if e["event"] == "start"]
+ok = all(j["state"] == "finished" for j in jobs.values()) and "strict-b" in jobs["strict-a"]["partners"] \
+    and len(starts) == 2 and all(e["device"] == "cpu-strict" for e in starts)
 sys.exit(0 if ok else 1)
 PY
-"${mpirun[@]}" -np 2 "$recmix" train strict-a.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo strict-a"; }
-"$recmix" train strict-b.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo strict-b"; }
+"${mpirun[@]}" -np 2 "$recmix" train strict-a.toml --device cpu-strict > /dev/null 2> solo.err || {
+  cat solo.err; fail "solo strict-a"; }
+"$recmix" train strict-b.toml --device cpu-strict > /dev/null 2> solo.err || { cat solo.err; fail "solo strict-b"; }
 same_weights "co-located = solo under cpu-strict, bit for bit: strict-a, strict-b" \
   strict/jobs/strict-a/checkpoints/ckpt-000000300.h5 solo/strict-a/checkpoints/ckpt-000000300.h5 \
   strict/jobs/strict-b/checkpoints/ckpt-000000400.h5 solo/strict-b/checkpoints/ckpt-000000400.h5 ||
