@@ -296,8 +296,9 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
                                    : top_->backward(*stream_, grad_prob_.data(), true);
   std::vector<std::unique_ptr<comm::Request>> pending;
   const bool reduce = comm_.size() > 1;
+  // The device communicator orders the all-reduce after the gradients on the stream (NCCL), or
+  // the work has run by now (the CPU backends): no synchronisation here.
   if (reduce) {
-    stream_->synchronize();
     pending.push_back(device_comm_.iall_reduce_sum(top_->all_grads(), top_->all_grads(), top_->parameter_count(),
                                             comm::DataType::f32, stream_.get()));
   }
@@ -312,7 +313,6 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   else
     bottom_->backward(*stream_, grad_bottom_.data(), false);
   if (reduce) {
-    stream_->synchronize();
     pending.push_back(device_comm_.iall_reduce_sum(bottom_->all_grads(), bottom_->all_grads(), bottom_->parameter_count(),
                                             comm::DataType::f32, stream_.get()));
   }

@@ -6,7 +6,9 @@
 // call, as it is a crash or silent garbage with NCCL; so the runtime's choice of communicator is
 // exercised under cpu-strict. Counts and semantics are those of make_nccl_communicator: with a
 // stream a call is ordered on it, without one it returns when done; a non-blocking call's
-// Request completes (and writes its receive buffer) in test() or wait().
+// Request completes (and writes its receive buffer) in test() or wait(). Stream order holds
+// because the strict emulator runs work when it is issued: the staging copies, on a stream of
+// their own, see everything issued before the call.
 #include <memory>
 
 #include "comm/communicator.hpp"
