@@ -125,7 +125,8 @@ TEST(StrictTrainerRun, TrainEvaluateStopAndResumeBitForBit) {
 }
 
 // A checkpoint written under the emulator on N ranks loads on one rank on the CPU backend and
-// back under the emulator on N ranks, unchanged.
+// back under the emulator on N ranks, unchanged; resumed on one rank, training goes on the same
+// under the emulator as on the CPU.
 TEST(StrictTrainerRun, CheckpointsMoveBetweenBackendsAndRankCounts) {
   auto& comm = *world->comm;
   auto self = comm.split(comm.rank(), 0);
@@ -151,6 +152,27 @@ TEST(StrictTrainerRun, CheckpointsMoveBetweenBackendsAndRankCounts) {
   back.load(dir + "/one0.h5");
   back.save(dir + "/back.h5", 6);
   EXPECT_TRUE(bitwise_equal(read_weights(dir + "/n.h5"), read_weights(dir + "/back.h5")));
+
+  // Resumed on one rank (N -> 1) and trained 3 more steps: the same under the emulator as on the
+  // CPU backend, bit for bit.
+  SameArithmetic same;
+  auto resume_on_one = [&](const std::string& kind) {
+    auto s = spec;
+    s.device.kind = kind;
+    s.name = fmt::format("strict-ckpt-resumed-{}-{}", kind, comm.rank());
+    s.run_dir = run_dir(s.name);
+    s.checkpoint.dir = s.run_dir + "/checkpoints";
+    s.train.steps = 9;
+    Trainer t(s, *self);
+    auto r = t.train(quiet(0, dir + "/n.h5"));
+    t.save(s.run_dir + "/final.h5", r.steps);
+    return std::pair{r, s.run_dir + "/final.h5"};
+  };
+  const auto [strict, strict_file] = resume_on_one("cpu-strict");
+  const auto [cpu, cpu_file] = resume_on_one("cpu");
+  EXPECT_EQ(strict.steps, 9);
+  EXPECT_EQ(strict.last_loss, cpu.last_loss);
+  EXPECT_TRUE(bitwise_equal(read_weights(strict_file), read_weights(cpu_file)));
 }
 
 }  // namespace
