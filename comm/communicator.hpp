@@ -41,6 +41,11 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
+  // True when a call given a stream is ordered on it like a kernel (NCCL): work issued later on
+  // that stream sees the result without the host waiting for the Request. False: the result is
+  // there once the Request completes (MPI, the staged communicator).
+  virtual bool orders_on_stream() const { return false; }
+
   virtual void barrier() = 0;
 
   // Element-wise sum over ranks. send == recv is allowed (in place).

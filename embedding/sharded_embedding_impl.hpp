@@ -14,6 +14,7 @@
 // table's shards and, for mean pooling, divides by the whole bag's length (and scales the
 // gradient by the same factor before sending it back). With one rank and whole tables the
 // communication is skipped and the bags are pooled straight into the output.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -107,6 +108,7 @@ struct ShardedEmbedding::Impl {
     // posted it, so it completes).
     try {
       wait_pending();
+      for (auto& r : in_flight) r->wait();
     } catch (...) {
     }
   }
@@ -175,10 +177,20 @@ struct ShardedEmbedding::Impl {
   void grow(device::Buffer<T>& buffer, std::size_t count, const char* what) {
     if (buffer.size() < count) buffer = device::Buffer<T>(pool, count, what);
   }
+  // Makes the last exchange's result usable by what follows on the stream. With a communicator
+  // that orders its calls on the stream (NCCL) the host does not wait: the request is kept until
+  // it has completed (released at a later call, or waited for at destruction).
   void wait_pending() {
-    if (pending) pending->wait();
+    if (pending) {
+      if (!on_host && dcomm.orders_on_stream())
+        in_flight.push_back(std::move(pending));
+      else
+        pending->wait();
+    }
     pending.reset();
+    std::erase_if(in_flight, [](const std::unique_ptr<comm::Request>& r) { return r->test(); });
   }
+  std::vector<std::unique_ptr<comm::Request>> in_flight;
 
   void check_batch(std::span<const Bags> bags, int local_batch, std::string& error,
                    bool check_indices = true) const;

@@ -114,6 +114,7 @@ class NcclCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool orders_on_stream() const override { return true; }
 
   void barrier() override {
     // A one-element all-reduce on the internal stream, waited for by the host.
