@@ -298,29 +298,9 @@ void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels
 }
 
 // Launched over blocks (or one item): each item is a block's worth of work.
-void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::BagOfEntry& f) {
-  run(b, s, n, f, 2);
-}
-void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::InitSort& f) {
-  run(b, s, n, f, 2);
-}
-void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::RadixHistogram& f) {
-  run(b, s, n, f, 2);
-}
-void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::RadixOffsets& f) {
-  run(b, s, n, f, 2);
-}
-void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::RadixScatter& f) {
-  run(b, s, n, f, 2);
-}
-void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::GroupCount& f) {
-  run(b, s, n, f, 2);
-}
-void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::GroupBase& f) {
-  run(b, s, n, f, 2);
-}
-void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::GroupWrite& f) {
-  run(b, s, n, f, 2);
-}
+#define RECMIX_EMBEDDING_DEFINE_LAUNCH(K) \
+  void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::K& f) { run(b, s, n, f, 2); }
+RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DEFINE_LAUNCH)
+#undef RECMIX_EMBEDDING_DEFINE_LAUNCH
 
 }  // namespace recmix::embedding

@@ -22,15 +22,13 @@ void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::CombineParts& f);
 void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::GatherRows& f);
-// The device grouping's kernels (group_kernels.hpp).
-void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::BagOfEntry& f);
-void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::InitSort& f);
-void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::RadixHistogram& f);
-void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::RadixOffsets& f);
-void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::RadixScatter& f);
-void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::GroupCount& f);
-void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::GroupBase& f);
-void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::GroupWrite& f);
+// The device grouping's kernels (group_kernels.hpp), each run over blocks (or one item).
+#define RECMIX_EMBEDDING_GROUP_KERNELS(X) \
+  X(BagOfEntry) X(InitSort) X(RadixHistogram) X(RadixOffsets) X(RadixScatter) X(GroupCount) X(GroupBase) X(GroupWrite)
+#define RECMIX_EMBEDDING_DECLARE_LAUNCH(K) \
+  void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::K& f);
+RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_LAUNCH)
+#undef RECMIX_EMBEDDING_DECLARE_LAUNCH
 
 // The CPU fast path of a one-rank job whose tables are whole and whose bags each hold exactly
 // one index (the Criteo case). Tables are independent there, so both halves run table by table
@@ -74,14 +72,9 @@ void launch(void* native_stream, std::int64_t n, const kernels::InitShard& f);
 void launch(void* native_stream, std::int64_t n, const kernels::Fill& f);
 void launch(void* native_stream, std::int64_t n, const kernels::CombineParts& f);
 void launch(void* native_stream, std::int64_t n, const kernels::GatherRows& f);
-void launch(void* native_stream, std::int64_t n, const kernels::BagOfEntry& f);
-void launch(void* native_stream, std::int64_t n, const kernels::InitSort& f);
-void launch(void* native_stream, std::int64_t n, const kernels::RadixHistogram& f);
-void launch(void* native_stream, std::int64_t n, const kernels::RadixOffsets& f);
-void launch(void* native_stream, std::int64_t n, const kernels::RadixScatter& f);
-void launch(void* native_stream, std::int64_t n, const kernels::GroupCount& f);
-void launch(void* native_stream, std::int64_t n, const kernels::GroupBase& f);
-void launch(void* native_stream, std::int64_t n, const kernels::GroupWrite& f);
+#define RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH(K) void launch(void* native_stream, std::int64_t n, const kernels::K& f);
+RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH)
+#undef RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH
 }  // namespace cuda
 
 }  // namespace recmix::embedding

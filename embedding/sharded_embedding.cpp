@@ -303,40 +303,12 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
     m.phase = Impl::Phase::backward_started;
     return;
   }
-  // Gradients of the pooled vectors to the owners, in the pooled layout (mean: scaled by 1/length).
+  // Gradients of the pooled vectors to the owners, in the pooled layout (mean: scaled by 1/length),
+  // by one gather (kernels::GatherRows) planned here: into host memory on the CPU backend, into
+  // the device send buffer elsewhere.
   std::vector<std::size_t> send_counts(m.world), recv_counts(m.world);
-  std::size_t total = 0;
-  for (int q = 0; q < m.world; ++q) total += static_cast<std::size_t>(m.from_owner[q]);
-  if (!m.on_host) {  // the device path: one gather kernel into the send buffer, planned here
-    m.gather_src.clear();
-    m.gather_scale.clear();
-    for (int q = 0; q < m.world; ++q) {
-      send_counts[q] = static_cast<std::size_t>(m.from_owner[q] * D);
-      recv_counts[q] = static_cast<std::size_t>(m.from_source[q] * D);
-      for (int s : m.rank_shards[q]) {
-        const int t = m.plan.shards()[s].table;
-        for (int b = 0; b < B; ++b) {
-          if (m.shard_lengths[s][b] == 0) continue;
-          m.gather_src.push_back(std::int64_t(b) * T + t);
-          if (m.pooling == Pooling::mean) {
-            const std::int64_t len = m.bag_length[std::size_t(t) * B + b];
-            m.gather_scale.push_back(len > 0 ? 1.0f / static_cast<float>(len) : 0.f);
-          }
-        }
-      }
-    }
-    m.grow(m.dev_send, std::max<std::size_t>(total * D, 1), "embedding vectors sent");
-    kernels::GatherRows f{grad_out, D, m.stage(m.gather_src, m.dev_meta_i64[2], stream),
-                          m.gather_scale.empty() ? nullptr : m.stage(m.gather_scale, m.dev_meta_f32[1], stream),
-                          m.dev_send.data()};
-    launch(m.backend, stream, static_cast<std::int64_t>(total), f);
-    m.post_device(stream, total, send_counts, recv_counts);
-    m.phase = Impl::Phase::backward_started;
-    return;
-  }
-  const float* grad = grad_out;
-  m.send_f32.resize(std::max<std::size_t>(total * D, 1));
-  float* o = m.send_f32.data();
+  m.gather_src.clear();
+  m.gather_scale.clear();
   for (int q = 0; q < m.world; ++q) {
     send_counts[q] = static_cast<std::size_t>(m.from_owner[q] * D);
     recv_counts[q] = static_cast<std::size_t>(m.from_source[q] * D);
@@ -344,18 +316,30 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
       const int t = m.plan.shards()[s].table;
       for (int b = 0; b < B; ++b) {
         if (m.shard_lengths[s][b] == 0) continue;
-        const float* g = grad + (std::size_t(b) * T + t) * D;
-        float scale = 1.f;
+        m.gather_src.push_back(std::int64_t(b) * T + t);
         if (m.pooling == Pooling::mean) {
           const std::int64_t len = m.bag_length[std::size_t(t) * B + b];
-          scale = len > 0 ? 1.0f / static_cast<float>(len) : 0.f;
+          m.gather_scale.push_back(len > 0 ? 1.0f / static_cast<float>(len) : 0.f);
         }
-        for (int d = 0; d < D; ++d) o[d] = g[d] * scale;
-        o += D;
       }
     }
   }
-  m.post(m.send_f32.data(), send_counts, m.recv_f32, recv_counts, comm::DataType::f32, sizeof(float));
+  const std::size_t total = m.gather_src.size();
+  float* out = nullptr;
+  if (m.on_host) {
+    m.send_f32.resize(std::max<std::size_t>(total * D, 1));
+    out = m.send_f32.data();
+  } else {
+    m.grow(m.dev_send, std::max<std::size_t>(total * D, 1), "embedding vectors sent");
+    out = m.dev_send.data();
+  }
+  kernels::GatherRows f{grad_out, D, m.stage(m.gather_src, m.dev_meta_i64[2], stream),
+                        m.gather_scale.empty() ? nullptr : m.stage(m.gather_scale, m.dev_meta_f32[1], stream), out};
+  launch(m.backend, stream, static_cast<std::int64_t>(total), f);
+  if (m.on_host)
+    m.post(m.send_f32.data(), send_counts, m.recv_f32, recv_counts, comm::DataType::f32, sizeof(float));
+  else
+    m.post_device(stream, total, send_counts, recv_counts);
   m.phase = Impl::Phase::backward_started;
 }
 

@@ -146,32 +146,30 @@ struct ShardedEmbedding::Impl {
   template <class T>
   void post(const T* send, const std::vector<std::size_t>& sc, std::vector<T>& recv,
             const std::vector<std::size_t>& rc, comm::DataType type, std::size_t elem) {
-    std::size_t total = 0;
-    for (auto c : rc) total += c;
-    recv.resize(std::max<std::size_t>(total, 1));
-    pending_sc = sc;
-    pending_rc = rc;
-    pending_sd = displacements(sc);
-    pending_rd = displacements(rc);
+    recv.resize(std::max<std::size_t>(hold_counts(sc, rc, elem), 1));
     pending = comm.iall_to_all_v(send, pending_sc, pending_sd, recv.data(), pending_rc, pending_rd, type);
-    for (int q = 0; q < world; ++q)
-      if (q != rank) bytes_sent += sc[q] * elem;
   }
   // The device path's post: device buffers over dcomm, ordered on stream.
   void post_device(device::Stream& stream, std::size_t send_vectors, const std::vector<std::size_t>& sc,
                    const std::vector<std::size_t>& rc) {
-    std::size_t total = 0;
-    for (auto c : rc) total += c;
+    const std::size_t total = hold_counts(sc, rc, sizeof(float));
     grow(dev_send, std::max<std::size_t>(send_vectors * dim, 1), "embedding vectors sent");
     grow(dev_recv, std::max<std::size_t>(total, 1), "embedding vectors received");
+    pending = dcomm.iall_to_all_v(dev_send.data(), pending_sc, pending_sd, dev_recv.data(), pending_rc, pending_rd,
+                                  comm::DataType::f32, &stream);
+  }
+  // Keeps a posted exchange's counts and displacements, counts the bytes it sends to other ranks;
+  // returns the elements it receives.
+  std::size_t hold_counts(const std::vector<std::size_t>& sc, const std::vector<std::size_t>& rc, std::size_t elem) {
     pending_sc = sc;
     pending_rc = rc;
     pending_sd = displacements(sc);
     pending_rd = displacements(rc);
-    pending = dcomm.iall_to_all_v(dev_send.data(), pending_sc, pending_sd, dev_recv.data(), pending_rc, pending_rd,
-                                  comm::DataType::f32, &stream);
     for (int q = 0; q < world; ++q)
-      if (q != rank) bytes_sent += sc[q] * sizeof(float);
+      if (q != rank) bytes_sent += sc[q] * elem;
+    std::size_t total = 0;
+    for (auto c : rc) total += c;
+    return total;
   }
   template <class T>
   void grow(device::Buffer<T>& buffer, std::size_t count, const char* what) {

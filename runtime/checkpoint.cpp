@@ -45,8 +45,17 @@ h5::Dataset open_float_rows(hid_t file, const std::string& name, hsize_t first, 
 // through a host buffer of at most this many bytes, one backend copy and synchronisation per piece.
 constexpr std::size_t kStagingBytes = std::size_t(64) << 20;
 
-hsize_t staging_rows(hsize_t cols) {
-  return std::max<hsize_t>(1, kStagingBytes / (sizeof(float) * std::max<hsize_t>(cols, 1)));
+// Calls piece(r, n, host) for rows [r, r + n) of `count` rows of `cols` floats, in pieces of at
+// most kStagingBytes, host being a buffer of n x cols floats.
+template <class F>
+void for_each_piece(hsize_t count, hsize_t cols, const F& piece) {
+  const hsize_t rows = std::max<hsize_t>(1, kStagingBytes / (sizeof(float) * std::max<hsize_t>(cols, 1)));
+  std::vector<float> host;
+  for (hsize_t r = 0; r < count; r += rows) {
+    const hsize_t n = std::min(rows, count - r);
+    host.resize(n * cols);
+    piece(r, n, host);
+  }
 }
 
 // Rows [first, first + count) of dataset d from `rows` x `cols` floats of device memory.
@@ -56,14 +65,11 @@ void write_device_rows(device::Backend& backend, device::Stream& stream, hid_t d
     h5::write_rows(d, first, count, src);
     return;
   }
-  std::vector<float> host;
-  for (hsize_t r = 0; r < count; r += staging_rows(cols)) {
-    const hsize_t n = std::min(staging_rows(cols), count - r);
-    host.resize(n * cols);
+  for_each_piece(count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
     backend.copy(host.data(), src + r * cols, host.size() * sizeof(float), stream);
     stream.synchronize();
     h5::write_rows(d, first + r, n, host.data());
-  }
+  });
 }
 
 // Reads rows [first, first + count) of a [* x cols] float dataset into device memory after
@@ -75,14 +81,11 @@ void read_device_rows(device::Backend& backend, device::Stream& stream, hid_t fi
     h5::read_rows(dset, first, count, out);
     return;
   }
-  std::vector<float> host;
-  for (hsize_t r = 0; r < count; r += staging_rows(cols)) {
-    const hsize_t n = std::min(staging_rows(cols), count - r);
-    host.resize(n * cols);
+  for_each_piece(count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
     h5::read_rows(dset, first + r, n, host.data());
     backend.copy(out + r * cols, host.data(), host.size() * sizeof(float), stream);
-  }
-  stream.synchronize();
+    stream.synchronize();  // the next piece reuses the host buffer
+  });
 }
 
 h5::File open_checkpoint(const std::string& path) {
