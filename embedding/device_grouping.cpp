@@ -49,12 +49,12 @@ void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, 
            kernels::RadixScatter{keys[from], vals[from], keys[1 - from], vals[1 - from], n, blocks, shift, counts});
     from = 1 - from;
   }
-  sorted_keys_ = keys[from];
-  sorted_vals_ = vals[from];
-  launch(backend_, stream, blocks, kernels::GroupCount{sorted_keys_, n, blocks, counts});
+  const std::int64_t* sorted_keys = keys[from];
+  const std::int64_t* sorted_vals = vals[from];
+  launch(backend_, stream, blocks, kernels::GroupCount{sorted_keys, n, blocks, counts});
   launch(backend_, stream, 1, kernels::GroupBase{counts, blocks, n, groups, entry_offsets});
   launch(backend_, stream, blocks,
-         kernels::GroupWrite{sorted_keys_, sorted_vals_, bag_of, bag_scale, n, blocks, counts, unique, entry_offsets,
+         kernels::GroupWrite{sorted_keys, sorted_vals, bag_of, bag_scale, n, blocks, counts, unique, entry_offsets,
                              entry_grad, entry_scale});
 }
 

@@ -37,8 +37,6 @@ class DeviceGrouping {
   bool scaled_ = false;
   device::Buffer<std::int64_t> keys_[2], vals_[2], bag_of_, counts_, unique_, entry_offsets_, entry_grad_, groups_;
   device::Buffer<float> entry_scale_;
-  std::int64_t* sorted_keys_ = nullptr;
-  std::int64_t* sorted_vals_ = nullptr;
 };
 
 }  // namespace recmix::embedding

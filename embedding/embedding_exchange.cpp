@@ -308,12 +308,12 @@ void ShardedEmbedding::Impl::update_on_device(device::Stream& stream, const floa
   launch(backend, stream, grouping->launch_size(), f);
 }
 
-// grad: the gradient vectors where the kernels read them (device memory; host memory on the CPU).
-void ShardedEmbedding::Impl::update(device::Stream& stream, const float* dev_grad) {
-  kernels::UpdateRows f{weights.data(), state.data(), dim, kind, opt.lr, opt.eps,
-                        stage(unique_rows, dev_i64[0], stream), stage(entry_offsets, dev_i64[1], stream),
-                        stage(entry_grad, dev_i64[2], stream),
-                        entry_scale.empty() ? nullptr : stage(entry_scale, dev_f32, stream), dev_grad};
+// The host path's update (CPU backend): the groups of group_rows(), the gradient vectors in grad.
+void ShardedEmbedding::Impl::update_on_host(device::Stream& stream, const float* grad) {
+  kernels::UpdateRows f{weights.data(),       state.data(),          dim,
+                        kind,                 opt.lr,                opt.eps,
+                        unique_rows.data(),   entry_offsets.data(),  entry_grad.data(),
+                        entry_scale.empty() ? nullptr : entry_scale.data(), grad};
   launch(backend, stream, static_cast<std::int64_t>(unique_rows.size()), f);
 }
 

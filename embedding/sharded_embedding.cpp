@@ -296,7 +296,7 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
     const std::int64_t n_bags = std::int64_t(T) * B;
     if (m.on_host) {
       m.group_rows(n_bags, nullptr, m.own_scale.empty() ? nullptr : m.own_scale.data());
-      m.update(stream, grad_out);
+      m.update_on_host(stream, grad_out);
     } else {
       m.update_on_device(stream, grad_out, !m.own_scale.empty());
     }
@@ -353,7 +353,7 @@ void ShardedEmbedding::backward_finish(device::Stream& stream) {
   const std::int64_t n_bags = static_cast<std::int64_t>(m.own_offsets.size()) - 1;
   if (m.on_host) {
     m.group_rows(n_bags, nullptr, nullptr);
-    m.update(stream, m.recv_f32.data());
+    m.update_on_host(stream, m.recv_f32.data());
   } else {
     m.update_on_device(stream, m.dev_recv.data(), false);
   }

@@ -83,8 +83,6 @@ struct ShardedEmbedding::Impl {
   std::vector<std::int64_t> sort_rows, sort_entry, tmp_rows, tmp_entry, bag_of_entry;
   std::vector<std::int64_t> unique_rows, entry_offsets, entry_grad, group_at;
   std::vector<float> entry_scale;
-  device::Buffer<std::int64_t> dev_i64[4];
-  device::Buffer<float> dev_f32;
   // The device path (weights not host-accessible: CUDA, cpu-strict): float data stays on the device.
   // Pooled vectors and their gradients leave from dev_send and arrive in dev_recv over dcomm; the
   // host only builds index metadata, from the host batch, and uploads it.
@@ -213,7 +211,7 @@ struct ShardedEmbedding::Impl {
   void combine_pooled(device::Stream& stream);
   void plan_combine();
   void group_rows(std::int64_t n_bags, const std::int64_t* grad_pos, const float* scale);
-  void update(device::Stream& stream, const float* dev_grad);
+  void update_on_host(device::Stream& stream, const float* grad);
   // The device path's update: entries grouped on the device from the staged owner CSR.
   void update_on_device(device::Stream& stream, const float* dev_grad, bool scaled);
 };

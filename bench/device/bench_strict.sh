@@ -47,6 +47,6 @@ for batch in 128 2048; do
   for ranks in 1 2; do
     cpu=$(rate "$ranks" cpu "strict-$batch.toml")
     strict=$(rate "$ranks" cpu-strict "strict-$batch.toml")
-    printf '%-6s %-6s %14s %14s %8.2f\n' "$batch" "$ranks" "$cpu" "$strict" "$(echo "$strict / $cpu" | bc -l)"
+    printf '%-6s %-6s %14s %14s %8.2f\n' "$batch" "$ranks" "$cpu" "$strict" "$(awk -v s="$strict" -v c="$cpu" 'BEGIN { print s / c }')"
   done
 done

@@ -10,17 +10,11 @@
 # Prints makespan and total samples/s for each, and the ratios the targets are stated in.
 #   bench/run/bench_colocation.sh <recmix binary> [work dir] [steps scale]
 set -euo pipefail
-recmix=$(realpath "$1")
-work=${2:-/tmp/recmix-bench-colocation}
 scale=${3:-1}
-src=$(cd "$(dirname "$0")/../.." && pwd)
-mpirun=("$src/launch/recmix-mpirun")
-mkdir -p "$work"
-cd "$work"
-now() { date +%s.%N; }
+source "$(dirname "$0")/bench_env.sh"
 
-# Datasets (generated once): 26 tables each; the embedding-heavy one has 1M rows per table.
-[[ -f kaggle.h5 ]] || "$recmix" data synth -o kaggle.h5 --rows 400k --tables 26 --table-rows 100000 --seed 1 >/dev/null
+# Datasets (generated once): 26 tables each (kaggle.h5 by bench_env.sh); the embedding-heavy one
+# has 1M rows per table.
 [[ -f heavy.h5 ]] || "$recmix" data synth -o heavy.h5 --rows 400k --tables 26 --table-rows 1000000 --seed 2 >/dev/null
 [[ -f multihot.h5 ]] || "$recmix" data synth -o multihot.h5 --rows 200k --tables 26 --table-rows 100000 --multi-hot \
   --pooling 1 8 --seed 3 >/dev/null

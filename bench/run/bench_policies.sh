@@ -6,14 +6,7 @@
 #   bench/run/bench_policies.sh <recmix binary> [work dir]
 # Uses the datasets bench_colocation.sh generates in the same work dir (generated here if absent).
 set -euo pipefail
-recmix=$(realpath "$1")
-work=${2:-/tmp/recmix-bench-colocation}
-src=$(cd "$(dirname "$0")/../.." && pwd)
-mpirun=("$src/launch/recmix-mpirun")
-mkdir -p "$work"
-cd "$work"
-now() { date +%s.%N; }
-[[ -f kaggle.h5 ]] || "$recmix" data synth -o kaggle.h5 --rows 400k --tables 26 --table-rows 100000 --seed 1 >/dev/null
+source "$(dirname "$0")/bench_env.sh"
 
 # The mix: six jobs of three shapes on 1 or 2 ranks, arriving over 4 seconds.
 mix() {  # mix <policy>

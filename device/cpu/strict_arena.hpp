@@ -49,7 +49,6 @@ class Arena {
     char name[96];
   };
   void protect(std::size_t begin, std::size_t end, bool open) const;
-  std::size_t extent_locked() const { return extent_; }
 
   char* mapping_ = nullptr;  // the reservation as mapped; base_ is its first 2 MiB boundary
   char* base_ = nullptr;

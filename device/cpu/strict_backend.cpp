@@ -105,9 +105,7 @@ class StrictBackend final : public Backend {
     if (bytes == 0) return;
     if (!arena_.contains(ptr))
       throw DeviceError(fmt::format("{}: {} is host memory where device memory is required (cpu-strict)", what, ptr));
-    if (!arena_.inside_allocation(ptr, bytes))
-      throw DeviceError(fmt::format("{}: {} bytes at {} overrun the device allocation {}", what, bytes, ptr,
-                                    arena_.describe(ptr)));
+    check_range(ptr, bytes, what);
   }
 
   void copy(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
@@ -146,7 +144,7 @@ class StrictBackend final : public Backend {
   // A pointer into the arena must lie inside one live allocation for the whole range.
   void check_range(const void* p, std::size_t bytes, const char* what) const {
     if (arena_.contains(p) && !arena_.inside_allocation(p, bytes))
-      throw DeviceError(fmt::format("cpu-strict {}: {} bytes at {} overrun the device allocation {}", what, bytes, p,
+      throw DeviceError(fmt::format("cpu-strict: {}: {} bytes at {} overrun the device allocation {}", what, bytes, p,
                                     arena_.describe(p)));
   }
 

@@ -33,6 +33,19 @@ for a_path, b_path in zip(paths[::2], paths[1::2]):
 print(sys.argv[1])
 PY
 }
+# same_as_solo <run dir> <ranks> <job> [recmix train options]: the job trained alone from
+# <job>.toml on <ranks> ranks ends with the weights <run dir> gave it, bit for bit.
+same_as_solo() {
+  local run=$1 ranks=$2 name=$3
+  shift 3
+  local ckpt
+  ckpt="checkpoints/ckpt-$(printf %09d "$(sed -n 's/^steps = //p' "$name.toml")").h5"
+  local launch=("$recmix")
+  [[ $ranks == 1 ]] || launch=("${mpirun[@]}" -np "$ranks" "$recmix")
+  "${launch[@]}" train "$name.toml" "$@" > /dev/null 2> solo.err || { cat solo.err; fail "solo $name"; }
+  same_weights "$run: $name = its solo run, bit for bit" "$run/jobs/$name/$ckpt" "solo/$name/$ckpt" ||
+    fail "$run: $name's weights differ from its solo run"
+}
 cd "$work"
 
 "$recmix" data synth -o train.h5 --rows 12k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null
@@ -154,14 +167,9 @@ grep -q "failed 'bad-row'" run.err || fail "the failure is not reported on the c
 grep -q "the same decisions in the same order" replay.out || { cat replay.out; fail "no replay verdict"; }
 
 # The same jobs alone, on the same ranks and threads: the same final weights, bit for bit.
-"${mpirun[@]}" -np 2 "$recmix" train wide.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo wide"; }
-"$recmix" train narrow.toml > /dev/null 2>> solo.err || { cat solo.err; fail "solo narrow"; }
-"${mpirun[@]}" -np 2 "$recmix" train late.toml > /dev/null 2>> solo.err || { cat solo.err; fail "solo late"; }
-same_weights "co-located = solo, bit for bit: wide, narrow, late" \
-  run/jobs/wide/checkpoints/ckpt-000001200.h5 solo/wide/checkpoints/ckpt-000001200.h5 \
-  run/jobs/narrow/checkpoints/ckpt-000001600.h5 solo/narrow/checkpoints/ckpt-000001600.h5 \
-  run/jobs/late/checkpoints/ckpt-000000600.h5 solo/late/checkpoints/ckpt-000000600.h5 ||
-  fail "co-located weights differ from the solo runs"
+same_as_solo run 2 wide
+same_as_solo run 1 narrow
+same_as_solo run 2 late
 
 # Memory: random job shapes, optimizers and batch sizes against random per-rank capacities.
 # Every job either finishes or is rejected as never fitting; no estimate is below its job's
@@ -230,10 +238,7 @@ printf 'include = ["run-tight.toml"]\n[scheduler]\nmemory_headroom = 0.5\nround_
 grep '"event":"memory_restart"' tight/events.jsonl | grep -q "out of memory" || { cat tight.err; fail "no memory_restart event"; }
 grep '"event":"finished"' tight/events.jsonl | grep -q '"job":"tight"' || { cat tight.err; fail "tight did not finish after its restart"; }
 grep -q "ran out of its memory share" tight.err || fail "the restart is not reported on the console"
-"${mpirun[@]}" -np 2 "$recmix" train tight.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo tight"; }
-same_weights "restarted with more memory = never failed, bit for bit" \
-  tight/jobs/tight/checkpoints/ckpt-000000200.h5 solo/tight/checkpoints/ckpt-000000200.h5 ||
-  fail "the restarted job's weights differ from a run that never failed"
+same_as_solo tight 2 tight  # restarted with more memory = never failed
 
 # Moving apart: on two one-core ranks told they have two cores each, a job that arrives when both
 # ranks are busy shares a core with a running job, which then measures itself about 2x slower
@@ -258,11 +263,7 @@ PY
 )
 [[ -n "$moved" ]] || { cat apart.err; fail "no job was moved apart, or not every job finished"; }
 grep -q "moving it apart" apart.err || fail "the move is not reported on the console"
-"$recmix" train "$moved.toml" > /dev/null 2> solo.err || { cat solo.err; fail "solo $moved"; }
-steps=$(sed -n 's/^steps = //p' "$moved.toml")
-same_weights "moved apart = never moved, bit for bit: $moved" \
-  "apart/jobs/$moved/checkpoints/ckpt-$(printf %09d "$steps").h5" "solo/$moved/checkpoints/ckpt-$(printf %09d "$steps").h5" ||
-  fail "the moved job's weights differ from a run that was never moved"
+same_as_solo apart 1 "$moved"  # moved apart = never moved
 
 # Preemption: with las, the long two-rank job is demoted once it has had 0.2 rank-seconds, and
 # the short job's arrival takes a rank from it: it stops with a checkpoint at a step all its
@@ -284,10 +285,7 @@ ok = has("preempt", job="longer") and has("stopped", job="longer") and has("star
 sys.exit(0 if ok else 1)
 PY
 "$recmix" sim --replay las > replay.out 2>&1 || { cat replay.out; fail "the las run: live != simulated"; }
-"${mpirun[@]}" -np 2 "$recmix" train longer.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo longer"; }
-same_weights "preempted and resumed = uninterrupted, bit for bit" \
-  las/jobs/longer/checkpoints/ckpt-000002500.h5 solo/longer/checkpoints/ckpt-000002500.h5 ||
-  fail "the preempted job's weights differ from an uninterrupted run"
+same_as_solo las 2 longer  # preempted and resumed = uninterrupted
 
 # SIGTERM to mpirun: every running job stops with a checkpoint and the run exits with status 3;
 # --resume continues both jobs, which end with the weights of uninterrupted runs, bit for bit.
@@ -323,12 +321,8 @@ PY
 "${mpirun[@]}" -np 2 "$recmix" run term.toml --resume term > resume.out 2> resume.err || {
   cat resume.err; fail "recmix run --resume failed"; }
 grep -q '"event":"start".*"job":"halted".*"resume":true\|"job":"halted".*"resume":true' term/events.jsonl || fail "halted did not resume"
-"${mpirun[@]}" -np 2 "$recmix" train halted.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo halted"; }
-"$recmix" train halted1.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo halted1"; }
-same_weights "interrupted by SIGTERM and resumed = uninterrupted, bit for bit: halted, halted1" \
-  term/jobs/halted/checkpoints/ckpt-000008000.h5 solo/halted/checkpoints/ckpt-000008000.h5 \
-  term/jobs/halted1/checkpoints/ckpt-000008000.h5 solo/halted1/checkpoints/ckpt-000008000.h5 ||
-  fail "interrupted and resumed jobs differ from uninterrupted runs"
+same_as_solo term 2 halted  # interrupted by SIGTERM and resumed = uninterrupted
+same_as_solo term 1 halted1
 
 # Interrupted on 2 ranks, resumed on 1: the two-rank job continues on the one rank from its
 # checkpoint and ends within 1e-5 (relative, per tensor) of the uninterrupted two-rank run. The
@@ -397,10 +391,7 @@ sys.exit(0 if ok else 1)
 PY
 "${mpirun[@]}" -np 2 "$recmix" run stuck.toml --resume stuck > stuck-resume.out 2> stuck-resume.err || {
   cat stuck-resume.err; fail "resuming after a stuck job failed"; }
-"$recmix" train bystander.toml > /dev/null 2> solo.err || { cat solo.err; fail "solo bystander"; }
-same_weights "stopped for a stuck job and resumed = uninterrupted, bit for bit: bystander" \
-  stuck/jobs/bystander/checkpoints/ckpt-000006000.h5 solo/bystander/checkpoints/ckpt-000006000.h5 ||
-  fail "the bystander's weights differ from an uninterrupted run"
+same_as_solo stuck 1 bystander  # stopped for a stuck job and resumed = uninterrupted
 
 # Under the strict device emulator (recmix run --device, whatever the specs say): two jobs share
 # rank 0 (one of them on both ranks), each with its own backend, device memory and device
@@ -423,13 +414,8 @@ ok = all(j["state"] == "finished" for j in jobs.values()) and "strict-b" in jobs
     and len(starts) == 2 and all(e["device"] == "cpu-strict" for e in starts)
 sys.exit(0 if ok else 1)
 PY
-"${mpirun[@]}" -np 2 "$recmix" train strict-a.toml --device cpu-strict > /dev/null 2> solo.err || {
-  cat solo.err; fail "solo strict-a"; }
-"$recmix" train strict-b.toml --device cpu-strict > /dev/null 2> solo.err || { cat solo.err; fail "solo strict-b"; }
-same_weights "co-located = solo under cpu-strict, bit for bit: strict-a, strict-b" \
-  strict/jobs/strict-a/checkpoints/ckpt-000000300.h5 solo/strict-a/checkpoints/ckpt-000000300.h5 \
-  strict/jobs/strict-b/checkpoints/ckpt-000000400.h5 solo/strict-b/checkpoints/ckpt-000000400.h5 ||
-  fail "co-located cpu-strict weights differ from the solo runs"
+same_as_solo strict 2 strict-a --device cpu-strict
+same_as_solo strict 1 strict-b --device cpu-strict
 
 # A bad jobs file: one clear error naming the file, the job and the key.
 expect_error() {  # expect_error <pattern> <command...>

@@ -39,29 +39,38 @@ struct StrictCase {
   const char* dense;
 };
 
+// The same steps of spec on the CPU backend and on `kind` over the same communicator: the losses
+// of both, and their checkpoints' weights.
+struct SideBySide {
+  std::vector<double> cpu_losses, losses;
+  std::vector<Tensor> cpu_weights, weights;
+};
+SideBySide against_cpu(JobSpec spec, const std::string& kind, int steps) {
+  auto& comm = *world->comm;
+  const std::string dir = run_dir(spec.name);
+  SideBySide r;
+  r.cpu_losses = train_steps(spec, comm, steps, dir + "/cpu.h5");
+  spec.name += "-" + kind;
+  spec.device.kind = kind;
+  r.losses = train_steps(spec, comm, steps, dir + "/" + kind + ".h5");
+  r.cpu_weights = read_weights(dir + "/cpu.h5");
+  r.weights = read_weights(dir + "/" + kind + ".h5");
+  return r;
+}
+
 class StrictTrainer : public testing::TestWithParam<StrictCase> {};
 
-// The same steps on cpu and on cpu-strict over the same communicator: same losses, same weights.
+// The same steps on cpu and on cpu-strict: the same losses and weights, bit for bit.
 TEST_P(StrictTrainer, MatchesTheCpuBackend) {
   auto c = GetParam();
   SameArithmetic same;
-  auto& comm = *world->comm;
   auto spec = small_spec(fmt::format("strict-{}-{}-{}", std::string(c.data).substr(0, 5), c.sparse, c.dense), c.data);
   spec.optimizer.sparse = c.sparse;
   spec.optimizer.dense = c.dense;
-  const std::string dir = run_dir(spec.name);
-  auto cpu = train_steps(spec, comm, 10, dir + "/cpu.h5");
-  auto strict_spec = spec;
-  strict_spec.name += "-strict";
-  strict_spec.device.kind = "cpu-strict";
-  auto strict = train_steps(strict_spec, comm, 10, dir + "/strict.h5");
-  ASSERT_EQ(cpu.size(), strict.size());
-  for (std::size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(strict[i], cpu[i], 1e-6 * std::abs(cpu[i])) << "step " << i;
-  const auto a = read_weights(dir + "/strict.h5"), b = read_weights(dir + "/cpu.h5");
-  const double diff = max_relative_difference(a, b);
-  EXPECT_GE(diff, 0) << "checkpoints hold different tensors";
-  EXPECT_LE(diff, 1e-6);
-  if (!bitwise_equal(a, b)) std::printf("[ info ] cpu-strict vs cpu: largest relative difference %.3g\n", diff);
+  const auto r = against_cpu(spec, "cpu-strict", 10);
+  EXPECT_EQ(r.losses, r.cpu_losses);
+  EXPECT_TRUE(bitwise_equal(r.weights, r.cpu_weights))
+      << "largest relative difference " << max_relative_difference(r.weights, r.cpu_weights);
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, StrictTrainer,
@@ -77,17 +86,14 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, StrictTrainer,
 // order sums differently). Skipped without a GPU.
 TEST(CudaTrainer, AFewStepsMatchTheCpuBackend) {
   if (!device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
-  auto& comm = *world->comm;
   auto spec = small_spec("cuda-steps");
   spec.optimizer.sparse = "rowwise_adagrad";
-  const std::string dir = run_dir(spec.name);
-  auto cpu = train_steps(spec, comm, 6, dir + "/cpu.h5");
-  auto cuda_spec = spec;
-  cuda_spec.name += "-cuda";
-  cuda_spec.device.kind = "cuda";
-  auto cuda = train_steps(cuda_spec, comm, 6, dir + "/cuda.h5");
-  for (std::size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i;
-  EXPECT_LE(max_relative_difference(read_weights(dir + "/cuda.h5"), read_weights(dir + "/cpu.h5")), 1e-4);
+  const auto r = against_cpu(spec, "cuda", 6);
+  for (std::size_t i = 0; i < r.cpu_losses.size(); ++i)
+    EXPECT_NEAR(r.losses[i], r.cpu_losses[i], 1e-4 * std::abs(r.cpu_losses[i])) << "step " << i;
+  const double diff = max_relative_difference(r.weights, r.cpu_weights);
+  EXPECT_GE(diff, 0) << "checkpoints hold different tensors";
+  EXPECT_LE(diff, 1e-4);
 }
 
 // train() end to end under the emulator: periodic checkpoints, evaluation, then a stop and a
