@@ -38,6 +38,7 @@ void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<con
         own_scale[j] = len > 0 ? 1.0f / static_cast<float>(len) : 0.f;
       }
     }
+  if (tiers) tiers->stage(stream, own_rows.data(), nnz);
   kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_own_offsets, stream),
                       stage(own_rows, dev_own_rows, stream), nullptr, out, mean};
   launch(backend, stream, n_bags, f);
@@ -134,6 +135,7 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
     at += recv_counts[p];
   }
   const std::int64_t n_bags = static_cast<std::int64_t>(own_offsets.size()) - 1;
+  if (tiers) tiers->stage(stream, own_rows.data(), static_cast<std::int64_t>(own_rows.size()));
 
   // 4. Pool (sums; mean is applied by the requester once the partial sums are combined). On the
   //    device path straight into the device send buffer.
@@ -256,7 +258,7 @@ void ShardedEmbedding::Impl::group_rows(std::int64_t n_bags, const std::int64_t*
   std::copy(own_rows.begin(), own_rows.begin() + n, rows);
   for (std::int64_t e = 0; e < n; ++e) entry[e] = e;
   std::vector<std::int64_t> count;
-  std::tie(rows, entry) = detail::radix_sort(rows, entry, rows_tmp, entry_tmp, n, detail::bits_below(local_rows), 11, count);
+  std::tie(rows, entry) = detail::radix_sort(rows, entry, rows_tmp, entry_tmp, n, detail::bits_below(device_rows()), 11, count);
   // Bag of every entry.
   bag_of_entry.resize(n);
   std::int64_t* bag = bag_of_entry.data();
@@ -301,20 +303,64 @@ void ShardedEmbedding::Impl::update_on_device(device::Stream& stream, const floa
   if (!grouping) grouping = std::make_unique<DeviceGrouping>(backend, pool);
   const std::int64_t n_bags = static_cast<std::int64_t>(own_offsets.size()) - 1;
   grouping->group(stream, dev_own_offsets.data(), dev_own_rows.data(), n_bags, own_offsets[n_bags],
-                  detail::bits_below(local_rows), scaled ? dev_own_scale.data() : nullptr);
+                  detail::bits_below(device_rows()), scaled ? dev_own_scale.data() : nullptr);
   kernels::UpdateRows f{weights.data(), state.data(), dim, kind, opt.lr, opt.eps, nullptr, nullptr, nullptr, nullptr,
                         dev_grad};
   grouping->fill(f);
   launch(backend, stream, grouping->launch_size(), f);
+  if (tiers) tiers->updated(stream);
 }
 
 // The host path's update (CPU backend): the groups of group_rows(), the gradient vectors in grad.
 void ShardedEmbedding::Impl::update_on_host(device::Stream& stream, const float* grad) {
+  if (tiers && tiers->cold_update() == ColdUpdate::host) return update_split(stream, grad);
   kernels::UpdateRows f{weights.data(),       state.data(),          dim,
                         kind,                 opt.lr,                opt.eps,
                         unique_rows.data(),   entry_offsets.data(),  entry_grad.data(),
                         entry_scale.empty() ? nullptr : entry_scale.data(), grad};
   launch(backend, stream, static_cast<std::int64_t>(unique_rows.size()), f);
+  if (tiers) tiers->updated(stream);
+}
+
+// cold_update = host (Hotline's split): the groups are parted into hot rows, updated in their
+// device slots, and staged cold rows, updated in the host tier by their local rows (the staged
+// copies are dropped). Each row's update is the same arithmetic on the same values either way.
+void ShardedEmbedding::Impl::update_split(device::Stream& stream, const float* grad) {
+  const std::int64_t groups = static_cast<std::int64_t>(unique_rows.size());
+  const std::int64_t hot = tiers->hot_rows();
+  for (int p = 0; p < 2; ++p) {
+    split_rows[p].clear();
+    split_grad[p].clear();
+    split_scale[p].clear();
+    split_offsets[p].assign(1, 0);
+  }
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t slot = unique_rows[g];
+    const int p = slot < hot ? 0 : 1;
+    split_rows[p].push_back(p == 0 ? slot : tiers->staged_row(slot));
+    for (std::int64_t e = entry_offsets[g]; e < entry_offsets[g + 1]; ++e) {
+      split_grad[p].push_back(entry_grad[e]);
+      if (!entry_scale.empty()) split_scale[p].push_back(entry_scale[e]);
+    }
+    split_offsets[p].push_back(static_cast<std::int64_t>(split_grad[p].size()));
+  }
+  float* w[2] = {weights.data(), tiers->host_weights()};
+  float* st[2] = {state.data(), tiers->host_state()};
+  for (int p = 0; p < 2; ++p) {
+    kernels::UpdateRows f{w[p],
+                          st[p],
+                          dim,
+                          kind,
+                          opt.lr,
+                          opt.eps,
+                          split_rows[p].data(),
+                          split_offsets[p].data(),
+                          split_grad[p].data(),
+                          split_scale[p].empty() ? nullptr : split_scale[p].data(),
+                          grad};
+    launch(backend, stream, static_cast<std::int64_t>(split_rows[p].size()), f);
+  }
+  tiers->updated(stream);
 }
 
 }  // namespace recmix::embedding

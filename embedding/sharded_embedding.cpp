@@ -115,7 +115,7 @@ void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_b
 ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& backend,
                                    device::MemoryPool& pool, std::vector<TableSpec> tables,
                                    Pooling pooling, ShardingPlan plan, SparseOptimizerConfig optimizer,
-                                   std::uint64_t seed, comm::Communicator* device_comm)
+                                   std::uint64_t seed, comm::Communicator* device_comm, TierOptions tiering)
     : impl_(std::make_unique<Impl>(comm, device_comm ? *device_comm : comm, backend, pool, std::move(tables), pooling, std::move(plan),
                                    std::move(optimizer), seed)) {
   Impl& m = *impl_;
@@ -162,6 +162,32 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
   m.shard_indices.resize(shards.size());
 
   const std::size_t per_row = state_per_row(m.kind, m.dim);
+  if (tiering.enabled()) {
+    if (tiering.cold_update == ColdUpdate::host && !m.on_host)
+      throw ConfigError(fmt::format("'embedding.cold_update' = \"host\" runs on the cpu backend only (this job's is "
+                                    "{}): use \"device\"",
+                                    backend.description()));
+    if (!tiering.host_pool) {
+      m.own_host_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding host tier");
+      tiering.host_pool = m.own_host_pool.get();
+    }
+    std::vector<TierShard> tier_shards;
+    for (int s : m.owned)
+      tier_shards.push_back({shards[s].table, shards[s].row_begin, shards[s].row_end, m.shard_base[s]});
+    // The host tier starts as the untiered tables would: the same functors, run here on the host.
+    auto init = [&](std::size_t k, float* w, float* st) {
+      const Shard& sh = shards[m.owned[k]];
+      const kernels::InitShard f{w, seed, sh.table, m.tables[sh.table].rows, m.dim, sh.row_begin};
+      const std::int64_t n = (sh.row_end - sh.row_begin) * m.dim;
+      for (std::int64_t i = 0; i < n; ++i) f(i);
+      const kernels::Fill g{st, m.opt.initial_accumulator};
+      if (st)
+        for (std::int64_t i = 0, ns = (sh.row_end - sh.row_begin) * std::int64_t(per_row); i < ns; ++i) g(i);
+    };
+    m.tiers = std::make_unique<TieredRows>(backend, pool, std::move(tier_shards), m.dim, per_row, std::move(tiering),
+                                           m.rank, m.on_host, m.weights, m.state, init);
+    return;
+  }
   m.weights = device::Buffer<float>(pool, std::size_t(m.local_rows) * m.dim,
                                     fmt::format("embedding weights (rank {})", m.rank));
   if (per_row > 0)
@@ -240,6 +266,7 @@ void ShardedEmbedding::forward_start(device::Stream& stream, std::span<const Bag
                                      int local_batch, float* out) {
   Impl& m = *impl_;
   m.begin_forward(out);
+  m.last_stream = &stream;
   m.one_hot_packed = nullptr;
   std::string error;
   // The one-hot CPU path checks the indices as it reads them.
@@ -363,18 +390,42 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
   Impl& m = *impl_;
   std::vector<LocalShardView> views;
   const std::size_t per_row = state_per_row(m.kind, m.dim);
+  float* weights = m.weights.data();
+  float* state = m.state.data();
+  if (m.tiers) {
+    if (m.last_stream) {
+      m.tiers->flush(*m.last_stream);
+    } else {
+      auto stream = m.backend.create_stream();
+      m.tiers->flush(*stream);
+    }
+    weights = m.tiers->host_weights();
+    state = m.tiers->host_state();
+  }
   for (int s : m.owned) {
     const Shard& sh = m.plan.shards()[s];
-    LocalShardView v{sh.table, sh.row_begin, sh.row_end, m.dim,
-                     m.weights.data() + m.shard_base[s] * m.dim, {}, {}};
+    LocalShardView v{sh.table, sh.row_begin, sh.row_end, m.dim, weights + m.shard_base[s] * m.dim, {}, {},
+                     m.tiers != nullptr};
     if (per_row > 0) {
-      v.state.emplace_back(state_name(m.kind), m.state.data() + m.shard_base[s] * per_row);
+      v.state.emplace_back(state_name(m.kind), state + m.shard_base[s] * per_row);
       v.state_counts.push_back(std::size_t(sh.row_end - sh.row_begin) * per_row);
     }
     views.push_back(std::move(v));
   }
   return views;
 }
+
+void ShardedEmbedding::shards_written() {
+  Impl& m = *impl_;
+  if (!m.tiers) return;
+  auto stream = m.backend.create_stream();
+  if (m.last_stream) m.last_stream->synchronize();
+  m.tiers->reload(*stream);
+}
+
+bool ShardedEmbedding::tiered() const { return impl_->tiers != nullptr; }
+TierStats ShardedEmbedding::take_tier_stats() { return impl_->tiers ? impl_->tiers->take_stats() : TierStats{}; }
+std::size_t ShardedEmbedding::host_tier_bytes() const { return impl_->tiers ? impl_->tiers->host_bytes() : 0; }
 
 const ShardingPlan& ShardedEmbedding::plan() const { return impl_->plan; }
 int ShardedEmbedding::num_tables() const { return impl_->num_tables; }

@@ -16,14 +16,17 @@
 #include "device/memory_pool.hpp"
 #include "embedding/sharding_plan.hpp"
 #include "embedding/sparse_optimizer.hpp"
+#include "embedding/tiered_rows.hpp"
 #include "embedding/types.hpp"
 
 namespace recmix::embedding {
 
-// The rows one rank owns of one shard, with its optimizer state, for checkpoints.
-// weights: [(row_end - row_begin) x dim], row-major; state[i] has state_counts[i] elements
-// ("adagrad_sum": rows x dim, "rowwise_adagrad_sum": rows; none for SGD). The pointers are the
-// backend's device memory (host memory on the CPU backend) and may be written to restore a step.
+// The rows one rank owns of one shard, with its optimizer state, for checkpoints: the logical
+// table whatever the tiers. weights: [(row_end - row_begin) x dim], row-major; state[i] has
+// state_counts[i] elements ("adagrad_sum": rows x dim, "rowwise_adagrad_sum": rows; none for
+// SGD). The pointers are the backend's device memory (host memory on the CPU backend), or the
+// host tier when the tables are tiered (host_memory), and may be written to restore a step
+// (then call ShardedEmbedding::shards_written()).
 struct LocalShardView {
   int table;
   std::int64_t row_begin, row_end;
@@ -31,6 +34,7 @@ struct LocalShardView {
   float* weights;
   std::vector<std::pair<std::string, float*>> state;
   std::vector<std::size_t> state_counts;
+  bool host_memory = false;
 };
 
 class ShardedEmbedding {
@@ -44,7 +48,7 @@ class ShardedEmbedding {
   ShardedEmbedding(comm::Communicator& comm, device::Backend& backend, device::MemoryPool& pool,
                    std::vector<TableSpec> tables, Pooling pooling, ShardingPlan plan,
                    SparseOptimizerConfig optimizer, std::uint64_t seed,
-                   comm::Communicator* device_comm = nullptr);
+                   comm::Communicator* device_comm = nullptr, TierOptions tiering = {});
   ~ShardedEmbedding();
   ShardedEmbedding(const ShardedEmbedding&) = delete;
   ShardedEmbedding& operator=(const ShardedEmbedding&) = delete;
@@ -73,8 +77,17 @@ class ShardedEmbedding {
   void backward_start(device::Stream& stream, const float* grad_out);
   void backward_finish(device::Stream& stream);
 
-  // The rows this rank owns and their optimizer state, in plan order (for checkpoints).
+  // The rows this rank owns and their optimizer state, in plan order (for checkpoints). Tiered:
+  // every hot row is first written to the host tier, which the views then show.
   std::vector<LocalShardView> local_shards();
+  // After writing through local_shards()' views: tiered, the hot rows are read again.
+  void shards_written();
+
+  // Hot/cold tiers (tiered_rows.hpp): whether they are on, their counters since the last call,
+  // and the bytes of the host tier.
+  bool tiered() const;
+  TierStats take_tier_stats();
+  std::size_t host_tier_bytes() const;
 
   const ShardingPlan& plan() const;
   int num_tables() const;
@@ -83,7 +96,7 @@ class ShardedEmbedding {
   SparseOptimizerKind optimizer_kind() const;
   // Bytes this rank sent to other ranks by all-to-all in the last forward + backward.
   std::size_t bytes_sent_last_step() const;
-  // Bytes of weights and optimizer state this rank holds.
+  // Bytes of weights and optimizer state this rank holds in device memory (tiered: hot rows and staging).
   std::size_t local_bytes() const;
 
  private:

@@ -57,6 +57,12 @@ struct ShardedEmbedding::Impl {
   std::vector<std::vector<int>> rank_shards;    // per rank: shard ids it owns, plan order
   std::int64_t local_rows = 0;
   device::Buffer<float> weights, state;
+  // Tiered: the device tier is `weights`/`state` (hot slots, then staging slots), own_rows are
+  // remapped to its slots by tiers->stage(), and the host tier is tiers' own.
+  std::unique_ptr<device::MemoryPool> own_host_pool;
+  std::unique_ptr<TieredRows> tiers;
+  device::Stream* last_stream = nullptr;  // the stream of the last step (tier flushes wait for it)
+  std::int64_t device_rows() const { return tiers ? tiers->device_rows() : local_rows; }
 
   // Where the layer is in a step: forward_start -> forward_finish -> backward_start ->
   // backward_finish (forward() and backward() run both halves).
@@ -199,7 +205,7 @@ struct ShardedEmbedding::Impl {
   std::vector<std::vector<std::int64_t>> expanded_offsets, expanded_indices;
   std::vector<Bags> expanded_bags;
   // Whether the one-hot CPU path can run a batch whose bags each hold one index.
-  bool one_hot_path(int local_batch) const { return local_only && on_host && local_batch > 0; }
+  bool one_hot_path(int local_batch) const { return local_only && on_host && !tiers && local_batch > 0; }
   static bool is_one_hot(std::span<const Bags> bags, int local_batch);
   cpu::OneHotTables one_hot_tables();
   void begin_forward(float* out);
@@ -212,6 +218,10 @@ struct ShardedEmbedding::Impl {
   void plan_combine();
   void group_rows(std::int64_t n_bags, const std::int64_t* grad_pos, const float* scale);
   void update_on_host(device::Stream& stream, const float* grad);
+  // cold_update = host: the groups of staged rows updated in the host tier, the rest in place.
+  void update_split(device::Stream& stream, const float* grad);
+  std::vector<std::int64_t> split_rows[2], split_offsets[2], split_grad[2];
+  std::vector<float> split_scale[2];
   // The device path's update: entries grouped on the device from the staged owner CSR.
   void update_on_device(device::Stream& stream, const float* dev_grad, bool scaled);
 };

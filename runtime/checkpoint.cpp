@@ -58,10 +58,11 @@ void for_each_piece(hsize_t count, hsize_t cols, const F& piece) {
   }
 }
 
-// Rows [first, first + count) of dataset d from `rows` x `cols` floats of device memory.
+// Rows [first, first + count) of dataset d from `rows` x `cols` floats of device memory (host
+// memory when `host`: a tiered table's host tier).
 void write_device_rows(device::Backend& backend, device::Stream& stream, hid_t d, hsize_t first, hsize_t count,
-                       hsize_t cols, const float* src) {
-  if (backend.host_accessible(device::Tier::device)) {
+                       hsize_t cols, const float* src, bool host = false) {
+  if (host || backend.host_accessible(device::Tier::device)) {
     h5::write_rows(d, first, count, src);
     return;
   }
@@ -75,9 +76,10 @@ void write_device_rows(device::Backend& backend, device::Stream& stream, hid_t d
 // Reads rows [first, first + count) of a [* x cols] float dataset into device memory after
 // checking its shape.
 void read_device_rows(device::Backend& backend, device::Stream& stream, hid_t file, const std::string& name,
-                      hsize_t first, hsize_t count, hsize_t cols, float* out, const std::string& path) {
+                      hsize_t first, hsize_t count, hsize_t cols, float* out, const std::string& path,
+                      bool host = false) {
   auto dset = open_float_rows(file, name, first, count, cols, path);
-  if (backend.host_accessible(device::Tier::device)) {
+  if (host || backend.host_accessible(device::Tier::device)) {
     h5::read_rows(dset, first, count, out);
     return;
   }
@@ -153,12 +155,12 @@ void save_checkpoint(const std::string& path, DlrmModel& model, const Checkpoint
       for (auto& shard : shards) {
         if (shard.table != t) continue;
         const hsize_t n = shard.row_end - shard.row_begin;
-        write_device_rows(backend, *stream, weights, shard.row_begin, n, dim, shard.weights);
+        write_device_rows(backend, *stream, weights, shard.row_begin, n, dim, shard.weights, shard.host_memory);
         for (std::size_t i = 0; i < state_layout.size(); ++i) {
           if (i >= shard.state.size() || shard.state[i].first != state_layout[i].first)
             throw Error(fmt::format("table {}: embedding optimizer state differs between shards", t));
           write_device_rows(backend, *stream, states[i], shard.row_begin, n, shard.state_counts[i] / std::max<hsize_t>(n, 1),
-                            shard.state[i].second);
+                            shard.state[i].second, shard.host_memory);
         }
       }
     }
@@ -208,11 +210,13 @@ void load_checkpoint(const std::string& path, DlrmModel& model) {
     const hsize_t n = shard.row_end - shard.row_begin;
     if (n == 0) continue;
     std::string base = fmt::format("embedding/{}/", shard.table);
-    read_device_rows(backend, *stream, file, base + "weights", shard.row_begin, n, dim, shard.weights, path);
+    read_device_rows(backend, *stream, file, base + "weights", shard.row_begin, n, dim, shard.weights, path,
+                     shard.host_memory);
     for (std::size_t i = 0; i < shard.state.size(); ++i)
       read_device_rows(backend, *stream, file, base + shard.state[i].first, shard.row_begin, n,
-                       shard.state_counts[i] / n, shard.state[i].second, path);
+                       shard.state_counts[i] / n, shard.state[i].second, path, shard.host_memory);
   }
+  model.embedding().shards_written();
 }
 
 }  // namespace recmix::runtime

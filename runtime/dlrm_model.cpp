@@ -13,7 +13,8 @@ namespace recmix::runtime {
 DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
                      comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend,
                      device::MemoryPool& pool,
-                     std::int64_t max_local_batch, const embedding::ShardingPlan& plan)
+                     std::int64_t max_local_batch, const embedding::ShardingPlan& plan,
+                     embedding::TierOptions tiers)
     : comm_(comm),
       device_comm_(device_comm),
       backend_(backend),
@@ -55,7 +56,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   embedding_ = std::make_unique<embedding::ShardedEmbedding>(
       comm, backend, pool, tables,
       spec.model.pooling == "mean" ? embedding::Pooling::mean : embedding::Pooling::sum, plan, sparse,
-      spec.seed * 4 + 3, &device_comm);
+      spec.seed * 4 + 3, &device_comm, std::move(tiers));
 
   bottom_params_ = bottom_->parameters();
   top_params_ = top_->parameters();

@@ -31,7 +31,8 @@ class DlrmModel {
   // dense gradients in device memory (NCCL on CUDA; the same as comm on the CPU backend).
   DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
             comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend, device::MemoryPool& device_pool,
-            std::int64_t max_local_batch, const embedding::ShardingPlan& plan);
+            std::int64_t max_local_batch, const embedding::ShardingPlan& plan,
+            embedding::TierOptions tiers = {});
 
   // Rows per replica from which "auto" turns the dense replicas on (one rank only: on several
   // ranks, where they also work, "on" asks for them; their speed there is unmeasured, since

@@ -210,6 +210,25 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   if (m.top_mlp.empty() || m.top_mlp.back() != 1) model.fail("top_mlp", "must end in a layer of width 1 (the click probability)");
   model.reject_unknown();
 
+  auto emb = top.sub("embedding");
+  EmbeddingSpec& e = spec.embedding;
+  if (auto* n = emb.find("hot_fraction")) {
+    if (!n->is_number()) emb.fail("hot_fraction", "must be a number");
+    e.hot_fraction = *n->value<double>();
+    if (!(e.hot_fraction > 0 && e.hot_fraction <= 1))
+      emb.fail("hot_fraction", fmt::format("must be in (0, 1] (got {})", e.hot_fraction));
+  }
+  emb.read_bytes("device_budget", e.device_budget);
+  if (emb.find("device_budget") && e.device_budget == 0) emb.fail("device_budget", "must be above 0 bytes");
+  if (e.hot_fraction > 0 && e.device_budget > 0)
+    emb.fail("device_budget", "and 'embedding.hot_fraction' are alternatives: give one of them");
+  emb.read("hot_set", e.hot_set);
+  emb.one_of("hot_set", e.hot_set, {"counts", "lfu"});
+  emb.read_int("rerank_interval", e.rerank_interval, 0, INT64_MAX);
+  emb.read("cold_update", e.cold_update);
+  emb.one_of("cold_update", e.cold_update, {"device", "host"});
+  emb.reject_unknown();
+
   auto opt = top.sub("optimizer");
   OptimizerSpec& o = spec.optimizer;
   opt.read("dense", o.dense);

@@ -57,12 +57,24 @@ struct DeviceSpec {
   std::uint64_t host_memory_capacity = 0;  // bytes of host-tier memory; 0: unlimited
 };
 
+// The hot/cold tiers of the embedding tables (docs/embedding.md). Tiered when hot_fraction or
+// device_budget is set: each shard's hot rows in the device pool, every row in the host tier.
+struct EmbeddingSpec {
+  double hot_fraction = 0;             // (0, 1]: share of each shard's rows kept on the device; 0: unset
+  std::uint64_t device_budget = 0;     // bytes of one rank's hot rows and staging; 0: unset
+  std::string hot_set = "counts";      // counts (the dataset's /access_counts) | lfu (counted online)
+  std::int64_t rerank_interval = 0;    // steps between re-ranks of the hot set; 0: lfu 100, counts never
+  std::string cold_update = "device";  // device (in staging, written back) | host (in the host tier)
+  bool tiered() const { return hot_fraction > 0 || device_budget > 0; }
+};
+
 struct JobSpec {
   std::string name = "job";
   std::uint64_t seed = 1;
   std::string run_dir;   // empty: runs/<name>
   std::string sharding = "auto";  // "auto" or a plan in embedding::ShardingPlan::parse syntax
   ModelSpec model;
+  EmbeddingSpec embedding;
   OptimizerSpec optimizer;
   DataSpec data;
   TrainSpec train;

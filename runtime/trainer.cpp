@@ -116,6 +116,17 @@ std::vector<std::vector<std::int64_t>> read_access_counts(const std::vector<std:
   return counts;
 }
 
+// The tier counters of one log interval, as per-step figures (metrics.jsonl "train" records).
+void add_tier_metrics(nlohmann::json& record, const embedding::TierStats& t) {
+  const double steps = std::max<double>(1.0, static_cast<double>(t.steps));
+  record["hot_hit_rate"] = t.lookups > 0 ? static_cast<double>(t.hot_hits) / static_cast<double>(t.lookups) : 1.0;
+  record["cold_rows_per_step"] = static_cast<double>(t.rows_staged) / steps;
+  record["bytes_to_device_per_step"] = static_cast<std::size_t>(static_cast<double>(t.bytes_to_device) / steps);
+  record["bytes_to_host_per_step"] = static_cast<std::size_t>(static_cast<double>(t.bytes_to_host) / steps);
+  record["staging_s_per_step"] = t.staging_s / steps;
+  record["reranks"] = t.reranks;
+}
+
 }  // namespace
 
 Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
@@ -131,6 +142,8 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   backend_ = device::make_backend(kind, spec_.device.threads, device::parse_cpu_gemm(spec_.device.gemm));
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
+  host_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::host, spec_.name,
+                                                    spec_.device.host_memory_capacity);
   if (kind == device::BackendKind::cpu_strict) device_comm_ = comm::make_staged_communicator(comm_, *backend_);
 
   const bool from_checkpoint = shape.has_value();
@@ -155,14 +168,28 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   // The automatic plan balances expected traffic by the dataset's access counts when it has them
   // (not when the shape comes from a checkpoint: evaluation places tables by size alone).
   std::vector<std::vector<std::int64_t>> access_counts;
-  if (spec_.sharding == "auto" && !from_checkpoint && comm_.size() > 1)
+  const EmbeddingSpec& es = spec_.embedding;
+  const bool tier_counts = es.tiered() && es.hot_set == "counts" && !from_checkpoint;
+  if ((spec_.sharding == "auto" && !from_checkpoint && comm_.size() > 1) || tier_counts)
     access_counts = read_access_counts(spec_.data.train, table_rows_);
   plan_ = std::make_unique<embedding::ShardingPlan>(
       spec_.sharding == "auto" ? embedding::ShardingPlan::automatic(tables, comm_.size(), access_counts)
                                : embedding::ShardingPlan::parse(spec_.sharding, tables, comm_.size()));
   const std::int64_t max_local = (spec_.train.batch_size + comm_.size() - 1) / comm_.size();
+  embedding::TierOptions tiers;
+  if (es.tiered()) {
+    tiers.hot_fraction = es.hot_fraction;
+    tiers.device_budget = es.device_budget;
+    tiers.hot_set = es.hot_set == "lfu" ? embedding::HotSet::lfu : embedding::HotSet::counts;
+    tiers.rerank_interval = es.rerank_interval > 0 ? es.rerank_interval : es.hot_set == "lfu" ? 100 : 0;
+    tiers.cold_update = es.cold_update == "host" ? embedding::ColdUpdate::host : embedding::ColdUpdate::device;
+    tiers.global_batch = spec_.train.batch_size;
+    tiers.bag_rows = 1;  // one-hot; multi-hot batches grow the staging slots on their first step
+    if (tier_counts) tiers.table_counts = access_counts;
+    tiers.host_pool = host_pool_.get();
+  }
   model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, device_comm_ ? *device_comm_ : comm_,
-                                       *backend_, *device_pool_, max_local, *plan_);
+                                       *backend_, *device_pool_, max_local, *plan_, std::move(tiers));
   // For tests of failure handling: RECMIX_FAULT_INJECTION="<job>:<step>:<rank>" makes that rank of
   // that job throw right after that step, between two steps' collectives, as a crash would.
   if (const char* fault = std::getenv("RECMIX_FAULT_INJECTION")) {
@@ -264,6 +291,16 @@ TrainResult Trainer::train(const TrainOptions& options) {
   log->info("sharding plan:\n{}", plan_->describe());
 
   TrainResult result;
+  embedding::TierStats tier_total;
+  if (model_->embedding().tiered()) {
+    const auto& e = spec_.embedding;
+    log->info("embedding tiers: {}, hot set by {}{}, cold updates on the {}; device tier {} on rank {}, host tier {}",
+              e.device_budget > 0 ? "device budget " + device::format_bytes(e.device_budget)
+                                  : fmt::format("hot fraction {}", e.hot_fraction),
+              e.hot_set, e.rerank_interval > 0 || e.hot_set == "lfu" ? ", re-ranked" : "", e.cold_update,
+              device::format_bytes(model_->embedding().local_bytes()), rank,
+              device::format_bytes(model_->embedding().host_tier_bytes()));
+  }
   data::Batch batch;
   const auto start = Clock::now();
   auto last_log = start;
@@ -339,9 +376,23 @@ TrainResult Trainer::train(const TrainOptions& options) {
       double eta = (total_steps - step) * (elapsed / steps_this_run);
       log->info("step {}/{} ({:.0f}%)  epoch {}  loss {:.5f}  {:.0f} samples/s  ETA {}", step, total_steps,
                 100.0 * step / total_steps, resume_position_.epoch, loss, rate, format_duration(eta));
-      metrics.write({{"type", "train"}, {"step", step}, {"epoch", resume_position_.epoch}, {"loss", loss},
-                     {"samples_per_s", rate}, {"elapsed_s", elapsed},
-                     {"device_peak_bytes", device_pool_->peak_bytes()}});
+      nlohmann::json record = {{"type", "train"}, {"step", step}, {"epoch", resume_position_.epoch}, {"loss", loss},
+                               {"samples_per_s", rate}, {"elapsed_s", elapsed},
+                               {"device_peak_bytes", device_pool_->peak_bytes()}};
+      if (model_->embedding().tiered()) {
+        const embedding::TierStats t = model_->embedding().take_tier_stats();
+        tier_total.add(t);
+        add_tier_metrics(record, t);
+        log->info("  tiers (rank 0's shards): hot hit rate {:.1f}%, {:.0f} cold rows staged per step, {} to the "
+                  "device and {} to the host per step, staging {:.2f} ms per step{}",
+                  100.0 * record["hot_hit_rate"].get<double>(), record["cold_rows_per_step"].get<double>(),
+                  device::format_bytes(record["bytes_to_device_per_step"].get<std::size_t>()),
+                  device::format_bytes(record["bytes_to_host_per_step"].get<std::size_t>()),
+                  1e3 * record["staging_s_per_step"].get<double>(),
+                  t.reranks > 0 ? fmt::format(", {} re-rank(s) moved {} rows", t.reranks, t.rows_promoted + t.rows_demoted)
+                                : std::string());
+      }
+      metrics.write(record);
       last_log = now;
       steps_since_log = 0;
     }
@@ -362,6 +413,15 @@ TrainResult Trainer::train(const TrainOptions& options) {
   result.stopped = stopped_early;
   do_checkpoint(step);
   if (!stopped_early && !spec_.data.eval.empty()) result.eval = do_eval(step);
+  if (model_->embedding().tiered() && rank == 0) {
+    tier_total.add(model_->embedding().take_tier_stats());
+    nlohmann::json t;
+    add_tier_metrics(t, tier_total);
+    result.hot_hit_rate = t.value("hot_hit_rate", 0.0);
+    log->info("tiers over the run (rank 0's shards): hot hit rate {:.1f}%, {} rows staged, {} rows written back, {} "
+              "re-rank(s)", 100.0 * result.hot_hit_rate, tier_total.rows_staged, tier_total.rows_written_back,
+              tier_total.reranks);
+  }
   log->info("{} after {} steps in {}: {:.0f} samples/s, peak device memory {}",
             stopped_early ? "stopped" : "done", step, format_duration(seconds), result.samples_per_second,
             device::format_bytes(device_pool_->peak_bytes()));

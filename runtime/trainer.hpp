@@ -44,6 +44,7 @@ struct TrainResult {
   std::string last_checkpoint;
   double samples_per_second = 0;
   bool stopped = false;            // stopped early (stop_after or stop_requested), checkpoint written
+  double hot_hit_rate = -1;        // tiered tables: the share of rank 0's lookups served by hot rows
 };
 
 struct TrainOptions {
@@ -88,6 +89,7 @@ class Trainer {
   DlrmModel& model() { return *model_; }
   const device::Backend& backend() const { return *backend_; }
   device::MemoryPool& device_pool() { return *device_pool_; }
+  device::MemoryPool& host_pool() { return *host_pool_; }
   const JobSpec& spec() const { return spec_; }
   const embedding::ShardingPlan& plan() const { return *plan_; }
 
@@ -101,6 +103,7 @@ class Trainer {
   comm::Communicator& comm_;
   std::unique_ptr<device::Backend> backend_;
   std::unique_ptr<device::MemoryPool> device_pool_;
+  std::unique_ptr<device::MemoryPool> host_pool_;  // the host tier of tiered embedding tables
   // Collectives over device buffers: NCCL on CUDA, the staged communicator under cpu-strict; null
   // on the CPU, where comm_ takes device buffers (host memory there).
   std::unique_ptr<comm::Communicator> device_comm_;

@@ -110,6 +110,8 @@ void validate(const JobSpec& spec) {
                  where + "tiering.hot_fraction must be in (0, 1]");
   RECMIX_REQUIRE(spec.tiering.hot_hit_rate >= 0 && spec.tiering.hot_hit_rate <= 1, ConfigError,
                  where + "tiering.hot_hit_rate must be in [0, 1]");
+  RECMIX_REQUIRE(spec.tiering.device_budget == 0 || spec.tiering.enabled, ConfigError,
+                 where + "tiering.device_budget is set but tiering is off");
 }
 
 const std::vector<std::string>& dlrm_preset_names() {

@@ -43,10 +43,13 @@ struct DlrmShape {
   std::int64_t dense_params() const;      // weights + biases of both MLPs
 };
 
+// Hot/cold tiers of the embedding rows: each owned shard's hot rows on the device, every owned
+// row in host memory. The hot rows come from device_budget when it is set, else hot_fraction.
 struct Tiering {
   bool enabled = false;
-  double hot_fraction = 1.0;  // share of each table's rows kept on the device
-  double hot_hit_rate = 0.9;  // share of lookups served by hot rows (Zipf-skewed data)
+  double hot_fraction = 1.0;        // share of each shard's rows kept on the device
+  double hot_hit_rate = 0.9;        // share of lookups served by hot rows (Zipf-skewed data)
+  std::uint64_t device_budget = 0;  // bytes of one rank's hot and staging rows; 0: unset
 };
 
 struct JobSpec {

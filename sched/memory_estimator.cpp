@@ -1,8 +1,12 @@
 #include "sched/memory_estimator.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+
+#include "core/error.hpp"
 
 namespace recmix::sched {
 
@@ -38,16 +42,36 @@ std::vector<RankShard> plan_shards(const DlrmShape& shape, int ranks) {
 
 namespace {
 
-// Rows of the shard that live on the device.
-double device_rows(const JobSpec& spec, std::int64_t rows) {
-  return spec.tiering.enabled ? std::ceil(spec.tiering.hot_fraction * static_cast<double>(rows))
-                              : static_cast<double>(rows);
+double sparse_row_floats(const JobSpec& spec) {
+  const int d = spec.shape.embedding_dim();
+  return d + sparse_state_per_row(spec.sparse_optimizer, d);
 }
 
-double device_embedding_params(const JobSpec& spec, const RankShard& shard) {
-  double n = 0;
-  for (const auto& [table, rows] : shard.rows) n += device_rows(spec, rows) * spec.shape.tables[table].dim;
-  return n;
+// The hot rows of a shard of `rows` rows for a hot fraction, as the runtime rounds it
+// (embedding::hot_rows_for_fraction): up, but not past a product that is whole but for rounding.
+std::int64_t hot_rows_for_fraction(std::int64_t rows, double hot_fraction) {
+  if (rows <= 0) return 0;
+  const double want = hot_fraction * static_cast<double>(rows) * (1 - 1e-12);
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(want)), 1, rows);
+}
+
+// `hot` rows shared over the shard's entries in proportion to their rows: entry i gets the
+// difference of floor(hot x rows up to and including i / all rows) and the same up to i - 1.
+std::vector<std::int64_t> share_by_rows(std::int64_t hot, const RankShard& shard) {
+  std::int64_t total = 0;
+  for (const auto& [table, rows] : shard.rows) total += rows;
+  std::vector<std::int64_t> out;
+  std::int64_t through = 0, given = 0;
+  for (const auto& [table, rows] : shard.rows) {
+    through += rows;
+    const auto upto = through == total ? hot
+                                       : static_cast<std::int64_t>(std::floor(static_cast<double>(hot) *
+                                                                              static_cast<double>(through) /
+                                                                              static_cast<double>(total)));
+    out.push_back(std::clamp<std::int64_t>(upto - given, 0, rows));
+    given += out.back();
+  }
+  return out;
 }
 
 double sum(const std::vector<int>& v, std::size_t from = 0) {
@@ -58,16 +82,56 @@ double sum(const std::vector<int>& v, std::size_t from = 0) {
 
 }  // namespace
 
+DeviceTier device_tier(const JobSpec& spec, const RankShard& shard) {
+  DeviceTier tier;
+  if (!spec.tiering.enabled) {
+    for (const auto& [table, rows] : shard.rows) tier.hot_rows.push_back(rows);
+    return tier;
+  }
+  const std::int64_t step_rows = static_cast<std::int64_t>(spec.local_batch()) * spec.ranks * spec.shape.pooling;
+  if (spec.tiering.device_budget == 0) {
+    for (const auto& [table, rows] : shard.rows) {
+      tier.hot_rows.push_back(hot_rows_for_fraction(rows, spec.tiering.hot_fraction));
+      tier.staging_rows += std::min(rows - tier.hot_rows.back(), step_rows);
+    }
+    return tier;
+  }
+  std::int64_t owned = 0;
+  for (const auto& [table, rows] : shard.rows) {
+    owned += rows;
+    tier.staging_rows += std::min(rows, step_rows);
+  }
+  const auto row_bytes = static_cast<std::uint64_t>(sparse_row_floats(spec) * kFloatBytes);
+  const auto budget = spec.tiering.device_budget;
+  const auto staging = static_cast<std::uint64_t>(tier.staging_rows) * row_bytes;
+  RECMIX_REQUIRE(budget >= staging, ConfigError,
+                 fmt::format("job '{}': tiering.device_budget of {} bytes is below the {} bytes of a rank's {} "
+                             "staging rows",
+                             spec.name, budget, staging, tier.staging_rows));
+  const auto hot = std::min<std::uint64_t>(static_cast<std::uint64_t>(owned), (budget - staging) / row_bytes);
+  tier.hot_rows = share_by_rows(static_cast<std::int64_t>(hot), shard);
+  return tier;
+}
+
 double parameter_bytes(const JobSpec& spec, const RankShard& shard) {
-  return (device_embedding_params(spec, shard) + static_cast<double>(spec.shape.dense_params())) *
-         kFloatBytes;
+  const DeviceTier tier = device_tier(spec, shard);
+  double params = static_cast<double>(spec.shape.dense_params());
+  for (std::size_t i = 0; i < shard.rows.size(); ++i)
+    params += static_cast<double>(tier.hot_rows[i]) * spec.shape.tables[shard.rows[i].first].dim;
+  return params * kFloatBytes;
 }
 
 double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard) {
+  const DeviceTier tier = device_tier(spec, shard);
   double state = optimizer_state_per_param(spec.optimizer) * static_cast<double>(spec.shape.dense_params());
-  for (const auto& [table, rows] : shard.rows)
-    state += device_rows(spec, rows) * sparse_state_per_row(spec.sparse_optimizer, spec.shape.tables[table].dim);
+  for (std::size_t i = 0; i < shard.rows.size(); ++i)
+    state += static_cast<double>(tier.hot_rows[i]) *
+             sparse_state_per_row(spec.sparse_optimizer, spec.shape.tables[shard.rows[i].first].dim);
   return state * kFloatBytes;
+}
+
+double staging_bytes(const JobSpec& spec, const RankShard& shard) {
+  return static_cast<double>(device_tier(spec, shard).staging_rows) * sparse_row_floats(spec) * kFloatBytes;
 }
 
 double activation_bytes(const JobSpec& spec) {
@@ -100,18 +164,19 @@ double all_reduce_bytes(const JobSpec& spec) {
 
 double gemm_workspace_bytes(const MachineModel& machine) { return machine.gemm_workspace_bytes; }
 
-double prefetch_bytes(const JobSpec& spec, const RankShard& shard, const EstimatorOptions& options) {
+double prefetch_bytes(const JobSpec& spec, const EstimatorOptions& options) {
   const auto& s = spec.shape;
-  const double b = spec.local_batch();
-  const double per_batch = b * (s.dense_features() * kFloatBytes +
-                                static_cast<double>(s.tables.size()) * s.pooling * kIndexBytes + kFloatBytes);
-  double cold = 0;
-  if (spec.tiering.enabled) {
-    const double global = b * spec.ranks;
-    cold = global * shard.owned_tables() * s.pooling * (1.0 - spec.tiering.hot_hit_rate) *
-           s.embedding_dim() * kFloatBytes;
-  }
-  return options.prefetch_batches * (per_batch + cold);
+  const double per_batch = spec.local_batch() * (s.dense_features() * kFloatBytes +
+                                                 static_cast<double>(s.tables.size()) * s.pooling * kIndexBytes +
+                                                 kFloatBytes);
+  return options.prefetch_batches * per_batch;
+}
+
+double host_tier_bytes(const JobSpec& spec, const RankShard& shard) {
+  if (!spec.tiering.enabled) return 0;
+  double owned = 0;
+  for (const auto& [table, rows] : shard.rows) owned += static_cast<double>(rows);
+  return owned * sparse_row_floats(spec) * kFloatBytes;
 }
 
 MemoryEstimate estimate_rank_memory(const JobSpec& spec, const RankShard& shard,
@@ -123,8 +188,10 @@ MemoryEstimate estimate_rank_memory(const JobSpec& spec, const RankShard& shard,
   e.all_to_all = all_to_all_bytes(spec, shard);
   e.all_reduce = all_reduce_bytes(spec);
   e.gemm_workspace = gemm_workspace_bytes(machine);
-  e.prefetch = prefetch_bytes(spec, shard, options);
+  e.prefetch = prefetch_bytes(spec, options);
+  e.staging = staging_bytes(spec, shard);
   e.margin = options.allocator_margin * e.total();
+  e.host = host_tier_bytes(spec, shard);
   return e;
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // Analytic peak device memory of one rank of a DLRM job, term by term, so each term can be
 // matched against what the runtime's memory pools hold: weights and optimizer state of the
-// shards the rank owns (hot tier only when tiering is on), layer activations and their
-// gradients for the local batch, all-to-all and all-reduce buffers, GEMM workspace and the
-// prefetched batches. docs/scheduler.md gives the formula of every term.
+// shards the rank owns (their hot rows and the staging rows when tiering is on), layer
+// activations and their gradients for the local batch, all-to-all and all-reduce buffers, GEMM
+// workspace and the prefetched batches; and, apart, the host memory of the tiered rows.
+// docs/scheduler.md gives the formula of every term.
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -31,13 +32,32 @@ struct EstimatorOptions {
 constexpr double kFloatBytes = 4;
 constexpr double kIndexBytes = 8;
 
+// The embedding rows one rank keeps on the device. Untiered: every owned row is hot and nothing
+// is staged. Tiered, with B = local batch x ranks and L = pooling:
+// - hot_fraction f: a shard of r rows keeps ceil(f x r) hot, at least 1 and at most r (the
+//   runtime's rounding); staging = sum over shards of min(r - hot, B x L), the cold rows one
+//   step can look up.
+// - device_budget: staging = sum over shards of min(r, B x L) (sized before the hot rows are
+//   chosen, so every row counts as cold); hot = floor((budget - staging x row bytes) / row bytes)
+//   over all shards, at most their rows, shared in proportion to their rows (the runtime shares
+//   by access count; the bytes are the same for any split). ConfigError when the budget is below
+//   the staging rows.
+// Row bytes = (dim + sparse state per row) x 4: a staging row holds its state too.
+struct DeviceTier {
+  std::vector<std::int64_t> hot_rows;  // per entry of RankShard::rows
+  std::int64_t staging_rows = 0;
+};
+DeviceTier device_tier(const JobSpec& spec, const RankShard& shard);
+
 // Each term in bytes, for one rank holding `shard`.
-// Weights: (owned device rows x dim + dense params) x 4. Device rows = ceil(hot_fraction x rows)
-// when tiering is on.
+// Weights: (hot rows x dim + dense params) x 4; hot rows are every owned row when untiered.
 double parameter_bytes(const JobSpec& spec, const RankShard& shard);
-// Optimizer state: dense params x dense state per param (Adagrad 1, Adam 2) x 4 + owned device
-// rows x sparse state per row (Adagrad dim, row-wise Adagrad 1) x 4.
+// Optimizer state: dense params x dense state per param (Adagrad 1, Adam 2) x 4 + hot rows x
+// sparse state per row (Adagrad dim, row-wise Adagrad 1) x 4.
 double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard);
+// Staging rows with their optimizer state: staging rows x (dim + sparse state per row) x 4; 0
+// when untiered.
+double staging_bytes(const JobSpec& spec, const RankShard& shard);
 // Activations and their gradients for the local batch: local batch x 4 x (dense input + labels +
 // loss gradient + 2 x (bottom widths + tables x dim + interaction width + top widths)): each MLP
 // layer output, the pooled embeddings and the interaction output with a gradient each.
@@ -49,10 +69,12 @@ double all_to_all_bytes(const JobSpec& spec, const RankShard& shard);
 double all_reduce_bytes(const JobSpec& spec);
 // BLAS workspace held by the device library.
 double gemm_workspace_bytes(const MachineModel& machine);
-// Prefetched batches (dense floats, indices, labels) and, with tiering, the staged cold rows
-// for the owned tables: prefetch_batches x (local batch x (dense x 4 + tables x pooling x 8 + 4)
-// + global batch x owned tables x pooling x (1 - hot_hit_rate) x dim x 4).
-double prefetch_bytes(const JobSpec& spec, const RankShard& shard, const EstimatorOptions& options);
+// Prefetched batches (dense floats, indices, labels): prefetch_batches x local batch x
+// (dense x 4 + tables x pooling x 8 + 4). The cold rows a step needs are in staging_bytes.
+double prefetch_bytes(const JobSpec& spec, const EstimatorOptions& options);
+// Host memory of the tiered rows, not device memory: the host tier holds every owned row with
+// its state, owned rows x (dim + sparse state per row) x 4; 0 when untiered.
+double host_tier_bytes(const JobSpec& spec, const RankShard& shard);
 
 struct MemoryEstimate {
   double parameters = 0;
@@ -62,16 +84,19 @@ struct MemoryEstimate {
   double all_reduce = 0;
   double gemm_workspace = 0;
   double prefetch = 0;
+  double staging = 0;
   double margin = 0;  // allocator_margin x the sum of the terms above
+  double host = 0;    // host memory of the tiered rows: not device memory, not in total()
+  // Device bytes.
   double total() const {
     return parameters + optimizer_state + activations + all_to_all + all_reduce + gemm_workspace +
-           prefetch + margin;
+           prefetch + staging + margin;
   }
 };
 
 MemoryEstimate estimate_rank_memory(const JobSpec& spec, const RankShard& shard,
                                     const MachineModel& machine, const EstimatorOptions& options = {});
-// The largest estimate over the ranks of plan_shards(spec.shape, spec.ranks).
+// The largest estimate (by device bytes) over the ranks of plan_shards(spec.shape, spec.ranks).
 MemoryEstimate estimate_peak_memory(const JobSpec& spec, const MachineModel& machine,
                                     const EstimatorOptions& options = {});
 

@@ -41,6 +41,12 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
   out.shape.top_mlp = s.model.top_mlp;
   out.shape.concat_interaction = s.model.interaction == "cat";
+  // One index per bag. DatasetInfo does not carry a multi-hot dataset's bag size, so its bags are
+  // counted as one-hot too (docs/scheduler.md, Limits).
+  out.shape.pooling = 1;
+  out.tiering.enabled = s.embedding.tiered();
+  out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
+  out.tiering.device_budget = s.embedding.device_budget;
   out.global_batch = static_cast<int>(s.train.batch_size);
   out.optimizer = sched::parse_optimizer(s.optimizer.dense);
   out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);

@@ -42,8 +42,112 @@ TEST(MemoryEstimator, TieringKeepsOnlyHotRowsOnDevice) {
   // ceil(0.5*10) = 5 and ceil(0.5*6) = 3 rows of dim 4 = 32 elements.
   EXPECT_DOUBLE_EQ(parameter_bytes(s, whole(s)), (32 + 114) * 4.0);
   EXPECT_DOUBLE_EQ(optimizer_state_bytes(s, whole(s)), (32 + 114) * 4.0);
-  // Prefetch: 2 x (6 x (3*4 + 2*8 + 4) + cold rows 6 x 2 tables x 0.25 x 4 dim x 4 B) = 2 x (192 + 48).
-  EXPECT_DOUBLE_EQ(prefetch_bytes(s, whole(s), {}), 480.0);
+  // Cold rows 5 and 3, both below the 6 lookups of a step: 8 staging rows of (4 + 4) x 4 B.
+  EXPECT_DOUBLE_EQ(staging_bytes(s, whole(s)), 8 * 32.0);
+  // Prefetch holds only the batches: 2 x 6 x (3*4 + 2*8 + 4).
+  EXPECT_DOUBLE_EQ(prefetch_bytes(s, {}), 384.0);
+}
+
+// Row bytes below: dim 4 + Adagrad state 4 = 8 floats = 32 B. One rank, global batch 6, one-hot:
+// a step looks up at most 6 rows of each table.
+TEST(MemoryEstimator, HotFractionStagingIsCappedByColdRowsAndByTheBatch) {
+  JobSpec s = tiny();
+  s.tiering = {true, 0.25, 0.9};
+  // Hot ceil(2.5) = 3 of 10 and ceil(1.5) = 2 of 6; cold 7 and 4; staging min(7, 6) + min(4, 6) = 10.
+  const DeviceTier tier = device_tier(s, whole(s));
+  EXPECT_EQ(tier.hot_rows, (std::vector<std::int64_t>{3, 2}));
+  EXPECT_EQ(tier.staging_rows, 10);
+  // Weights (5 hot rows x 4 + 114 dense) x 4; state (114 dense + 5 rows x 4) x 4.
+  EXPECT_DOUBLE_EQ(parameter_bytes(s, whole(s)), 536.0);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(s, whole(s)), 536.0);
+  EXPECT_DOUBLE_EQ(staging_bytes(s, whole(s)), 320.0);
+  // Host: all 16 owned rows with their state.
+  EXPECT_DOUBLE_EQ(host_tier_bytes(s, whole(s)), 512.0);
+  MachineModel m;
+  m.gemm_workspace_bytes = 1000;
+  const MemoryEstimate e = estimate_rank_memory(s, whole(s), m, {2, 0.05});
+  // parameters, state, activations, all-to-all, all-reduce, workspace, prefetch, staging.
+  const double sum = 536 + 536 + 1704 + 960 + 456 + 1000 + 384 + 320;
+  EXPECT_DOUBLE_EQ(e.staging, 320.0);
+  EXPECT_DOUBLE_EQ(e.host, 512.0);
+  EXPECT_DOUBLE_EQ(e.total(), 1.05 * sum);  // the host tier is not device memory
+}
+
+TEST(MemoryEstimator, HotFractionRoundsAsTheRuntime) {
+  JobSpec s = tiny();
+  s.shape.tables[0].rows = 100;
+  s.tiering = {true, 0.07, 0.9};
+  // 0.07 x 100 is 7.000000000000001 in doubles: 7 hot rows, not 8. 0.07 x 6 = 0.42: 1 row.
+  const DeviceTier tier = device_tier(s, whole(s));
+  EXPECT_EQ(tier.hot_rows, (std::vector<std::int64_t>{7, 1}));
+  EXPECT_EQ(tier.staging_rows, 6 + 5);  // min(93, 6) + min(5, 6)
+}
+
+TEST(MemoryEstimator, DeviceBudgetBuysHotRowsAfterTheStaging) {
+  JobSpec s = tiny();
+  s.tiering.enabled = true;
+  // Staging counts every row cold: min(10, 6) + min(6, 6) = 12 rows = 384 B. A budget of
+  // 384 + 7 x 32 + 20 = 628 B leaves floor(244 / 32) = 7 hot rows, by rows 10:6:
+  // floor(7 x 10 / 16) = 4 and 7 - 4 = 3.
+  s.tiering.device_budget = 628;
+  DeviceTier tier = device_tier(s, whole(s));
+  EXPECT_EQ(tier.hot_rows, (std::vector<std::int64_t>{4, 3}));
+  EXPECT_EQ(tier.staging_rows, 12);
+  EXPECT_DOUBLE_EQ(parameter_bytes(s, whole(s)), (7 * 4 + 114) * 4.0);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(s, whole(s)), (114 + 7 * 4) * 4.0);
+  EXPECT_DOUBLE_EQ(staging_bytes(s, whole(s)), 384.0);
+  EXPECT_DOUBLE_EQ(host_tier_bytes(s, whole(s)), 512.0);
+  // Exactly the staging: no hot rows. A budget past every row: all 16 rows hot, staging unchanged.
+  s.tiering.device_budget = 384;
+  EXPECT_EQ(device_tier(s, whole(s)).hot_rows, (std::vector<std::int64_t>{0, 0}));
+  s.tiering.device_budget = 1 << 20;
+  tier = device_tier(s, whole(s));
+  EXPECT_EQ(tier.hot_rows, (std::vector<std::int64_t>{10, 6}));
+  EXPECT_EQ(tier.staging_rows, 12);
+  // Below the staging: the job cannot start.
+  s.tiering.device_budget = 383;
+  EXPECT_THROW(device_tier(s, whole(s)), ConfigError);
+  EXPECT_THROW(estimate_peak_memory(s, MachineModel{}), ConfigError);
+}
+
+TEST(MemoryEstimator, DeviceBudgetRowsCarryTheirOptimizerState) {
+  JobSpec s = tiny();
+  s.sparse_optimizer = SparseOptimizer::rowwise_adagrad;  // rows of 4 + 1 floats = 20 B
+  s.tiering.enabled = true;
+  // Staging 12 rows = 240 B; budget 400 B: floor(160 / 20) = 8 hot rows, 5 and 3 by rows 10:6.
+  s.tiering.device_budget = 400;
+  EXPECT_EQ(device_tier(s, whole(s)).hot_rows, (std::vector<std::int64_t>{5, 3}));
+  EXPECT_DOUBLE_EQ(parameter_bytes(s, whole(s)), (8 * 4 + 114) * 4.0);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(s, whole(s)), (114 + 8) * 4.0);
+  EXPECT_DOUBLE_EQ(staging_bytes(s, whole(s)), 240.0);
+  EXPECT_DOUBLE_EQ(host_tier_bytes(s, whole(s)), 16 * 20.0);
+}
+
+TEST(MemoryEstimator, HostTierHoldsTheRanksOwnedRows) {
+  JobSpec s = tiny();
+  s.ranks = 2;
+  s.tiering = {true, 0.5, 0.9};
+  // Rank 0 owns rows 0-4 of table 0 and table 1 (11 rows), rank 1 rows 5-9 of table 0. Local
+  // batch 3, so a step looks up at most 6 rows of a shard. Rank 0: hot 3 and 3, staging
+  // min(2, 6) + min(3, 6) = 5; rank 1: hot 3, staging 2.
+  const auto shards = plan_shards(s.shape, 2);
+  EXPECT_EQ(device_tier(s, shards[0]).staging_rows, 5);
+  EXPECT_EQ(device_tier(s, shards[1]).staging_rows, 2);
+  EXPECT_DOUBLE_EQ(host_tier_bytes(s, shards[0]), 11 * 32.0);
+  EXPECT_DOUBLE_EQ(host_tier_bytes(s, shards[1]), 5 * 32.0);
+  const MemoryEstimate peak = estimate_peak_memory(s, MachineModel{});
+  EXPECT_DOUBLE_EQ(peak.staging, 5 * 32.0);
+  EXPECT_DOUBLE_EQ(peak.host, 11 * 32.0);
+}
+
+TEST(MemoryEstimator, UntieredHasNoStagingNorHostTier) {
+  const JobSpec s = tiny();
+  const DeviceTier tier = device_tier(s, whole(s));
+  EXPECT_EQ(tier.hot_rows, (std::vector<std::int64_t>{10, 6}));
+  EXPECT_EQ(tier.staging_rows, 0);
+  const MemoryEstimate e = estimate_rank_memory(s, whole(s), MachineModel{});
+  EXPECT_DOUBLE_EQ(e.staging, 0.0);
+  EXPECT_DOUBLE_EQ(e.host, 0.0);
 }
 
 TEST(MemoryEstimator, ActivationsBuffersAndPrefetch) {
@@ -54,7 +158,7 @@ TEST(MemoryEstimator, ActivationsBuffersAndPrefetch) {
   // Indices (6*2 + 6*2) * 8 = 192; vectors and gradients 2 * (12 + 12) * 4 * 4 = 768.
   EXPECT_DOUBLE_EQ(all_to_all_bytes(s, whole(s)), 960.0);
   EXPECT_DOUBLE_EQ(all_reduce_bytes(s), 114 * 4.0);
-  EXPECT_DOUBLE_EQ(prefetch_bytes(s, whole(s), {}), 2 * 6 * (3 * 4 + 2 * 8 + 4.0));
+  EXPECT_DOUBLE_EQ(prefetch_bytes(s, {}), 2 * 6 * (3 * 4 + 2 * 8 + 4.0));
   MachineModel m;
   m.gemm_workspace_bytes = 1000;
   EXPECT_DOUBLE_EQ(gemm_workspace_bytes(m), 1000.0);
@@ -95,6 +199,9 @@ TEST(MemoryEstimator, RejectsBadSpecs) {
   EXPECT_THROW(estimate_peak_memory(s, MachineModel{}), ConfigError);
   s = tiny();
   s.tiering = {true, 0.0, 0.5};
+  EXPECT_THROW(estimate_peak_memory(s, MachineModel{}), ConfigError);
+  s = tiny();
+  s.tiering.device_budget = 1 << 20;  // a budget with tiering off
   EXPECT_THROW(estimate_peak_memory(s, MachineModel{}), ConfigError);
   EXPECT_THROW(parse_optimizer("lamb"), ConfigError);
 }

@@ -1,0 +1,330 @@
+// TieredRows: the host tier (every owned row), the device tier (hot slots, then staging slots),
+// staging a step's cold rows, writing them back, re-ranks, flushes for checkpoints.
+#include "embedding/tiered_rows.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace recmix::embedding {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+void TierStats::add(const TierStats& o) {
+  steps += o.steps;
+  lookups += o.lookups;
+  hot_hits += o.hot_hits;
+  rows_staged += o.rows_staged;
+  rows_written_back += o.rows_written_back;
+  rows_promoted += o.rows_promoted;
+  rows_demoted += o.rows_demoted;
+  reranks += o.reranks;
+  bytes_to_device += o.bytes_to_device;
+  bytes_to_host += o.bytes_to_host;
+  staging_s += o.staging_s;
+}
+
+std::int64_t staging_rows_needed(const std::vector<std::int64_t>& cold_rows, std::int64_t global_batch,
+                                 std::int64_t bag_rows) {
+  std::int64_t n = 0;
+  for (auto cold : cold_rows) n += std::min(cold, global_batch * bag_rows);
+  return n;
+}
+
+TieredRows::TieredRows(device::Backend& backend, device::MemoryPool& pool, std::vector<TierShard> shards, int dim,
+                       std::size_t state_per_row, TierOptions options, int rank, bool on_host,
+                       device::Buffer<float>& weights, device::Buffer<float>& state)
+    : backend_(backend), pool_(pool), shards_(std::move(shards)), dim_(dim), state_per_row_(state_per_row),
+      opt_(std::move(options)), rank_(rank), on_host_(on_host), weights_(weights), state_(state) {
+  RECMIX_REQUIRE(opt_.host_pool, Error, "tiered embedding: no host-tier pool");
+  RECMIX_REQUIRE(opt_.global_batch > 0 && opt_.bag_rows > 0, ConfigError,
+                 "tiered embedding: the global batch and the indices per bag size the staging slots (both > 0)");
+  for (const auto& s : shards_) local_rows_ += s.row_end - s.row_begin;
+  host_w_ = device::Buffer<float>(*opt_.host_pool, std::size_t(local_rows_) * dim_,
+                                  fmt::format("embedding host tier, weights (rank {})", rank_));
+  if (state_per_row_ > 0)
+    host_s_ = device::Buffer<float>(*opt_.host_pool, std::size_t(local_rows_) * state_per_row_,
+                                    fmt::format("embedding host tier, optimizer state (rank {})", rank_));
+  slot_of_.assign(std::size_t(local_rows_), -1);
+  counted_.assign(std::size_t(local_rows_), 0);
+}
+
+std::vector<std::int64_t> TieredRows::shard_counts(std::size_t k) const {
+  const TierShard& s = shards_[k];
+  const std::int64_t rows = s.row_end - s.row_begin;
+  std::vector<std::int64_t> c(counted_.begin() + s.base, counted_.begin() + s.base + rows);
+  if (opt_.hot_set == HotSet::counts && std::size_t(s.table) < opt_.table_counts.size()) {
+    const auto& t = opt_.table_counts[std::size_t(s.table)];
+    if (!t.empty())
+      for (std::int64_t r = 0; r < rows; ++r) c[std::size_t(r)] += t[std::size_t(s.row_begin + r)];
+  }
+  return c;
+}
+
+void TieredRows::place_hot_rows() {
+  const std::size_t row_bytes = (std::size_t(dim_) + state_per_row_) * sizeof(float);
+  std::vector<std::int64_t> rows(shards_.size()), hot(shards_.size());
+  std::vector<std::vector<std::int64_t>> counts(shards_.size());
+  for (std::size_t k = 0; k < shards_.size(); ++k) {
+    rows[k] = shards_[k].row_end - shards_[k].row_begin;
+    counts[k] = shard_counts(k);
+  }
+  if (opt_.device_budget > 0) {
+    // Staging is reserved as if every row were cold, so the budget holds whatever the split.
+    const std::int64_t staging = staging_rows_needed(rows, opt_.global_batch, opt_.bag_rows);
+    const std::uint64_t staging_bytes = std::uint64_t(staging) * row_bytes;
+    if (opt_.device_budget < staging_bytes)
+      throw ConfigError(fmt::format(
+          "'embedding.device_budget' = {} is below the {} the staging slots of rank {} need ({} rows of {} bytes: "
+          "the global batch of {} looks up to that many cold rows of its {} shard(s) in one step)",
+          device::format_bytes(opt_.device_budget), device::format_bytes(staging_bytes), rank_, staging, row_bytes,
+          opt_.global_batch, shards_.size()));
+    hot = hot_rows_per_shard(std::int64_t((opt_.device_budget - staging_bytes) / row_bytes), rows, counts);
+  } else {
+    for (std::size_t k = 0; k < shards_.size(); ++k) hot[k] = hot_rows_for_fraction(rows[k], opt_.hot_fraction);
+  }
+  tiers_.clear();
+  hot_row_of_slot_.clear();
+  std::vector<std::int64_t> cold(shards_.size());
+  for (std::size_t k = 0; k < shards_.size(); ++k) {
+    tiers_.push_back(ShardTiers::by_counts(rows[k], counts[k], hot[k]));
+    for (std::int64_t r : tiers_.back().hot_rows()) {
+      slot_of_[std::size_t(shards_[k].base + r)] = static_cast<std::int64_t>(hot_row_of_slot_.size());
+      hot_row_of_slot_.push_back(shards_[k].base + r);
+    }
+    cold[k] = rows[k] - hot[k];
+  }
+  hot_ = static_cast<std::int64_t>(hot_row_of_slot_.size());
+  auto stream = backend_.create_stream();
+  allocate_device(staging_rows_needed(cold, opt_.global_batch, opt_.bag_rows), *stream);
+  upload_hot(*stream);
+  stream->synchronize();
+}
+
+// The device tier for `staging` staging slots. The hot slots' values come from the host tier,
+// so a re-allocation first writes them there (the old and new buffers never coexist).
+void TieredRows::allocate_device(std::int64_t staging, device::Stream& stream) {
+  if (!weights_.empty()) download_hot(stream);
+  weights_ = {};
+  state_ = {};
+  staging_ = staging;
+  const std::size_t n = std::size_t(hot_ + staging_);
+  weights_ = device::Buffer<float>(pool_, std::max<std::size_t>(n, 1) * dim_,
+                                   fmt::format("embedding weights, {} hot rows and {} staging slots (rank {})", hot_,
+                                               staging_, rank_));
+  if (state_per_row_ > 0)
+    state_ = device::Buffer<float>(pool_, std::max<std::size_t>(n, 1) * state_per_row_,
+                                   fmt::format("embedding optimizer state, {} hot rows and {} staging slots (rank {})",
+                                               hot_, staging_, rank_));
+}
+
+void TieredRows::download_hot(device::Stream& stream) {
+  if (hot_ == 0) return;
+  const std::size_t D = std::size_t(dim_), S = state_per_row_;
+  const float* w = weights_.data();
+  const float* s = state_.data();
+  if (!on_host_) {
+    bounce_w_.resize(std::size_t(hot_) * D);
+    backend_.copy(bounce_w_.data(), weights_.data(), bounce_w_.size() * sizeof(float), stream);
+    if (S > 0) {
+      bounce_s_.resize(std::size_t(hot_) * S);
+      backend_.copy(bounce_s_.data(), state_.data(), bounce_s_.size() * sizeof(float), stream);
+    }
+    stream.synchronize();
+    w = bounce_w_.data();
+    s = bounce_s_.data();
+  }
+  for (std::int64_t slot = 0; slot < hot_; ++slot) {
+    const std::size_t r = std::size_t(hot_row_of_slot_[std::size_t(slot)]);
+    std::memcpy(host_w_.data() + r * D, w + std::size_t(slot) * D, D * sizeof(float));
+    if (S > 0) std::memcpy(host_s_.data() + r * S, s + std::size_t(slot) * S, S * sizeof(float));
+  }
+}
+
+void TieredRows::upload_hot(device::Stream& stream) {
+  if (hot_ == 0) return;
+  const std::size_t D = std::size_t(dim_), S = state_per_row_;
+  float* w = weights_.data();
+  float* s = state_.data();
+  if (!on_host_) {
+    bounce_w_.resize(std::size_t(hot_) * D);
+    bounce_s_.resize(std::size_t(hot_) * S);
+    w = bounce_w_.data();
+    s = bounce_s_.data();
+  }
+  for (std::int64_t slot = 0; slot < hot_; ++slot) {
+    const std::size_t r = std::size_t(hot_row_of_slot_[std::size_t(slot)]);
+    std::memcpy(w + std::size_t(slot) * D, host_w_.data() + r * D, D * sizeof(float));
+    if (S > 0) std::memcpy(s + std::size_t(slot) * S, host_s_.data() + r * S, S * sizeof(float));
+  }
+  if (!on_host_) {
+    backend_.copy(weights_.data(), bounce_w_.data(), bounce_w_.size() * sizeof(float), stream);
+    if (S > 0) backend_.copy(state_.data(), bounce_s_.data(), bounce_s_.size() * sizeof(float), stream);
+  }
+}
+
+// The previous step's staged rows: written back when updated (device path: the copy to the host
+// side was posted by updated(); it has landed once the stream is synchronised), then forgotten.
+void TieredRows::retire(device::Stream& stream) {
+  if (staged_.empty()) return;
+  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
+  if (dirty_) {
+    const float* w = weights_.data() + std::size_t(hot_) * D;
+    const float* s = state_.data() + std::size_t(hot_) * S;
+    if (!on_host_) {
+      stream.synchronize();
+      w = bounce_w_.data();
+      s = bounce_s_.data();
+    }
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::size_t r = std::size_t(staged_[i]);
+      std::memcpy(host_w_.data() + r * D, w + i * D, D * sizeof(float));
+      if (S > 0) std::memcpy(host_s_.data() + r * S, s + i * S, S * sizeof(float));
+    }
+    stats_.rows_written_back += static_cast<std::int64_t>(m);
+    stats_.bytes_to_host += m * (D + S) * sizeof(float);
+  }
+  for (auto r : staged_) slot_of_[std::size_t(r)] = -1;
+  staged_.clear();
+  dirty_ = false;
+}
+
+void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t n) {
+  const auto t0 = Clock::now();
+  retire(stream);
+  ++step_;
+  if (opt_.rerank_interval > 0 && step_ > 1 && (step_ - 1) % opt_.rerank_interval == 0) rerank(stream);
+  ++stats_.steps;
+  stats_.lookups += n;
+  std::int64_t hits = 0;
+  std::int64_t* slot_of = slot_of_.data();
+  std::int64_t* counted = counted_.data();
+  for (std::int64_t e = 0; e < n; ++e) {
+    const std::int64_t r = rows[e];
+    ++counted[r];
+    std::int64_t s = slot_of[r];
+    if (s < 0) {
+      s = hot_ + static_cast<std::int64_t>(staged_.size());
+      slot_of[r] = s;
+      staged_.push_back(r);
+    } else if (s < hot_) {
+      ++hits;
+    }
+    rows[e] = s;
+  }
+  stats_.hot_hits += hits;
+  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
+  if (static_cast<std::int64_t>(m) > staging_) {  // more cold rows than slots (long multi-hot bags): grow
+    allocate_device(std::min(local_rows_ - hot_, std::max<std::int64_t>(std::int64_t(m), 2 * staging_)), stream);
+    upload_hot(stream);
+  }
+  float* w = weights_.data() + std::size_t(hot_) * D;
+  float* s = state_.data() + std::size_t(hot_) * S;
+  if (!on_host_) {
+    bounce_w_.resize(m * D);
+    bounce_s_.resize(m * S);
+    w = bounce_w_.data();
+    s = bounce_s_.data();
+  }
+  for (std::size_t i = 0; i < m; ++i) {
+    const std::size_t r = std::size_t(staged_[i]);
+    std::memcpy(w + i * D, host_w_.data() + r * D, D * sizeof(float));
+    if (S > 0) std::memcpy(s + i * S, host_s_.data() + r * S, S * sizeof(float));
+  }
+  if (!on_host_ && m > 0) {
+    backend_.copy(weights_.data() + std::size_t(hot_) * D, bounce_w_.data(), m * D * sizeof(float), stream);
+    if (S > 0) backend_.copy(state_.data() + std::size_t(hot_) * S, bounce_s_.data(), m * S * sizeof(float), stream);
+  }
+  stats_.rows_staged += static_cast<std::int64_t>(m);
+  stats_.bytes_to_device += m * (D + S) * sizeof(float);
+  stats_.staging_s += since(t0);
+}
+
+void TieredRows::updated(device::Stream& stream) {
+  if (staged_.empty()) return;
+  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
+  if (opt_.cold_update == ColdUpdate::host) {  // applied to the host tier: its summed gradients went there
+    stats_.bytes_to_host += m * D * sizeof(float);
+    return;
+  }
+  dirty_ = true;
+  if (on_host_) return;  // retire() reads the staging slots themselves
+  const auto t0 = Clock::now();
+  bounce_w_.resize(m * D);
+  bounce_s_.resize(m * S);
+  backend_.copy(bounce_w_.data(), weights_.data() + std::size_t(hot_) * D, m * D * sizeof(float), stream);
+  if (S > 0) backend_.copy(bounce_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float), stream);
+  stats_.staging_s += since(t0);
+}
+
+// Ranks the rows again by their counts (the dataset's plus those counted here, or only those for
+// lfu), keeping each shard's hot row count: rows turning cold go to the host tier with their
+// state, rows turning hot take the slots they free. The host path moves just those rows; the
+// device path moves the hot slots whole (one copy each way).
+void TieredRows::rerank(device::Stream& stream) {
+  const std::size_t D = std::size_t(dim_), S = state_per_row_;
+  if (!on_host_) download_hot(stream);
+  std::vector<std::int64_t> freed;
+  for (std::size_t k = 0; k < shards_.size(); ++k) {
+    const TierShard& sh = shards_[k];
+    const auto counts = shard_counts(k);
+    ShardTiers next = ShardTiers::by_counts(sh.row_end - sh.row_begin, counts, tiers_[k].hot_count());
+    const TierMoves moves = tier_moves(tiers_[k], next);
+    freed.clear();
+    for (std::int64_t r : moves.to_host) {
+      const std::size_t row = std::size_t(sh.base + r);
+      const std::int64_t slot = slot_of_[row];
+      if (on_host_) {
+        std::memcpy(host_w_.data() + row * D, weights_.data() + std::size_t(slot) * D, D * sizeof(float));
+        if (S > 0) std::memcpy(host_s_.data() + row * S, state_.data() + std::size_t(slot) * S, S * sizeof(float));
+      }
+      slot_of_[row] = -1;
+      freed.push_back(slot);
+    }
+    for (std::size_t i = 0; i < moves.to_device.size(); ++i) {
+      const std::size_t row = std::size_t(sh.base + moves.to_device[i]);
+      const std::int64_t slot = freed[i];
+      if (on_host_) {
+        std::memcpy(weights_.data() + std::size_t(slot) * D, host_w_.data() + row * D, D * sizeof(float));
+        if (S > 0) std::memcpy(state_.data() + std::size_t(slot) * S, host_s_.data() + row * S, S * sizeof(float));
+      }
+      slot_of_[row] = slot;
+      hot_row_of_slot_[std::size_t(slot)] = static_cast<std::int64_t>(row);
+    }
+    stats_.rows_promoted += static_cast<std::int64_t>(moves.to_device.size());
+    stats_.rows_demoted += static_cast<std::int64_t>(moves.to_host.size());
+    stats_.bytes_to_device += moves.to_device.size() * (D + S) * sizeof(float);
+    stats_.bytes_to_host += moves.to_host.size() * (D + S) * sizeof(float);
+    tiers_[k] = std::move(next);
+  }
+  if (!on_host_) upload_hot(stream);
+  ++stats_.reranks;
+}
+
+void TieredRows::flush(device::Stream& stream) {
+  retire(stream);
+  download_hot(stream);
+}
+
+void TieredRows::reload(device::Stream& stream) {
+  for (auto r : staged_) slot_of_[std::size_t(r)] = -1;
+  staged_.clear();
+  dirty_ = false;
+  upload_hot(stream);
+  stream.synchronize();
+}
+
+TierStats TieredRows::take_stats() {
+  TierStats s = stats_;
+  stats_ = {};
+  return s;
+}
+
+}  // namespace recmix::embedding

@@ -1,0 +1,153 @@
+#pragma once
+// The hot/cold tiers of the rows one rank owns. The host tier holds every row of every owned
+// shard (weights and optimizer state, in the local row space of ShardedEmbedding: shard after
+// shard); it is the backing store. The device tier is one buffer of H + S rows: H hot slots, each
+// the device copy of one hot row (authoritative while the row is hot), then S staging slots.
+// A step's cold rows are staged into the staging slots before pooling, its lookups remapped to
+// slots, and after the update the staged rows are written back to the host tier before the next
+// step stages (cold_update = device), or the update of cold rows is applied to the host tier
+// itself (cold_update = host, host path only). Every row's value therefore follows exactly the
+// sequence of updates it would see untiered: tiered training equals untiered training bit for bit.
+//
+// The split is ShardTiers::by_counts over access counts: the dataset's (/access_counts) or those
+// counted here, one per lookup, and re-ranked every rerank_interval steps (rows move with their
+// state both ways). This is the design of a software-managed cache over a backing store (FBGEMM's
+// UVM cache keeps whole tables in host-mapped memory and a row cache in HBM); the host tier costs
+// the hot rows twice, in exchange for checkpoints, re-ranks and restores that never lose a row.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "device/backend.hpp"
+#include "device/buffer.hpp"
+#include "device/memory_pool.hpp"
+#include "embedding/sparse_optimizer.hpp"
+#include "embedding/tiering.hpp"
+
+namespace recmix::embedding {
+
+enum class HotSet { counts, lfu };
+enum class ColdUpdate { device, host };
+
+struct TierOptions {
+  double hot_fraction = 0;           // (0, 1]: each shard's hot share; used when device_budget == 0
+  std::uint64_t device_budget = 0;   // bytes of this rank's hot rows and staging slots
+  HotSet hot_set = HotSet::counts;
+  std::int64_t rerank_interval = 0;  // steps between re-ranks; 0: never
+  ColdUpdate cold_update = ColdUpdate::device;
+  std::int64_t bag_rows = 1;         // indices per bag expected (sizes the staging slots at start)
+  std::int64_t global_batch = 0;     // samples per step over all ranks (sizes the staging slots)
+  // Per table, per row access counts (the dataset's); empty for a table: none known.
+  std::vector<std::vector<std::int64_t>> table_counts;
+  device::MemoryPool* host_pool = nullptr;  // the host tier's pool (host_memory_capacity); required
+  bool enabled() const { return hot_fraction != 0 || device_budget > 0; }
+};
+
+// Counters since construction (or the last take_stats()).
+struct TierStats {
+  std::int64_t steps = 0;
+  std::int64_t lookups = 0, hot_hits = 0;           // entries looked up here, of which on hot rows
+  std::int64_t rows_staged = 0, rows_written_back = 0;  // cold rows host -> device, device -> host
+  std::int64_t rows_promoted = 0, rows_demoted = 0;     // moved by re-ranks
+  std::int64_t reranks = 0;
+  std::size_t bytes_to_device = 0, bytes_to_host = 0;   // weights and state moved between the tiers
+  double staging_s = 0;                                 // time the step spent staging and writing back
+  void add(const TierStats& o);
+};
+
+// One owned shard in the local row space.
+struct TierShard {
+  int table;
+  std::int64_t row_begin, row_end;  // the table's rows
+  std::int64_t base;                // first local row
+};
+
+class TieredRows {
+ public:
+  // Builds the host tier from init (called once per owned shard with host pointers to fill:
+  // weights [rows x dim], state [rows x state_per_row]), picks the hot rows and allocates the
+  // device tier into `weights` and `state` from `pool`. ConfigError for a bad hot_fraction or a
+  // device_budget below the staging slots (naming both numbers).
+  template <class Init>
+  TieredRows(device::Backend& backend, device::MemoryPool& pool, std::vector<TierShard> shards, int dim,
+             std::size_t state_per_row, TierOptions options, int rank, bool on_host, device::Buffer<float>& weights,
+             device::Buffer<float>& state, const Init& init)
+      : TieredRows(backend, pool, std::move(shards), dim, state_per_row, std::move(options), rank, on_host, weights,
+                   state) {
+    for (std::size_t k = 0; k < shards_.size(); ++k)
+      init(k, host_w_.data() + shards_[k].base * dim_, state_per_row_ ? host_s_.data() + shards_[k].base * state_per_row_ : nullptr);
+    place_hot_rows();
+  }
+
+  // Rows of the device tier (hot + staging slots): the row space the kernels index.
+  std::int64_t device_rows() const { return hot_ + staging_; }
+  std::int64_t hot_rows() const { return hot_; }
+  std::int64_t staging_rows() const { return staging_; }
+  ColdUpdate cold_update() const { return opt_.cold_update; }
+
+  // One step's lookups: rows[0, n) are local rows on entry, device slots on return. Writes back
+  // the previous step's staged rows first (and re-ranks when due), then stages this step's cold
+  // rows. Grows the staging slots when a step needs more.
+  void stage(device::Stream& stream, std::int64_t* rows, std::int64_t n);
+  // The staged step's update has been launched on stream (cold_update = device: the staged rows
+  // go back to the host tier before the next stage()).
+  void updated(device::Stream& stream);
+  // cold_update = host: the local row of staging slot `slot` (slot >= hot_rows()).
+  std::int64_t staged_row(std::int64_t slot) const { return staged_[static_cast<std::size_t>(slot - hot_)]; }
+  float* host_weights() { return host_w_.data(); }
+  float* host_state() { return host_s_.empty() ? nullptr : host_s_.data(); }
+
+  // Makes the host tier hold every row's current value (checkpoints read it there).
+  void flush(device::Stream& stream);
+  // After the host tier was written (a restore): the hot rows are read from it again.
+  void reload(device::Stream& stream);
+
+  TierStats take_stats();
+  const TierStats& stats() const { return stats_; }
+  std::size_t host_bytes() const { return host_w_.bytes() + host_s_.bytes(); }
+
+ private:
+  TieredRows(device::Backend& backend, device::MemoryPool& pool, std::vector<TierShard> shards, int dim,
+             std::size_t state_per_row, TierOptions options, int rank, bool on_host, device::Buffer<float>& weights,
+             device::Buffer<float>& state);
+  void place_hot_rows();
+  void retire(device::Stream& stream);
+  void rerank(device::Stream& stream);
+  void allocate_device(std::int64_t staging, device::Stream& stream);
+  // Hot slots <-> host tier, for every hot row.
+  void download_hot(device::Stream& stream);
+  void upload_hot(device::Stream& stream);
+  std::vector<std::int64_t> shard_counts(std::size_t k) const;
+
+  device::Backend& backend_;
+  device::MemoryPool& pool_;
+  std::vector<TierShard> shards_;
+  int dim_;
+  std::size_t state_per_row_;
+  TierOptions opt_;
+  int rank_;
+  bool on_host_;
+  device::Buffer<float>& weights_;
+  device::Buffer<float>& state_;
+  std::int64_t local_rows_ = 0;
+  device::Buffer<float> host_w_, host_s_;          // the host tier: every local row
+  std::vector<ShardTiers> tiers_;                  // per shard: which rows are hot
+  std::vector<std::int64_t> slot_of_;              // per local row: device slot, -1 when not there
+  std::vector<std::int64_t> hot_row_of_slot_;      // per hot slot: its local row
+  std::vector<std::int64_t> counted_;              // per local row: lookups counted here
+  std::vector<std::int64_t> staged_;               // local rows in the staging slots, by slot
+  std::int64_t hot_ = 0, staging_ = 0;
+  std::int64_t step_ = 0;                          // stage() calls: the re-rank clock
+  bool dirty_ = false;                             // the staged rows were updated
+  std::vector<float> bounce_w_, bounce_s_;         // device path: host side of a tier copy
+  TierStats stats_;
+};
+
+// The staging slots a rank needs for one step: per owned shard, the fewer of its cold rows and
+// the global batch's lookups of it (global_batch x bag_rows).
+std::int64_t staging_rows_needed(const std::vector<std::int64_t>& cold_rows, std::int64_t global_batch,
+                                 std::int64_t bag_rows);
+
+}  // namespace recmix::embedding

@@ -1,0 +1,196 @@
+// Tiered embedding = untiered embedding, bit for bit, at 1, 2 and 4 ranks: every rank trains the
+// same global batches through an untiered layer and a tiered one (hot fraction, device budget,
+// online LFU with re-ranks; cold updates on the device and on the host) and compares every output,
+// then every owned row and its optimizer state through local_shards(), and again after a
+// restore through the views.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.hpp"
+#include "device/backend.hpp"
+#include "device/memory_pool.hpp"
+#include "embedding/sharded_embedding.hpp"
+#include "reference.hpp"
+
+using namespace recmix;
+using namespace recmix::embedding;
+
+namespace {
+
+struct Case {
+  std::string name;
+  std::string plan;  // "auto" (whole tables), "rowwise" (every table split by rows), "mixed"
+  std::string optimizer;
+  std::string tiers;  // "fraction", "budget", "lfu" (re-ranked every 2 steps), "host" (cold_update host)
+  bool mean = false;
+  bool one_hot = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+const std::vector<TableSpec> kTables{{40, 6}, {7, 6}, {200, 6}, {31, 6}, {3, 6}};
+
+ShardingPlan make_plan(const std::string& kind, int world) {
+  if (kind == "auto") return ShardingPlan::automatic(kTables, world);
+  std::string text;
+  for (int t = 0; t < static_cast<int>(kTables.size()); ++t) {
+    if (t) text += ",";
+    bool rowwise = kind == "rowwise" || t % 2 == 0;
+    text += std::to_string(t) + (rowwise ? ":rowwise" : ":r" + std::to_string((t * 3 + 1) % world));
+  }
+  return ShardingPlan::parse(text, kTables, world);
+}
+
+TierOptions tier_options(const std::string& kind, int max_global) {
+  TierOptions o;
+  o.global_batch = max_global;
+  o.bag_rows = 1;  // multi-hot batches overflow this: the staging slots grow
+  if (kind == "budget") {
+    o.device_budget = 5 << 10;  // above the staging slots, below all rows: a real split
+  } else {
+    o.hot_fraction = 0.25;
+  }
+  if (kind == "lfu") {
+    o.hot_set = HotSet::lfu;
+    o.rerank_interval = 2;
+  }
+  if (kind == "host") o.cold_update = ColdUpdate::host;
+  // Counts that rank the high rows first, so the hot set is not the rows the batches favour.
+  for (const auto& t : kTables) {
+    std::vector<std::int64_t> c(std::size_t(t.rows));
+    for (std::int64_t r = 0; r < t.rows; ++r) c[std::size_t(r)] = r;
+    o.table_counts.push_back(std::move(c));
+  }
+  return o;
+}
+
+void expect_same_rows(ShardedEmbedding& a, ShardedEmbedding& b, const std::string& where) {
+  const auto x = a.local_shards(), y = b.local_shards();
+  ASSERT_EQ(x.size(), y.size());
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const std::size_t n = std::size_t(x[k].row_end - x[k].row_begin) * std::size_t(x[k].dim);
+    ASSERT_EQ(std::memcmp(x[k].weights, y[k].weights, n * sizeof(float)), 0) << where << ": shard " << k << " weights";
+    ASSERT_EQ(x[k].state.size(), y[k].state.size());
+    for (std::size_t i = 0; i < x[k].state.size(); ++i)
+      ASSERT_EQ(std::memcmp(x[k].state[i].second, y[k].state[i].second, x[k].state_counts[i] * sizeof(float)), 0)
+          << where << ": shard " << k << " " << x[k].state[i].first;
+  }
+}
+
+class TieredEmbedding : public testing::TestWithParam<Case> {};
+
+TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
+  const Case& c = GetParam();
+  auto comm = comm::make_mpi_world_communicator();
+  const int rank = comm->rank(), world = comm->size();
+  auto backend = device::make_backend(device::BackendKind::cpu, 1);
+  device::MemoryPool pool(*backend, device::Tier::device, "untiered"), tier_pool(*backend, device::Tier::device, "tiered");
+  device::MemoryPool host_pool(*backend, device::Tier::host, "tiered host");
+  auto stream = backend->create_stream();
+  SparseOptimizerConfig opt{c.optimizer, 0.1f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.01f};
+  const std::uint64_t seed = 99;
+  const Pooling pooling = c.mean ? Pooling::mean : Pooling::sum;
+  const int global_batches[] = {23, 8, 1, 16, 30, 5, 12};
+  TierOptions tiers = tier_options(c.tiers, 30);
+  tiers.host_pool = &host_pool;
+  ShardedEmbedding plain(*comm, *backend, pool, kTables, pooling, make_plan(c.plan, world), opt, seed);
+  ShardedEmbedding tiered(*comm, *backend, tier_pool, kTables, pooling, make_plan(c.plan, world), opt, seed, nullptr,
+                          tiers);
+  ASSERT_TRUE(tiered.tiered());
+  EXPECT_LT(tiered.local_bytes(), plain.local_bytes() + 1) << "the device tier holds hot rows and staging only";
+  expect_same_rows(plain, tiered, "at start");
+  const int T = static_cast<int>(kTables.size()), D = kTables[0].dim;
+  std::mt19937_64 rng(11);
+  TierStats total;
+  for (int step = 0; step < 7; ++step) {
+    const int G = global_batches[step];
+    auto batch = test::random_batch(kTables, G, 3, c.one_hot, rng);
+    auto grad = test::random_vector(std::size_t(G) * T * D, rng);
+    const int begin = G * rank / world, end = G * (rank + 1) / world, B = end - begin;
+    std::vector<test::TableBatch> mine;
+    std::vector<Bags> bags;
+    for (auto& tb : batch) mine.push_back(tb.slice(begin, end));
+    for (auto& tb : mine) bags.push_back(tb.view());
+    std::vector<float> a(std::size_t(B) * T * D + 1, -1.f), b(a.size(), -2.f);
+    plain.forward(*stream, bags, B, a.data());
+    tiered.forward(*stream, bags, B, b.data());
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), std::size_t(B) * T * D * sizeof(float)), 0)
+        << "rank " << rank << " step " << step << ": pooled vectors differ";
+    plain.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+    tiered.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+    total.add(tiered.take_tier_stats());
+    if (step == 3) expect_same_rows(plain, tiered, "after step 4 (a flush mid-run)");
+  }
+  expect_same_rows(plain, tiered, "after 7 steps");
+  EXPECT_EQ(total.steps, 7);
+  EXPECT_GT(total.lookups, 0);
+  EXPECT_LE(total.hot_hits, total.lookups);
+  if (c.tiers == "lfu") {
+    EXPECT_EQ(total.reranks, 3);  // before steps 3, 5 and 7
+    EXPECT_EQ(total.rows_promoted, total.rows_demoted);
+  }
+
+  // A restore through the views: the untiered layer's rows written into the tiered one (after
+  // the tiered one trained on alone), then both train on: still equal.
+  for (int step = 0; step < 2; ++step) {
+    auto batch = test::random_batch(kTables, 9, 3, c.one_hot, rng);
+    auto grad = test::random_vector(std::size_t(9) * T * D, rng);
+    const int begin = 9 * rank / world, end = 9 * (rank + 1) / world, B = end - begin;
+    std::vector<test::TableBatch> mine;
+    std::vector<Bags> bags;
+    for (auto& tb : batch) mine.push_back(tb.slice(begin, end));
+    for (auto& tb : mine) bags.push_back(tb.view());
+    std::vector<float> out(std::size_t(B) * T * D + 1);
+    tiered.forward(*stream, bags, B, out.data());
+    tiered.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+  }
+  {
+    auto from = plain.local_shards(), to = tiered.local_shards();
+    for (std::size_t k = 0; k < from.size(); ++k) {
+      ASSERT_TRUE(to[k].host_memory);
+      std::memcpy(to[k].weights, from[k].weights, std::size_t(from[k].row_end - from[k].row_begin) * D * sizeof(float));
+      for (std::size_t i = 0; i < from[k].state.size(); ++i)
+        std::memcpy(to[k].state[i].second, from[k].state[i].second, from[k].state_counts[i] * sizeof(float));
+    }
+    tiered.shards_written();
+  }
+  for (int step = 0; step < 3; ++step) {
+    auto batch = test::random_batch(kTables, 17, 3, c.one_hot, rng);
+    auto grad = test::random_vector(std::size_t(17) * T * D, rng);
+    const int begin = 17 * rank / world, end = 17 * (rank + 1) / world, B = end - begin;
+    std::vector<test::TableBatch> mine;
+    std::vector<Bags> bags;
+    for (auto& tb : batch) mine.push_back(tb.slice(begin, end));
+    for (auto& tb : mine) bags.push_back(tb.view());
+    std::vector<float> a(std::size_t(B) * T * D + 1, -1.f), b(a.size(), -2.f);
+    plain.forward(*stream, bags, B, a.data());
+    tiered.forward(*stream, bags, B, b.data());
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), std::size_t(B) * T * D * sizeof(float)), 0)
+        << "rank " << rank << " step " << step << " after the restore";
+    plain.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+    tiered.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+  }
+  expect_same_rows(plain, tiered, "after the restore and 3 more steps");
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* plan : {"auto", "rowwise", "mixed"})
+    for (const char* optimizer : {"sgd", "adagrad", "rowwise_adagrad"})
+      for (const char* tiers : {"fraction", "budget", "lfu", "host"}) {
+        Case c{std::string(plan) + "_" + optimizer + "_" + tiers, plan, optimizer, tiers};
+        c.mean = std::string(tiers) == "lfu";
+        c.one_hot = std::string(tiers) == "budget";
+        out.push_back(c);
+      }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, TieredEmbedding, testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
