@@ -129,3 +129,25 @@ TEST(JobSpec, ByteSizes) {
   EXPECT_EQ(parse_byte_size("3 MB", "k"), 3000000u);
   EXPECT_THROW(parse_byte_size("GiB", "k"), ConfigError);
 }
+
+TEST(JobSpec, EmbeddingTiers) {
+  auto spec = parse_job_spec(std::string(kMinimal) +
+                                 "[embedding]\nhot_fraction = 0.1\nhot_set = \"lfu\"\nrerank_interval = 50\n"
+                                 "cold_update = \"host\"\n",
+                             "job.toml");
+  EXPECT_TRUE(spec.embedding.tiered());
+  EXPECT_DOUBLE_EQ(spec.embedding.hot_fraction, 0.1);
+  EXPECT_EQ(spec.embedding.hot_set, "lfu");
+  EXPECT_EQ(spec.embedding.rerank_interval, 50);
+  EXPECT_EQ(spec.embedding.cold_update, "host");
+  spec = parse_job_spec(std::string(kMinimal) + "[embedding]\ndevice_budget = \"2GiB\"\n", "job.toml");
+  EXPECT_EQ(spec.embedding.device_budget, 2ull << 30);
+  EXPECT_TRUE(spec.embedding.tiered());
+  EXPECT_FALSE(parse_job_spec(kMinimal, "job.toml").embedding.tiered());
+  for (const char* bad : {"hot_fraction = 0", "hot_fraction = 1.5", "hot_fraction = -0.2", "hot_fraction = \"10%\"",
+                          "device_budget = 0", "device_budget = \"lots\"", "hot_fraction = 0.1\ndevice_budget = 1000",
+                          "hot_set = \"lru\"", "cold_update = \"gpu\"", "rerank_interval = -1", "hot_rows = 5"}) {
+    const auto msg = expect_config_error(std::string(kMinimal) + "[embedding]\n" + bad + "\n");
+    EXPECT_NE(msg.find("embedding."), std::string::npos) << bad << ": " << msg;
+  }
+}

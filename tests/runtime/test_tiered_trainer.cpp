@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 
 #include "core/error.hpp"
 #include "mlp/cpu_linear.hpp"
@@ -148,6 +151,10 @@ TEST(TieredTrainerRun, AModelLargerThanDeviceMemoryTrains) {
     EXPECT_NE(std::string(e.what()).find("embedding"), std::string::npos) << e.what();
   }
   set_tiers(spec, "hot_fraction = 0.1");
+  spec.name = "tiered-large-tiered";
+  spec.run_dir = run_dir(spec.name);
+  spec.checkpoint.dir = spec.run_dir + "/checkpoints";
+  spec.train.log_interval_s = 0;  // a metrics record every step
   {
     Trainer t(spec, comm);
     const auto r = t.train(quiet());
@@ -155,7 +162,24 @@ TEST(TieredTrainerRun, AModelLargerThanDeviceMemoryTrains) {
     EXPECT_TRUE(std::isfinite(r.last_loss));
     EXPECT_LE(t.device_pool().peak_bytes(), spec.device.memory_capacity);
     EXPECT_LT(t.model().embedding().local_bytes(), tables / 2);
+    EXPECT_GT(r.hot_hit_rate, 0.0);  // the synthetic data is Zipf-skewed: the hottest 10% serve lookups
+    EXPECT_LT(r.hot_hit_rate, 1.0);
   }
+  // The tier counters of every step in metrics.jsonl.
+  std::ifstream metrics(spec.run_dir + "/metrics.jsonl");
+  std::string line;
+  int records = 0;
+  while (std::getline(metrics, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] != "train") continue;
+    ++records;
+    EXPECT_GE(j["hot_hit_rate"].get<double>(), 0.0) << line;
+    EXPECT_LE(j["hot_hit_rate"].get<double>(), 1.0) << line;
+    EXPECT_GT(j["cold_rows_per_step"].get<double>(), 0.0) << line;
+    EXPECT_GT(j["bytes_to_device_per_step"].get<std::size_t>(), 0u) << line;
+    EXPECT_GE(j["staging_s_per_step"].get<double>(), 0.0) << line;
+  }
+  EXPECT_EQ(records, 20);
   auto small_host = spec;
   small_host.name = "tiered-small-host";
   small_host.device.host_memory_capacity = tables / 2;
