@@ -47,6 +47,15 @@ void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<con
 
 void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::span<const Bags> bags,
                                                  bool bad_batch, const std::string& error) {
+  exchange_indices(bags, bad_batch, error, true);
+  pool_and_post(stream);
+}
+
+// Steps 1-3 of the lookup: the bags split over the shards, the index messages exchanged, the
+// owner's CSR built (shard_lengths, shard_indices, from_source, own_offsets, own_rows). A bad
+// batch on any rank: every rank learns it from the sizes; throw_bad: DataError, else false.
+bool ShardedEmbedding::Impl::exchange_indices(std::span<const Bags> bags, bool bad_batch, const std::string& error,
+                                              bool throw_bad) {
   const int B = batch;
   // 1. Split every bag over the shards of its table (requester side).
   if (!bad_batch) {
@@ -90,6 +99,7 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
   for (int p = 0; p < world; ++p)
     if (recv_sizes[p] == kBadBatch) bad_ranks.push_back(p);
   if (!bad_ranks.empty()) {
+    if (!throw_bad) return false;
     if (bad_batch) throw DataError(error);
     throw DataError(fmt::format("embedding: rank {} received a bad batch (see its error)", bad_ranks[0]));
   }
@@ -134,6 +144,14 @@ void ShardedEmbedding::Impl::forward_distributed(device::Stream& stream, std::sp
     }
     at += recv_counts[p];
   }
+  return true;
+}
+
+// Steps 4-5: this step's cold rows staged (tiered), the owner's bags pooled, the pooled vectors
+// posted back to the requesters.
+void ShardedEmbedding::Impl::pool_and_post(device::Stream& stream) {
+  const int B = batch;
+  std::vector<std::size_t> send_counts(world), recv_counts(world);
   const std::int64_t n_bags = static_cast<std::int64_t>(own_offsets.size()) - 1;
   if (tiers) tiers->stage(stream, own_rows.data(), static_cast<std::int64_t>(own_rows.size()));
 
@@ -344,6 +362,7 @@ void ShardedEmbedding::Impl::update_split(device::Stream& stream, const float* g
     }
     split_offsets[p].push_back(static_cast<std::int64_t>(split_grad[p].size()));
   }
+  tiers->before_host_update();
   float* w[2] = {weights.data(), tiers->host_weights()};
   float* st[2] = {state.data(), tiers->host_state()};
   for (int p = 0; p < 2; ++p) {

@@ -160,6 +160,8 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
   }
   m.shard_lengths.resize(shards.size());
   m.shard_indices.resize(shards.size());
+  m.next.shard_lengths.resize(shards.size());
+  m.next.shard_indices.resize(shards.size());
 
   const std::size_t per_row = state_per_row(m.kind, m.dim);
   if (tiering.enabled()) {
@@ -286,15 +288,99 @@ void ShardedEmbedding::forward_start(device::Stream& stream, std::span<const Bag
     m.forward_local(stream, bags, out);
   } else {
     m.batch = error.empty() ? local_batch : 0;
-    if (error.empty() && m.pooling == Pooling::mean) {
-      m.bag_length.resize(std::size_t(m.num_tables) * local_batch);
-      for (int t = 0; t < m.num_tables; ++t)
-        for (int b = 0; b < local_batch; ++b)
-          m.bag_length[std::size_t(t) * local_batch + b] = bags[t].offsets[b + 1] - bags[t].offsets[b];
-    }
+    if (error.empty()) m.record_bag_lengths(bags, local_batch);
     m.forward_distributed(stream, bags, !error.empty(), error);
   }
   m.phase = Impl::Phase::forward_started;
+}
+
+void ShardedEmbedding::Impl::record_bag_lengths(std::span<const Bags> bags, int local_batch) {
+  if (pooling != Pooling::mean) return;
+  bag_length.resize(std::size_t(num_tables) * local_batch);
+  for (int t = 0; t < num_tables; ++t)
+    for (int b = 0; b < local_batch; ++b)
+      bag_length[std::size_t(t) * local_batch + b] = bags[t].offsets[b + 1] - bags[t].offsets[b];
+}
+
+// The next batch's lookups, ahead: on one rank its rows are known here; on several, its index
+// messages are exchanged now (a bad batch anywhere leaves no plan, on every rank, and the forward
+// of that batch reports it). Then its cold rows are gathered in the background.
+void ShardedEmbedding::Impl::prefetch(std::span<const Bags> bags, int local_batch) {
+  std::string error;
+  check_batch(bags, local_batch, error);
+  next_valid = false;
+  if (local_only) {  // forward_local's row order: bag by bag, table by table
+    if (!error.empty()) return;
+    next.own_rows.clear();
+    for (int b = 0; b < local_batch; ++b)
+      for (int t = 0; t < num_tables; ++t) {
+        const std::int64_t base = shard_base[table_shards[t][0]];
+        for (std::int64_t k = bags[t].offsets[b]; k < bags[t].offsets[b + 1]; ++k)
+          next.own_rows.push_back(base + bags[t].indices[k]);
+      }
+    tiers->prefetch(next.own_rows.data(), static_cast<std::int64_t>(next.own_rows.size()));
+    return;
+  }
+  swap_plan();
+  batch = error.empty() ? local_batch : 0;
+  if (error.empty()) record_bag_lengths(bags, local_batch);
+  bool ok = false;
+  try {
+    ok = exchange_indices(bags, !error.empty(), error, false);
+  } catch (...) {
+    swap_plan();
+    throw;
+  }
+  swap_plan();
+  next_valid = ok;
+  if (ok) tiers->prefetch(next.own_rows.data(), static_cast<std::int64_t>(next.own_rows.size()));
+}
+
+void ShardedEmbedding::prefetch(std::span<const Bags> bags, int local_batch) {
+  if (impl_->tiers) impl_->prefetch(bags, local_batch);
+}
+
+void ShardedEmbedding::prefetch(OneHotRows rows, int local_batch) {
+  Impl& m = *impl_;
+  if (!m.tiers) return;
+  const int T = m.num_tables;
+  const bool shape_ok = rows.tables == T && local_batch >= 0 &&
+                        rows.indices.size() == std::size_t(local_batch) * std::size_t(T);
+  m.next_offsets.resize(T);
+  m.next_indices.resize(T);
+  m.next_bags.assign(T, Bags{});
+  for (int t = 0; shape_ok && t < T; ++t) {
+    auto& off = m.next_offsets[t];
+    auto& idx = m.next_indices[t];
+    off.resize(std::size_t(local_batch) + 1);
+    std::iota(off.begin(), off.end(), std::int64_t{0});
+    idx.resize(std::size_t(local_batch));
+    for (int b = 0; b < local_batch; ++b) idx[b] = rows.indices[std::size_t(b) * T + t];
+    m.next_bags[t] = {off, idx};
+  }
+  // A batch of the wrong shape takes part as a bad batch (a negative size), so every rank's
+  // collectives still match.
+  m.prefetch(m.next_bags, shape_ok ? local_batch : -1);
+}
+
+void ShardedEmbedding::forward_start_prefetched(device::Stream& stream, std::span<const Bags> bags, int local_batch,
+                                                float* out) {
+  Impl& m = *impl_;
+  if (!m.next_valid || m.next.batch != local_batch) return forward_start(stream, bags, local_batch, out);
+  m.begin_forward(out);
+  m.last_stream = &stream;
+  m.one_hot_packed = nullptr;
+  m.one_hot_step = false;
+  m.swap_plan();
+  m.next_valid = false;
+  m.pool_and_post(stream);
+  m.phase = Impl::Phase::forward_started;
+}
+
+void ShardedEmbedding::forward_start_prefetched(device::Stream& stream, OneHotRows rows, int local_batch, float* out) {
+  Impl& m = *impl_;
+  if (!m.next_valid || m.next.batch != local_batch) return forward_start(stream, rows, local_batch, out);
+  forward_start_prefetched(stream, std::span<const Bags>(), local_batch, out);
 }
 
 void ShardedEmbedding::forward_finish(device::Stream& stream) {

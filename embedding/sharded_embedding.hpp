@@ -77,6 +77,18 @@ class ShardedEmbedding {
   void backward_start(device::Stream& stream, const float* grad_out);
   void backward_finish(device::Stream& stream);
 
+  // The lookahead of tiered tables: the next step's batch, given during this step (after its
+  // forward_start()), so that its cold rows are gathered from the host tier in the background
+  // while this step computes. Collective on several ranks (the next batch's indices are exchanged
+  // now): every rank calls it at the same point, with its share of the same next global batch. A
+  // bad batch is reported by its forward. Untiered: nothing. forward_start_prefetched() then
+  // starts that batch's forward (give it the same batch); any other forward in between (an
+  // evaluation) leaves the prefetched plan in place.
+  void prefetch(std::span<const Bags> bags, int local_batch);
+  void prefetch(OneHotRows rows, int local_batch);
+  void forward_start_prefetched(device::Stream& stream, std::span<const Bags> bags, int local_batch, float* out);
+  void forward_start_prefetched(device::Stream& stream, OneHotRows rows, int local_batch, float* out);
+
   // The rows this rank owns and their optimizer state, in plan order (for checkpoints). Tiered:
   // every hot row is first written to the host tier, which the views then show.
   std::vector<LocalShardView> local_shards();

@@ -214,6 +214,32 @@ struct ShardedEmbedding::Impl {
   void forward_local(device::Stream& stream, std::span<const Bags> bags, float* out);
   void forward_distributed(device::Stream& stream, std::span<const Bags> bags, bool bad_batch,
                            const std::string& error);
+  bool exchange_indices(std::span<const Bags> bags, bool bad_batch, const std::string& error, bool throw_bad);
+  void pool_and_post(device::Stream& stream);
+  void record_bag_lengths(std::span<const Bags> bags, int local_batch);
+
+  // The lookahead of tiered tables: the next batch's index plan, exchanged by prefetch() during
+  // this step (exchange_indices() into these, swapped with the members above and back), taken by
+  // forward_start_prefetched().
+  struct IndexPlan {
+    int batch = 0;
+    std::vector<std::vector<std::int64_t>> shard_lengths, shard_indices;
+    std::vector<std::int64_t> bag_length, from_source, own_offsets, own_rows;
+  };
+  IndexPlan next;
+  bool next_valid = false;
+  std::vector<std::vector<std::int64_t>> next_offsets, next_indices;  // a OneHotRows batch as CSRs
+  std::vector<Bags> next_bags;
+  void swap_plan() {
+    std::swap(batch, next.batch);
+    shard_lengths.swap(next.shard_lengths);
+    shard_indices.swap(next.shard_indices);
+    bag_length.swap(next.bag_length);
+    from_source.swap(next.from_source);
+    own_offsets.swap(next.own_offsets);
+    own_rows.swap(next.own_rows);
+  }
+  void prefetch(std::span<const Bags> bags, int local_batch);
   void combine_pooled(device::Stream& stream);
   void plan_combine();
   void group_rows(std::int64_t n_bags, const std::int64_t* grad_pos, const float* scale);

@@ -26,6 +26,8 @@ void TierStats::add(const TierStats& o) {
   rows_promoted += o.rows_promoted;
   rows_demoted += o.rows_demoted;
   reranks += o.reranks;
+  rows_ahead += o.rows_ahead;
+  rows_restaged += o.rows_restaged;
   bytes_to_device += o.bytes_to_device;
   bytes_to_host += o.bytes_to_host;
   staging_s += o.staging_s;
@@ -54,6 +56,36 @@ TieredRows::TieredRows(device::Backend& backend, device::MemoryPool& pool, std::
                                     fmt::format("embedding host tier, optimizer state (rank {})", rank_));
   slot_of_.assign(std::size_t(local_rows_), -1);
   counted_.assign(std::size_t(local_rows_), 0);
+  mark_.assign(std::size_t(local_rows_), 0);
+}
+
+// The next step's distinct cold rows, listed here in the order stage() will list them (first
+// lookup), gathered by the worker. The worker reads only the host tier, which nothing writes
+// until the next stage() (or a flush, a reload, a host update) has joined it.
+void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
+  join();
+  ahead_ = false;
+  if (rerank_due(step_ + 1)) return;
+  ahead_rows_.clear();
+  ++stamp_;
+  for (std::int64_t e = 0; e < n; ++e) {
+    const std::int64_t r = rows[e];
+    const std::int64_t s = slot_of_[std::size_t(r)];
+    if ((s >= 0 && s < hot_) || mark_[std::size_t(r)] == stamp_) continue;
+    mark_[std::size_t(r)] = stamp_;
+    ahead_rows_.push_back(r);
+  }
+  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = ahead_rows_.size();
+  ahead_w_.resize(m * D);
+  ahead_s_.resize(m * S);
+  ahead_ = true;
+  worker_ = std::thread([this, D, S, m] {
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::size_t r = std::size_t(ahead_rows_[i]);
+      std::memcpy(ahead_w_.data() + i * D, host_w_.data() + r * D, D * sizeof(float));
+      if (S > 0) std::memcpy(ahead_s_.data() + i * S, host_s_.data() + r * S, S * sizeof(float));
+    }
+  });
 }
 
 std::vector<std::int64_t> TieredRows::shard_counts(std::size_t k) const {
@@ -198,9 +230,19 @@ void TieredRows::retire(device::Stream& stream) {
 
 void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t n) {
   const auto t0 = Clock::now();
+  join();
+  bool ahead = ahead_;
+  ahead_ = false;
+  // The rows this step's predecessor staged: their host values change below (or changed by a
+  // host update) after the lookahead read them.
+  ++stamp_;
+  for (auto r : staged_) mark_[std::size_t(r)] = stamp_;
   retire(stream);
   ++step_;
-  if (opt_.rerank_interval > 0 && step_ > 1 && (step_ - 1) % opt_.rerank_interval == 0) rerank(stream);
+  if (rerank_due(step_)) {
+    rerank(stream);
+    ahead = false;
+  }
   ++stats_.steps;
   stats_.lookups += n;
   std::int64_t hits = 0;
@@ -227,16 +269,35 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
   }
   float* w = weights_.data() + std::size_t(hot_) * D;
   float* s = state_.data() + std::size_t(hot_) * S;
-  if (!on_host_) {
-    bounce_w_.resize(m * D);
-    bounce_s_.resize(m * S);
-    w = bounce_w_.data();
-    s = bounce_s_.data();
-  }
-  for (std::size_t i = 0; i < m; ++i) {
-    const std::size_t r = std::size_t(staged_[i]);
-    std::memcpy(w + i * D, host_w_.data() + r * D, D * sizeof(float));
-    if (S > 0) std::memcpy(s + i * S, host_s_.data() + r * S, S * sizeof(float));
+  ahead = ahead && ahead_rows_ == staged_;
+  if (ahead) {  // gathered ahead: the overlap again, then into the slots
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::size_t r = std::size_t(staged_[i]);
+      if (mark_[r] != stamp_) continue;
+      std::memcpy(ahead_w_.data() + i * D, host_w_.data() + r * D, D * sizeof(float));
+      if (S > 0) std::memcpy(ahead_s_.data() + i * S, host_s_.data() + r * S, S * sizeof(float));
+      ++stats_.rows_restaged;
+    }
+    stats_.rows_ahead += static_cast<std::int64_t>(m);
+    if (on_host_) {
+      std::memcpy(w, ahead_w_.data(), m * D * sizeof(float));
+      if (S > 0) std::memcpy(s, ahead_s_.data(), m * S * sizeof(float));
+    } else {
+      ahead_w_.swap(bounce_w_);
+      ahead_s_.swap(bounce_s_);
+    }
+  } else {
+    if (!on_host_) {
+      bounce_w_.resize(m * D);
+      bounce_s_.resize(m * S);
+      w = bounce_w_.data();
+      s = bounce_s_.data();
+    }
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::size_t r = std::size_t(staged_[i]);
+      std::memcpy(w + i * D, host_w_.data() + r * D, D * sizeof(float));
+      if (S > 0) std::memcpy(s + i * S, host_s_.data() + r * S, S * sizeof(float));
+    }
   }
   if (!on_host_ && m > 0) {
     backend_.copy(weights_.data() + std::size_t(hot_) * D, bounce_w_.data(), m * D * sizeof(float), stream);
@@ -309,11 +370,15 @@ void TieredRows::rerank(device::Stream& stream) {
 }
 
 void TieredRows::flush(device::Stream& stream) {
+  join();
+  ahead_ = false;
   retire(stream);
   download_hot(stream);
 }
 
 void TieredRows::reload(device::Stream& stream) {
+  join();
+  ahead_ = false;
   for (auto r : staged_) slot_of_[std::size_t(r)] = -1;
   staged_.clear();
   dirty_ = false;

@@ -15,6 +15,7 @@
 // UVM cache keeps whole tables in host-mapped memory and a row cache in HBM); the host tier costs
 // the hot rows twice, in exchange for checkpoints, re-ranks and restores that never lose a row.
 #include <chrono>
+#include <thread>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -51,9 +52,10 @@ struct TierStats {
   std::int64_t lookups = 0, hot_hits = 0;           // entries looked up here, of which on hot rows
   std::int64_t rows_staged = 0, rows_written_back = 0;  // cold rows host -> device, device -> host
   std::int64_t rows_promoted = 0, rows_demoted = 0;     // moved by re-ranks
+  std::int64_t rows_ahead = 0, rows_restaged = 0;       // staged from the lookahead; of them gathered again
   std::int64_t reranks = 0;
   std::size_t bytes_to_device = 0, bytes_to_host = 0;   // weights and state moved between the tiers
-  double staging_s = 0;                                 // time the step spent staging and writing back
+  double staging_s = 0;  // time the step waited for staging: the lookahead, writing back, gathering, copying
   void add(const TierStats& o);
 };
 
@@ -91,6 +93,20 @@ class TieredRows {
   // the previous step's staged rows first (and re-ranks when due), then stages this step's cold
   // rows. Grows the staging slots when a step needs more.
   void stage(device::Stream& stream, std::int64_t* rows, std::int64_t n);
+  // The lookahead: the next step's lookups (local rows), known during this step. Their cold rows
+  // (cold now: a re-rank due at the next stage() drops the lookahead) are gathered from the host
+  // tier into a host buffer by a background thread while this step computes. The next stage(),
+  // given the same rows, waits for it, writes this step's staged rows back, gathers again the
+  // rows this step staged too (they may have been updated since: the overlap is re-staged), and
+  // copies the buffer into the staging slots. Anything else that writes the host tier waits for
+  // the thread first.
+  void prefetch(const std::int64_t* rows, std::int64_t n);
+  // cold_update = host: the update about to write the host tier waits for the lookahead.
+  void before_host_update() { join(); }
+  ~TieredRows() { join(); }
+  TieredRows(const TieredRows&) = delete;
+  TieredRows& operator=(const TieredRows&) = delete;
+
   // The staged step's update has been launched on stream (cold_update = device: the staged rows
   // go back to the host tier before the next stage()).
   void updated(device::Stream& stream);
@@ -120,6 +136,12 @@ class TieredRows {
   void download_hot(device::Stream& stream);
   void upload_hot(device::Stream& stream);
   std::vector<std::int64_t> shard_counts(std::size_t k) const;
+  void join() {
+    if (worker_.joinable()) worker_.join();
+  }
+  bool rerank_due(std::int64_t step) const {
+    return opt_.rerank_interval > 0 && step > 1 && (step - 1) % opt_.rerank_interval == 0;
+  }
 
   device::Backend& backend_;
   device::MemoryPool& pool_;
@@ -143,6 +165,13 @@ class TieredRows {
   bool dirty_ = false;                             // the staged rows were updated
   std::vector<float> bounce_w_, bounce_s_;         // device path: host side of a tier copy
   TierStats stats_;
+  // The lookahead.
+  std::thread worker_;
+  bool ahead_ = false;                             // a gather for the next stage() was started
+  std::vector<std::int64_t> ahead_rows_;           // its cold rows, in first-lookup order
+  std::vector<float> ahead_w_, ahead_s_;           // their weights and state, gathered by worker_
+  std::vector<std::uint32_t> mark_;                // per local row: the stamp of the last marking
+  std::uint32_t stamp_ = 0;
 };
 
 // The staging slots a rank needs for one step: per owned shard, the fewer of its cold rows and

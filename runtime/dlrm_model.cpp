@@ -138,7 +138,7 @@ std::vector<mlp::Param> DlrmModel::dense_parameters() {
   return all;
 }
 
-void DlrmModel::start_batch(const data::Batch& batch) {
+void DlrmModel::start_batch(const data::Batch& batch, bool training) {
   if (batch.size > max_local_batch_)
     throw ConfigError(fmt::format("local batch of {} samples exceeds the model's maximum of {}", batch.size,
                                   max_local_batch_));
@@ -148,13 +148,39 @@ void DlrmModel::start_batch(const data::Batch& batch) {
   backend_.copy(dense_in_.data(), batch.dense.data(), batch.dense.size() * sizeof(float), *stream_);
   backend_.copy(labels_.data(), batch.labels.data(), batch.labels.size() * sizeof(float), *stream_);
   const int b = static_cast<int>(batch.size);
+  // Only a training step takes the plan the previous step prefetched (an evaluation in between
+  // leaves it for the step).
+  const bool prefetched = training && prefetched_;
+  if (training) prefetched_ = false;
   if (batch.packed) {
-    embedding_->forward_start(*stream_, embedding::OneHotRows{batch.one_hot, batch.tables}, b, pooled_.data());
+    const embedding::OneHotRows rows{batch.one_hot, batch.tables};
+    if (prefetched)
+      embedding_->forward_start_prefetched(*stream_, rows, b, pooled_.data());
+    else
+      embedding_->forward_start(*stream_, rows, b, pooled_.data());
     return;
   }
   std::vector<embedding::Bags> bags(num_tables());
   for (int t = 0; t < num_tables(); ++t) bags[t] = {batch.offsets[t], batch.indices[t]};
-  embedding_->forward_start(*stream_, bags, b, pooled_.data());
+  if (prefetched)
+    embedding_->forward_start_prefetched(*stream_, bags, b, pooled_.data());
+  else
+    embedding_->forward_start(*stream_, bags, b, pooled_.data());
+}
+
+void DlrmModel::prefetch_next(const data::Batch& next) {
+  if (!embedding_->tiered()) return;
+  const int b = static_cast<int>(next.size);
+  if (next.packed) {
+    embedding_->prefetch(embedding::OneHotRows{next.one_hot, next.tables}, b);
+  } else if (static_cast<int>(next.offsets.size()) == num_tables()) {
+    std::vector<embedding::Bags> bags(num_tables());
+    for (int t = 0; t < num_tables(); ++t) bags[t] = {next.offsets[t], next.indices[t]};
+    embedding_->prefetch(bags, b);
+  } else {  // no batch (a failed read): takes part as a bad one
+    embedding_->prefetch(embedding::OneHotRows{{}, -1}, -1);
+  }
+  prefetched_ = true;
 }
 
 const float* DlrmModel::forward(const data::Batch& batch) {
@@ -197,11 +223,12 @@ const float* DlrmModel::replica_forward(int r, std::int64_t b0, int rows) {
   return rep.top->forward(s, z, rows);
 }
 
-double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t global_batch) {
+double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
   const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size());
   const int k = num_tables();
   if (time_phases_) phase_start_ = now_seconds();
-  start_batch(batch);
+  start_batch(batch, true);
+  if (next) prefetch_next(*next);
   embedding_->forward_finish(*stream_);
   mark(embedding_forward_start);
   std::vector<double> loss_sums(n, 0.0);
@@ -272,11 +299,12 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   return loss_sum / static_cast<double>(global_batch);
 }
 
-double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch) {
-  if (!replicas_.empty()) return train_step_replicas(batch, global_batch);
+double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
+  if (!replicas_.empty()) return train_step_replicas(batch, global_batch, next);
   const int b = static_cast<int>(batch.size);
   if (time_phases_) phase_start_ = now_seconds();
-  start_batch(batch);  // the bottom MLP runs while the embedding lookups travel
+  start_batch(batch, true);  // the bottom MLP runs while the embedding lookups travel
+  if (next) prefetch_next(*next);  // and the next batch's cold rows are gathered
   mark(embedding_forward_start);
   const float* bottom_out = bottom_->forward(*stream_, dense_in_.data(), b);
   mark(bottom_forward);

@@ -47,7 +47,10 @@ class DlrmModel {
 
   // One training step on this rank's slice of a global batch of global_batch samples.
   // Collective over the communicator. Returns the loss of the whole global batch.
-  double train_step(const data::Batch& batch, std::int64_t global_batch);
+  // next: the batch of the step after this one, when known (tiered tables gather its cold rows
+  // while this step computes; embedding::ShardedEmbedding::prefetch). Every rank passes one or
+  // none at the same steps: a rank whose next read failed passes an empty batch.
+  double train_step(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next = nullptr);
 
   // Forward only: writes the click probability of each local sample to probs (size batch.size).
   // Collective (the embedding lookup is).
@@ -80,8 +83,10 @@ class DlrmModel {
   const float* forward(const data::Batch& batch);
   // Copies the dense features and labels to the device and starts the embedding lookups
   // (ShardedEmbedding::forward_start), in whichever index layout the batch holds.
-  void start_batch(const data::Batch& batch);
-  double train_step_replicas(const data::Batch& batch, std::int64_t global_batch);
+  void start_batch(const data::Batch& batch, bool training = false);
+  double train_step_replicas(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next);
+  void prefetch_next(const data::Batch& next);
+  bool prefetched_ = false;  // the embedding holds the plan of the batch this step trains on
   // Runs body(r) for every replica r, each on its own thread, with single-threaded GEMMs.
   template <class F>
   void on_replicas(const F& body);

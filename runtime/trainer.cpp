@@ -324,12 +324,29 @@ TrainResult Trainer::train(const TrainOptions& options) {
   };
 
   bool stopped_early = false;
+  // Tiered tables look one batch ahead (DlrmModel::train_step's `next`): the next batch is read
+  // before this step trains, and the position a checkpoint saves is taken before that read.
+  const bool lookahead = model_->embedding().tiered();
+  data::Batch ahead, no_batch;
+  bool have_ahead = false;
+  std::exception_ptr ahead_error;
   auto step_start = Clock::now();
   while (step < total_steps) {
     bool have_batch = false;
     std::exception_ptr read_error;
     try {
-      have_batch = reader.next(batch);
+      if (ahead_error) {
+        std::exception_ptr e = ahead_error;
+        ahead_error = nullptr;
+        std::rethrow_exception(e);
+      }
+      if (have_ahead) {
+        std::swap(batch, ahead);
+        have_ahead = false;
+        have_batch = true;
+      } else {
+        have_batch = reader.next(batch);
+      }
     } catch (const std::exception&) {
       if (!options.stop_requested) throw;
       read_error = std::current_exception();
@@ -348,11 +365,24 @@ TrainResult Trainer::train(const TrainOptions& options) {
     }
     if (!have_batch) continue;  // end of an epoch: the next call starts the next one
     const auto data_ready = Clock::now();
-    loss = model_->train_step(batch, spec_.train.batch_size);
+    const data::ReaderPosition after_batch = reader.position();
+    const data::Batch* next = nullptr;
+    if (lookahead && step + 1 < total_steps) {
+      try {
+        while (!reader.next(ahead)) {  // an epoch's end: the next call starts the next epoch
+        }
+        have_ahead = true;
+        next = &ahead;
+      } catch (const std::exception&) {  // reported when that batch's turn comes
+        ahead_error = std::current_exception();
+        next = &no_batch;
+      }
+    }
+    loss = model_->train_step(batch, spec_.train.batch_size, next);
     ++step;
     ++steps_this_run;
     ++steps_since_log;
-    resume_position_ = reader.position();
+    resume_position_ = after_batch;
     if (fault_step_ == step) throw Error(fmt::format("fault injected after step {} (RECMIX_FAULT_INJECTION)", step));
     if (!std::isfinite(loss))
       throw Error(fmt::format("training diverged: the loss is {} at step {} (learning rate {} too high?)", loss, step,

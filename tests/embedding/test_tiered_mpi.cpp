@@ -105,32 +105,63 @@ TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
   expect_same_rows(plain, tiered, "at start");
   const int T = static_cast<int>(kTables.size()), D = kTables[0].dim;
   std::mt19937_64 rng(11);
-  TierStats total;
-  for (int step = 0; step < 7; ++step) {
-    const int G = global_batches[step];
-    auto batch = test::random_batch(kTables, G, 3, c.one_hot, rng);
-    auto grad = test::random_vector(std::size_t(G) * T * D, rng);
-    const int begin = G * rank / world, end = G * (rank + 1) / world, B = end - begin;
+  // The batches, and the slices this rank looks up.
+  struct Step {
     std::vector<test::TableBatch> mine;
     std::vector<Bags> bags;
-    for (auto& tb : batch) mine.push_back(tb.slice(begin, end));
-    for (auto& tb : mine) bags.push_back(tb.view());
+    std::vector<float> grad;
+    int B = 0, begin = 0;
+  };
+  std::vector<Step> steps(7);
+  for (int step = 0; step < 7; ++step) {
+    Step& st = steps[step];
+    const int G = global_batches[step];
+    auto batch = test::random_batch(kTables, G, 3, c.one_hot, rng);
+    st.grad = test::random_vector(std::size_t(G) * T * D, rng);
+    st.begin = G * rank / world;
+    st.B = G * (rank + 1) / world - st.begin;
+    for (auto& tb : batch) st.mine.push_back(tb.slice(st.begin, st.begin + st.B));
+    for (auto& tb : st.mine) st.bags.push_back(tb.view());
+  }
+  auto eval_batch = test::random_batch(kTables, 6, 3, c.one_hot, rng);
+  TierStats total;
+  for (int step = 0; step < 7; ++step) {
+    Step& st = steps[step];
+    const int B = st.B;
     std::vector<float> a(std::size_t(B) * T * D + 1, -1.f), b(a.size(), -2.f);
-    plain.forward(*stream, bags, B, a.data());
-    tiered.forward(*stream, bags, B, b.data());
+    plain.forward(*stream, st.bags, B, a.data());
+    // The tiered layer looks one batch ahead (from the second step on, the batch it prefetched).
+    if (step == 0)
+      tiered.forward_start(*stream, st.bags, B, b.data());
+    else
+      tiered.forward_start_prefetched(*stream, st.bags, B, b.data());
+    if (step + 1 < 7) tiered.prefetch(steps[step + 1].bags, steps[step + 1].B);
+    tiered.forward_finish(*stream);
     ASSERT_EQ(std::memcmp(a.data(), b.data(), std::size_t(B) * T * D * sizeof(float)), 0)
         << "rank " << rank << " step " << step << ": pooled vectors differ";
-    plain.backward(*stream, grad.data() + std::size_t(begin) * T * D);
-    tiered.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+    plain.backward(*stream, st.grad.data() + std::size_t(st.begin) * T * D);
+    tiered.backward(*stream, st.grad.data() + std::size_t(st.begin) * T * D);
+    if (step == 2) {  // an evaluation between a prefetch and its step: both layers look up, no update
+      const int begin = 6 * rank / world, end = 6 * (rank + 1) / world, n = end - begin;
+      std::vector<test::TableBatch> mine;
+      std::vector<Bags> bags;
+      for (auto& tb : eval_batch) mine.push_back(tb.slice(begin, end));
+      for (auto& tb : mine) bags.push_back(tb.view());
+      std::vector<float> x(std::size_t(n) * T * D + 1, -1.f), y(x.size(), -2.f);
+      plain.forward(*stream, bags, n, x.data());
+      tiered.forward(*stream, bags, n, y.data());
+      ASSERT_EQ(std::memcmp(x.data(), y.data(), std::size_t(n) * T * D * sizeof(float)), 0) << "evaluation";
+    }
     total.add(tiered.take_tier_stats());
-    if (step == 3) expect_same_rows(plain, tiered, "after step 4 (a flush mid-run)");
+    if (step == 4) expect_same_rows(plain, tiered, "after step 5 (a flush mid-run, a lookahead pending)");
   }
+  if (total.rows_staged > 0) EXPECT_GT(total.rows_ahead, 0) << "the lookahead never staged a row";
   expect_same_rows(plain, tiered, "after 7 steps");
-  EXPECT_EQ(total.steps, 7);
+  EXPECT_EQ(total.steps, 8);  // 7 steps and the evaluation
   EXPECT_GT(total.lookups, 0);
   EXPECT_LE(total.hot_hits, total.lookups);
   if (c.tiers == "lfu") {
-    EXPECT_EQ(total.reranks, 3);  // before steps 3, 5 and 7
+    EXPECT_EQ(total.reranks, 3);  // every second stage: before the 3rd, 5th and 7th of 8
     EXPECT_EQ(total.rows_promoted, total.rows_demoted);
   }
 

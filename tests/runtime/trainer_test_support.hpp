@@ -142,7 +142,8 @@ inline bool bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor
 
 inline std::string run_dir(const std::string& name) { return (fs::path(world->dir) / "runs" / name).string(); }
 
-// Trains `steps` steps on comm, driving the model directly; returns the loss of every step and
+// Trains `steps` steps on comm, driving the model directly (one batch ahead when the tables are
+// tiered); returns the loss of every step and
 // writes a checkpoint to `checkpoint`.
 inline std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, int steps, const std::string& checkpoint) {
   spec.run_dir = run_dir(spec.name);
@@ -153,10 +154,16 @@ inline std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, i
   ro.world = comm.size();
   ro.prefetch = 0;
   data::Reader reader(spec.data.train, ro);
+  // Tiered tables look one batch ahead, as train() drives them.
+  const bool ahead = trainer.model().embedding().tiered();
+  std::vector<data::Batch> batches(std::size_t(steps) + 1);
+  for (int i = 0; i <= steps; ++i)
+    while (!reader.next(batches[i])) {
+    }
   std::vector<double> losses;
-  data::Batch batch;
-  while (static_cast<int>(losses.size()) < steps)
-    if (reader.next(batch)) losses.push_back(trainer.model().train_step(batch, spec.train.batch_size));
+  for (int i = 0; i < steps; ++i)
+    losses.push_back(trainer.model().train_step(batches[i], spec.train.batch_size,
+                                                ahead && i + 1 < steps ? &batches[i + 1] : nullptr));
   trainer.save(checkpoint, steps);
   return losses;
 }
