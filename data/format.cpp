@@ -1,5 +1,7 @@
 #include "data/format.hpp"
 
+#include <algorithm>
+
 #include <string>
 
 #include "core/error.hpp"
@@ -79,6 +81,16 @@ DatasetInfo open_file_info(const std::string& file) {
                         std::to_string(ends[1]));
     }
   }
+  if (!info.multi_hot) {
+    info.max_bag.assign(tables, 1);
+  } else if (h5::has_attribute(f, "max_bag")) {
+    info.max_bag = h5::read_int_vector_attribute(f, "max_bag");
+    if (info.max_bag.size() != tables)
+      throw DataError(file + ": attribute max_bag has " + std::to_string(info.max_bag.size()) + " entries for " +
+                      std::to_string(tables) + " tables");
+    for (auto m : info.max_bag)
+      if (m < 0) throw DataError(file + ": attribute max_bag holds a negative size");
+  }
   if (h5::has_attribute(f, "rows") && h5::read_int_attribute(f, "rows") != static_cast<std::int64_t>(n))
     throw DataError(file + ": attribute rows disagrees with the length of /labels");
   info.rows = static_cast<std::int64_t>(n);
@@ -99,10 +111,20 @@ DatasetInfo open_dataset_info(const std::vector<std::string>& files) {
       throw DataError(file + ": num_dense, table_rows or layout differ from " + all.files[0] +
                       " (all files of a dataset must agree)");
     all.files.push_back(file);
+    if (one.max_bag.empty() || all.max_bag.empty())
+      all.max_bag.clear();
+    else
+      for (std::size_t t = 0; t < all.max_bag.size(); ++t) all.max_bag[t] = std::max(all.max_bag[t], one.max_bag[t]);
     all.file_rows.push_back(one.rows);
     all.rows += one.rows;
   }
   return all;
+}
+
+std::int64_t DatasetInfo::max_bag_rows() const {
+  std::int64_t m = 0;
+  for (auto b : max_bag) m = std::max(m, b);
+  return m;
 }
 
 }  // namespace recmix::data

@@ -17,6 +17,10 @@ struct DatasetInfo {
   int num_dense = 0;
   std::vector<std::int64_t> table_rows;   // rows per embedding table (= number of categorical features)
   bool multi_hot = false;                 // per-table CSR (/sparse/<t>/offsets, indices) instead of /sparse [N, T]
+  // Per table, the most indices one row holds: 1 for one-hot data; for multi-hot the file
+  // attribute max_bag (the largest over the files); empty when a multi-hot file lacks it.
+  std::vector<std::int64_t> max_bag;
+  std::int64_t max_bag_rows() const;      // the largest of max_bag; 0 when unknown
   std::vector<std::string> files;
   std::vector<std::int64_t> file_rows;
   int num_tables() const { return static_cast<int>(table_rows.size()); }

@@ -49,6 +49,7 @@ DatasetWriter::DatasetWriter(std::string path, int num_dense, std::vector<std::i
   } else {
     bag_indices_.resize(tables);
     bag_offsets_.assign(tables, std::vector<std::int64_t>{0});
+    max_bag_.assign(tables, 0);
     nnz_.assign(tables, 0);
     for (hsize_t t = 0; t < tables; ++t) {
       std::string base = "sparse/" + std::to_string(t);
@@ -100,6 +101,7 @@ void DatasetWriter::append_multi_hot(const float* dense, float label,
   for (std::size_t t = 0; t < bags.size(); ++t) {
     bag_indices_[t].insert(bag_indices_[t].end(), bags[t].begin(), bags[t].end());
     bag_offsets_[t].push_back(static_cast<std::int64_t>(bag_indices_[t].size()));
+    max_bag_[t] = std::max(max_bag_[t], static_cast<std::int64_t>(bags[t].size()));
   }
   if (++buffered_ == options_.chunk_rows) flush();
 }
@@ -164,6 +166,8 @@ void DatasetWriter::finish() {
   h5::Lock lock(h5::api_mutex());
   flush();
   h5::write_attribute(file_, "rows", rows_);
+  // The longest bag of each table: sizes the staging slots of tiered tables (format.hpp).
+  if (multi_hot_) h5::write_attribute(file_, "max_bag", max_bag_);
   dense_ds_.reset();
   labels_ds_.reset();
   sparse_ds_.reset();

@@ -54,6 +54,7 @@ class DatasetWriter {
   std::vector<std::vector<std::int64_t>> bag_indices_;   // multi-hot buffer per table
   std::vector<std::vector<std::int64_t>> bag_offsets_;   // multi-hot buffer per table (relative, n+1)
   std::vector<std::int64_t> nnz_;                         // indices written per table
+  std::vector<std::int64_t> max_bag_;                     // multi-hot: the longest bag per table
   bool finished_ = false;
 };
 

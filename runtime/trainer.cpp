@@ -147,9 +147,11 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   if (kind == device::BackendKind::cpu_strict) device_comm_ = comm::make_staged_communicator(comm_, *backend_);
 
   const bool from_checkpoint = shape.has_value();
+  std::int64_t bag_rows = 1;  // the longest bag of the data (sizes the staging slots of tiered tables)
   if (!shape) {
     auto info = data::open_dataset_info(spec_.data.train);
     shape = DatasetShape{info.table_rows, info.num_dense};
+    bag_rows = std::max<std::int64_t>(1, info.max_bag_rows());
   }
   num_dense_ = shape->num_dense;
   table_rows_ = shape->table_rows;
@@ -184,7 +186,7 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
     tiers.rerank_interval = es.rerank_interval > 0 ? es.rerank_interval : es.hot_set == "lfu" ? 100 : 0;
     tiers.cold_update = es.cold_update == "host" ? embedding::ColdUpdate::host : embedding::ColdUpdate::device;
     tiers.global_batch = spec_.train.batch_size;
-    tiers.bag_rows = 1;  // one-hot; multi-hot batches grow the staging slots on their first step
+    tiers.bag_rows = bag_rows;  // multi-hot data without a max_bag attribute: grown on the first long step
     if (tier_counts) tiers.table_counts = access_counts;
     tiers.host_pool = host_pool_.get();
   }

@@ -41,9 +41,9 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
   out.shape.top_mlp = s.model.top_mlp;
   out.shape.concat_interaction = s.model.interaction == "cat";
-  // One index per bag. DatasetInfo does not carry a multi-hot dataset's bag size, so its bags are
-  // counted as one-hot too (docs/scheduler.md, Limits).
-  out.shape.pooling = 1;
+  // Indices per bag: the data's longest bag (1 for one-hot; a multi-hot file without its max_bag
+  // attribute counts as one-hot, docs/scheduler.md, Limits).
+  out.shape.pooling = static_cast<int>(std::max<std::int64_t>(1, info.max_bag_rows()));
   out.tiering.enabled = s.embedding.tiered();
   out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
   out.tiering.device_budget = s.embedding.device_budget;

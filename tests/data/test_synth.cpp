@@ -120,6 +120,8 @@ TEST(Synth, MultiHotPooling) {
   o.pooling_max = 5;
   synthesize(o);
   h5::File f = h5::open_file(dir / "m.h5");
+  const auto info = open_file_info(dir / "m.h5");
+  ASSERT_EQ(info.max_bag.size(), 3u);
   for (int t = 0; t < 3; ++t) {
     const auto offsets = h5::read_array<std::int64_t>(f, "sparse/" + std::to_string(t) + "/offsets");
     const auto indices = h5::read_array<std::int64_t>(f, "sparse/" + std::to_string(t) + "/indices");
@@ -131,6 +133,10 @@ TEST(Synth, MultiHotPooling) {
       ++sizes[len];
     }
     for (int len = 0; len <= 5; ++len) EXPECT_NEAR(sizes[len], o.rows / 6.0, 300) << len;  // uniform sizes
+    std::int64_t longest = 0;
+    for (int len = 0; len <= 5; ++len)
+      if (sizes[len] > 0) longest = len;
+    EXPECT_EQ(info.max_bag[t], longest) << "the max_bag attribute of table " << t;
     EXPECT_EQ(static_cast<std::int64_t>(indices.size()), offsets.back());
     for (std::int64_t v : indices) ASSERT_LT(v, o.table_rows[t]);
   }

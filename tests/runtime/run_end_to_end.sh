@@ -171,7 +171,7 @@ same_as_solo run 2 wide
 same_as_solo run 1 narrow
 same_as_solo run 2 late
 
-# Memory: random job shapes, optimizers and batch sizes against random per-rank capacities.
+# Memory: random job shapes, optimizers, batch sizes and embedding tiers against random per-rank capacities.
 # Every job either finishes or is rejected as never fitting; no estimate is below its job's
 # measured peak; no rank's jobs held more than its capacity at once; and each run replayed
 # through the simulator makes the same decisions.
@@ -182,6 +182,7 @@ for seed_capacity in 11:448 12:1024 13:8192; do
   $py - "$seed" "${seed_capacity#*:}" > "random-$seed.toml" <<'PY'
 import random, sys
 rng = random.Random(int(sys.argv[1]))
+tiers = random.Random(100 + int(sys.argv[1]))  # apart, so the other draws stay as they were
 print("[scheduler]")
 print(f'memory_capacity = "{sys.argv[2]}KiB"')
 print(f"colocation_limit = {rng.randint(1, 3)}")
@@ -199,6 +200,8 @@ for i in range(8):
           f'sparse = "{rng.choice(["sgd", "adagrad", "rowwise_adagrad"])}", lr = 0.01 }}')
     print(f'data = {{ train = "{rng.choice(["train.h5", "multihot.h5"])}" }}')
     print(f"train = {{ batch_size = {rng.choice([32, 64, 256, 1024])}, steps = 20 }}")
+    if tiers.random() < 0.4:  # hot/cold tiers: the estimate counts hot rows and staging slots
+        print(f"embedding = {{ hot_fraction = {tiers.choice([0.05, 0.2, 0.5])} }}")
 PY
   "${mpirun[@]}" -np 2 "$recmix" run "random-$seed.toml" --run-dir "random-$seed" -q > "random-$seed.out" 2>&1 || {
     cat "random-$seed.out"; fail "the random memory run $seed failed"; }
