@@ -326,7 +326,47 @@ void ShardedEmbedding::Impl::update_on_device(device::Stream& stream, const floa
                         dev_grad};
   grouping->fill(f);
   launch(backend, stream, grouping->launch_size(), f);
+  if (tiers && tiers->cold_update() == ColdUpdate::host) update_cold_on_host(stream, dev_grad, scaled);
   if (tiers) tiers->updated(stream);
+}
+
+// cold_update = host on a device backend (Hotline's split): the device has updated every row in
+// its slots, the staged copies included, which are dropped; the host applies the same update to
+// the cold rows in the host tier, from the gradients brought over and grouped here, with the same
+// functor run on the host.
+void ShardedEmbedding::Impl::update_cold_on_host(device::Stream& stream, const float* dev_grad, bool scaled) {
+  const std::int64_t n_bags = static_cast<std::int64_t>(own_offsets.size()) - 1;
+  host_grad.resize(std::max<std::size_t>(std::size_t(n_bags) * dim, 1));
+  backend.copy(host_grad.data(), dev_grad, std::size_t(n_bags) * dim * sizeof(float), stream);
+  stream.synchronize();
+  group_rows(n_bags, nullptr, scaled ? own_scale.data() : nullptr);
+  const std::int64_t hot = tiers->hot_rows();
+  split_rows[1].clear();
+  split_grad[1].clear();
+  split_scale[1].clear();
+  split_offsets[1].assign(1, 0);
+  for (std::size_t g = 0; g < unique_rows.size(); ++g) {
+    if (unique_rows[g] < hot) continue;
+    split_rows[1].push_back(tiers->staged_row(unique_rows[g]));
+    for (std::int64_t e = entry_offsets[g]; e < entry_offsets[g + 1]; ++e) {
+      split_grad[1].push_back(entry_grad[e]);
+      if (!entry_scale.empty()) split_scale[1].push_back(entry_scale[e]);
+    }
+    split_offsets[1].push_back(static_cast<std::int64_t>(split_grad[1].size()));
+  }
+  tiers->before_host_update();
+  const kernels::UpdateRows f{tiers->host_weights(),
+                              tiers->host_state(),
+                              dim,
+                              kind,
+                              opt.lr,
+                              opt.eps,
+                              split_rows[1].data(),
+                              split_offsets[1].data(),
+                              split_grad[1].data(),
+                              split_scale[1].empty() ? nullptr : split_scale[1].data(),
+                              host_grad.data()};
+  for (std::int64_t u = 0; u < static_cast<std::int64_t>(split_rows[1].size()); ++u) f(u);
 }
 
 // The host path's update (CPU backend): the groups of group_rows(), the gradient vectors in grad.

@@ -165,10 +165,6 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
 
   const std::size_t per_row = state_per_row(m.kind, m.dim);
   if (tiering.enabled()) {
-    if (tiering.cold_update == ColdUpdate::host && !m.on_host)
-      throw ConfigError(fmt::format("'embedding.cold_update' = \"host\" runs on the cpu backend only (this job's is "
-                                    "{}): use \"device\"",
-                                    backend.description()));
     if (!tiering.host_pool) {
       m.own_host_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding host tier");
       tiering.host_pool = m.own_host_pool.get();

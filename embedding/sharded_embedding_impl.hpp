@@ -248,6 +248,8 @@ struct ShardedEmbedding::Impl {
   void update_split(device::Stream& stream, const float* grad);
   std::vector<std::int64_t> split_rows[2], split_offsets[2], split_grad[2];
   std::vector<float> split_scale[2];
+  void update_cold_on_host(device::Stream& stream, const float* dev_grad, bool scaled);
+  std::vector<float> host_grad;  // the device path's gradients on the host (cold_update = host)
   // The device path's update: entries grouped on the device from the staged owner CSR.
   void update_on_device(device::Stream& stream, const float* dev_grad, bool scaled);
 };

@@ -6,7 +6,7 @@
 // A step's cold rows are staged into the staging slots before pooling, its lookups remapped to
 // slots, and after the update the staged rows are written back to the host tier before the next
 // step stages (cold_update = device), or the update of cold rows is applied to the host tier
-// itself (cold_update = host, host path only). Every row's value therefore follows exactly the
+// itself (cold_update = host). Every row's value therefore follows exactly the
 // sequence of updates it would see untiered: tiered training equals untiered training bit for bit.
 //
 // The split is ShardTiers::by_counts over access counts: the dataset's (/access_counts) or those

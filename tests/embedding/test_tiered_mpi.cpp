@@ -155,7 +155,9 @@ TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
     total.add(tiered.take_tier_stats());
     if (step == 4) expect_same_rows(plain, tiered, "after step 5 (a flush mid-run, a lookahead pending)");
   }
-  if (total.rows_staged > 0) EXPECT_GT(total.rows_ahead, 0) << "the lookahead never staged a row";
+  if (total.rows_staged > 0) {
+    EXPECT_GT(total.rows_ahead, 0) << "the lookahead never staged a row";
+  }
   expect_same_rows(plain, tiered, "after 7 steps");
   EXPECT_EQ(total.steps, 8);  // 7 steps and the evaluation
   EXPECT_GT(total.lookups, 0);

@@ -77,7 +77,11 @@ INSTANTIATE_TEST_SUITE_P(
                     TierCase{"multi_hot_adagrad", "multi.h5", "adagrad", "hot_fraction = 0.2", "cpu"},
                     TierCase{"strict_lfu_rowwise", "train.h5", "rowwise_adagrad",
                              "hot_fraction = 0.1\nhot_set = \"lfu\"\nrerank_interval = 4", "cpu-strict"},
-                    TierCase{"strict_multi_hot_sgd", "multi.h5", "sgd", "device_budget = \"40KiB\"", "cpu-strict"}),
+                    TierCase{"strict_multi_hot_sgd", "multi.h5", "sgd", "device_budget = \"40KiB\"", "cpu-strict"},
+                    TierCase{"strict_host_update_adagrad", "train.h5", "adagrad",
+                             "hot_fraction = 0.1\ncold_update = \"host\"", "cpu-strict"},
+                    TierCase{"strict_host_update_multi_hot", "multi.h5", "rowwise_adagrad",
+                             "hot_fraction = 0.3\ncold_update = \"host\"", "cpu-strict"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Checkpoints hold the logical tables: a tiered run resumed untiered, and an untiered run
