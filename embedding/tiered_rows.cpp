@@ -55,31 +55,47 @@ TieredRows::TieredRows(device::Backend& backend, device::MemoryPool& pool, std::
     host_s_ = device::Buffer<float>(*opt_.host_pool, std::size_t(local_rows_) * state_per_row_,
                                     fmt::format("embedding host tier, optimizer state (rank {})", rank_));
   slot_of_.assign(std::size_t(local_rows_), -1);
-  counted_.assign(std::size_t(local_rows_), 0);
-  mark_.assign(std::size_t(local_rows_), 0);
+  // Counted only where the hot set is ranked again.
+  if (opt_.rerank_interval > 0) counted_.assign(std::size_t(local_rows_), 0);
+  ahead_tag_.assign(std::size_t(local_rows_), 0);
 }
 
-// The next step's distinct cold rows, listed here in the order stage() will list them (first
-// lookup), gathered by the worker. The worker reads only the host tier, which nothing writes
-// until the next stage() (or a flush, a reload, a host update) has joined it.
 void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
   join();
   ahead_ = false;
   if (rerank_due(step_ + 1)) return;
-  ahead_rows_.clear();
-  ++stamp_;
-  for (std::int64_t e = 0; e < n; ++e) {
-    const std::int64_t r = rows[e];
-    const std::int64_t s = slot_of_[std::size_t(r)];
-    if ((s >= 0 && s < hot_) || mark_[std::size_t(r)] == stamp_) continue;
-    mark_[std::size_t(r)] = stamp_;
-    ahead_rows_.push_back(r);
-  }
-  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = ahead_rows_.size();
-  ahead_w_.resize(m * D);
-  ahead_s_.resize(m * S);
+  ahead_in_.assign(rows, rows + n);
   ahead_ = true;
-  worker_ = std::thread([this, D, S, m] {
+  worker_ = std::thread([this] {
+    const std::int64_t n = static_cast<std::int64_t>(ahead_in_.size());
+    const std::uint64_t pass = ++pass_ << 32;
+    ahead_slots_.resize(std::size_t(n));
+    ahead_rows_.clear();
+    std::int64_t hits = 0;
+    const std::int64_t* in = ahead_in_.data();
+    const std::int64_t* slot_of = slot_of_.data();
+    std::int64_t* slots = ahead_slots_.data();
+    std::uint64_t* tag = ahead_tag_.data();
+    std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
+    for (std::int64_t e = 0; e < n; ++e) {
+      const std::int64_t r = in[e];
+      if (counted) ++counted[r];
+      const std::int64_t s = slot_of[r];
+      if (s >= 0 && s < hot_) {
+        slots[e] = s;
+        ++hits;
+      } else if ((tag[r] & ~0xffffffffull) == pass) {
+        slots[e] = hot_ + static_cast<std::int64_t>(tag[r] & 0xffffffffull);
+      } else {
+        tag[r] = pass | ahead_rows_.size();
+        slots[e] = hot_ + static_cast<std::int64_t>(ahead_rows_.size());
+        ahead_rows_.push_back(r);
+      }
+    }
+    ahead_hits_ = hits;
+    const std::size_t D = std::size_t(dim_), S = state_per_row_, m = ahead_rows_.size();
+    ahead_w_.resize(m * D);
+    ahead_s_.resize(m * S);
     for (std::size_t i = 0; i < m; ++i) {
       const std::size_t r = std::size_t(ahead_rows_[i]);
       std::memcpy(ahead_w_.data() + i * D, host_w_.data() + r * D, D * sizeof(float));
@@ -91,7 +107,8 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
 std::vector<std::int64_t> TieredRows::shard_counts(std::size_t k) const {
   const TierShard& s = shards_[k];
   const std::int64_t rows = s.row_end - s.row_begin;
-  std::vector<std::int64_t> c(counted_.begin() + s.base, counted_.begin() + s.base + rows);
+  std::vector<std::int64_t> c(std::size_t(rows), 0);
+  if (!counted_.empty()) std::copy(counted_.begin() + s.base, counted_.begin() + s.base + rows, c.begin());
   if (opt_.hot_set == HotSet::counts && std::size_t(s.table) < opt_.table_counts.size()) {
     const auto& t = opt_.table_counts[std::size_t(s.table)];
     if (!t.empty())
@@ -231,12 +248,14 @@ void TieredRows::retire(device::Stream& stream) {
 void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t n) {
   const auto t0 = Clock::now();
   join();
-  bool ahead = ahead_;
+  bool ahead = ahead_ && n == static_cast<std::int64_t>(ahead_in_.size()) &&
+               std::equal(rows, rows + n, ahead_in_.begin());
   ahead_ = false;
-  // The rows this step's predecessor staged: their host values change below (or changed by a
-  // host update) after the lookahead read them.
-  ++stamp_;
-  for (auto r : staged_) mark_[std::size_t(r)] = stamp_;
+  if (ahead) {  // rows the previous step staged: stale in the host tier when the worker read them
+    overlap_.clear();
+    for (std::size_t i = 0; i < ahead_rows_.size(); ++i)
+      if (slot_of_[std::size_t(ahead_rows_[i])] >= hot_) overlap_.push_back(i);
+  }
   retire(stream);
   ++step_;
   if (rerank_due(step_)) {
@@ -245,23 +264,30 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
   }
   ++stats_.steps;
   stats_.lookups += n;
-  std::int64_t hits = 0;
-  std::int64_t* slot_of = slot_of_.data();
-  std::int64_t* counted = counted_.data();
-  for (std::int64_t e = 0; e < n; ++e) {
-    const std::int64_t r = rows[e];
-    ++counted[r];
-    std::int64_t s = slot_of[r];
-    if (s < 0) {
-      s = hot_ + static_cast<std::int64_t>(staged_.size());
-      slot_of[r] = s;
-      staged_.push_back(r);
-    } else if (s < hot_) {
-      ++hits;
+  if (ahead) {
+    std::copy(ahead_slots_.begin(), ahead_slots_.end(), rows);
+    staged_.swap(ahead_rows_);
+    for (std::size_t i = 0; i < staged_.size(); ++i) slot_of_[std::size_t(staged_[i])] = hot_ + std::int64_t(i);
+    stats_.hot_hits += ahead_hits_;
+  } else {
+    std::int64_t hits = 0;
+    std::int64_t* slot_of = slot_of_.data();
+    std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
+    for (std::int64_t e = 0; e < n; ++e) {
+      const std::int64_t r = rows[e];
+      if (counted) ++counted[r];
+      std::int64_t s = slot_of[r];
+      if (s < 0) {
+        s = hot_ + static_cast<std::int64_t>(staged_.size());
+        slot_of[r] = s;
+        staged_.push_back(r);
+      } else if (s < hot_) {
+        ++hits;
+      }
+      rows[e] = s;
     }
-    rows[e] = s;
+    stats_.hot_hits += hits;
   }
-  stats_.hot_hits += hits;
   const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
   if (static_cast<std::int64_t>(m) > staging_) {  // more cold rows than slots (long multi-hot bags): grow
     allocate_device(std::min(local_rows_ - hot_, std::max<std::int64_t>(std::int64_t(m), 2 * staging_)), stream);
@@ -269,15 +295,13 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
   }
   float* w = weights_.data() + std::size_t(hot_) * D;
   float* s = state_.data() + std::size_t(hot_) * S;
-  ahead = ahead && ahead_rows_ == staged_;
   if (ahead) {  // gathered ahead: the overlap again, then into the slots
-    for (std::size_t i = 0; i < m; ++i) {
+    for (std::size_t i : overlap_) {
       const std::size_t r = std::size_t(staged_[i]);
-      if (mark_[r] != stamp_) continue;
       std::memcpy(ahead_w_.data() + i * D, host_w_.data() + r * D, D * sizeof(float));
       if (S > 0) std::memcpy(ahead_s_.data() + i * S, host_s_.data() + r * S, S * sizeof(float));
-      ++stats_.rows_restaged;
     }
+    stats_.rows_restaged += static_cast<std::int64_t>(overlap_.size());
     stats_.rows_ahead += static_cast<std::int64_t>(m);
     if (on_host_) {
       std::memcpy(w, ahead_w_.data(), m * D * sizeof(float));

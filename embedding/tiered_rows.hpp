@@ -93,13 +93,15 @@ class TieredRows {
   // the previous step's staged rows first (and re-ranks when due), then stages this step's cold
   // rows. Grows the staging slots when a step needs more.
   void stage(device::Stream& stream, std::int64_t* rows, std::int64_t n);
-  // The lookahead: the next step's lookups (local rows), known during this step. Their cold rows
-  // (cold now: a re-rank due at the next stage() drops the lookahead) are gathered from the host
-  // tier into a host buffer by a background thread while this step computes. The next stage(),
-  // given the same rows, waits for it, writes this step's staged rows back, gathers again the
-  // rows this step staged too (they may have been updated since: the overlap is re-staged), and
-  // copies the buffer into the staging slots. Anything else that writes the host tier waits for
-  // the thread first.
+  // The lookahead: the next step's lookups (local rows), known during this step. A background
+  // thread maps them to slots (hot slots as they are now; cold rows to staging slots in first-
+  // lookup order, as stage() would), counts them, and gathers the cold rows from the host tier
+  // into a host buffer, while this step computes. Every change to the row-to-slot map and every
+  // write to the host tier happens after joining the thread, so it reads both unraced. The next
+  // stage(), given the same rows, waits for it, writes this step's staged rows back, gathers again
+  // the rows this step staged too (updated since: the overlap is re-staged), and copies the
+  // buffer into the staging slots and the mapping into the lookups. A re-rank due at that stage()
+  // drops the lookahead.
   void prefetch(const std::int64_t* rows, std::int64_t n);
   // cold_update = host: the update about to write the host tier waits for the lookahead.
   void before_host_update() { join(); }
@@ -158,7 +160,7 @@ class TieredRows {
   std::vector<ShardTiers> tiers_;                  // per shard: which rows are hot
   std::vector<std::int64_t> slot_of_;              // per local row: device slot, -1 when not there
   std::vector<std::int64_t> hot_row_of_slot_;      // per hot slot: its local row
-  std::vector<std::int64_t> counted_;              // per local row: lookups counted here
+  std::vector<std::int64_t> counted_;              // per local row: lookups counted here (when re-ranked)
   std::vector<std::int64_t> staged_;               // local rows in the staging slots, by slot
   std::int64_t hot_ = 0, staging_ = 0;
   std::int64_t step_ = 0;                          // stage() calls: the re-rank clock
@@ -170,8 +172,12 @@ class TieredRows {
   bool ahead_ = false;                             // a gather for the next stage() was started
   std::vector<std::int64_t> ahead_rows_;           // its cold rows, in first-lookup order
   std::vector<float> ahead_w_, ahead_s_;           // their weights and state, gathered by worker_
-  std::vector<std::uint32_t> mark_;                // per local row: the stamp of the last marking
-  std::uint32_t stamp_ = 0;
+  std::vector<std::int64_t> ahead_in_;             // the next step's lookups, as given
+  std::vector<std::int64_t> ahead_slots_;          // ... mapped to slots by worker_
+  std::int64_t ahead_hits_ = 0;
+  std::vector<std::uint64_t> ahead_tag_;           // per local row: (pass << 32) | its index in ahead_rows_
+  std::uint64_t pass_ = 0;                         // worker_'s passes
+  std::vector<std::size_t> overlap_;               // indices in ahead_rows_ of rows the previous step staged
 };
 
 // The staging slots a rank needs for one step: per owned shard, the fewer of its cold rows and

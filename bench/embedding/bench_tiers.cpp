@@ -163,15 +163,34 @@ Result run(const Settings& s, const Workload& w, const IdealHits& ideal, Bagging
   std::vector<Bags> bags(std::size_t(s.tables));
   double lookups = 0;
   TierStats st;
-  for (int i = 0; i < s.warmup + s.steps; ++i) {
+  std::vector<Bags> next_bags(std::size_t(s.tables));
+  const int total = s.warmup + s.steps;
+  for (int i = 0; i < total; ++i) {
     const Batch& batch = w.batches[std::size_t(i)];
     const double a = bench::now();
+    // As the trainer drives the layer: the step's forward starts (the batch prefetched by the
+    // step before it), the next batch is handed over (tiered: its cold rows are gathered while
+    // this step computes; untiered: nothing), then the forward finishes.
     if (bagging == Bagging::one_hot) {
-      emb.forward(*stream, OneHotRows{batch.one_hot, s.tables}, s.batch, out.data());
+      const OneHotRows rows{batch.one_hot, s.tables};
+      if (i == 0)
+        emb.forward_start(*stream, rows, s.batch, out.data());
+      else
+        emb.forward_start_prefetched(*stream, rows, s.batch, out.data());
+      if (i + 1 < total) emb.prefetch(OneHotRows{w.batches[std::size_t(i + 1)].one_hot, s.tables}, s.batch);
     } else {
       for (int t = 0; t < s.tables; ++t) bags[std::size_t(t)] = {batch.offsets[t], batch.indices[t]};
-      emb.forward(*stream, bags, s.batch, out.data());
+      if (i == 0)
+        emb.forward_start(*stream, bags, s.batch, out.data());
+      else
+        emb.forward_start_prefetched(*stream, bags, s.batch, out.data());
+      if (i + 1 < total) {
+        const Batch& next = w.batches[std::size_t(i + 1)];
+        for (int t = 0; t < s.tables; ++t) next_bags[std::size_t(t)] = {next.offsets[t], next.indices[t]};
+        emb.prefetch(next_bags, s.batch);
+      }
     }
+    emb.forward_finish(*stream);
     const double b = bench::now();
     emb.backward(*stream, grad.data());
     stream->synchronize();
