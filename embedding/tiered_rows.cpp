@@ -15,6 +15,10 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// The loops below touch per-row arrays (over every local row) and host-tier rows at random: each
+// asks for the entry kAhead iterations on before it needs it, so that the misses overlap.
+constexpr std::int64_t kAhead = 16;
+
 }  // namespace
 
 void TierStats::add(const TierStats& o) {
@@ -31,6 +35,7 @@ void TierStats::add(const TierStats& o) {
   bytes_to_device += o.bytes_to_device;
   bytes_to_host += o.bytes_to_host;
   staging_s += o.staging_s;
+  lookahead_wait_s += o.lookahead_wait_s;
 }
 
 std::int64_t staging_rows_needed(const std::vector<std::int64_t>& cold_rows, std::int64_t global_batch,
@@ -78,6 +83,12 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
     std::uint64_t* tag = ahead_tag_.data();
     std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
     for (std::int64_t e = 0; e < n; ++e) {
+      if (e + kAhead < n) {
+        const std::int64_t next = in[e + kAhead];
+        __builtin_prefetch(slot_of + next);
+        __builtin_prefetch(tag + next, 1);
+        if (counted) __builtin_prefetch(counted + next, 1);
+      }
       const std::int64_t r = in[e];
       if (counted) ++counted[r];
       const std::int64_t s = slot_of[r];
@@ -97,6 +108,11 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
     ahead_w_.resize(m * D);
     ahead_s_.resize(m * S);
     for (std::size_t i = 0; i < m; ++i) {
+      if (i + kAhead < m) {
+        const std::size_t next = std::size_t(ahead_rows_[i + kAhead]);
+        __builtin_prefetch(host_w_.data() + next * D);
+        if (S > 0) __builtin_prefetch(host_s_.data() + next * S);
+      }
       const std::size_t r = std::size_t(ahead_rows_[i]);
       std::memcpy(ahead_w_.data() + i * D, host_w_.data() + r * D, D * sizeof(float));
       if (S > 0) std::memcpy(ahead_s_.data() + i * S, host_s_.data() + r * S, S * sizeof(float));
@@ -233,6 +249,12 @@ void TieredRows::retire(device::Stream& stream) {
       s = bounce_s_.data();
     }
     for (std::size_t i = 0; i < m; ++i) {
+      if (i + kAhead < m) {
+        const std::size_t next = std::size_t(staged_[i + kAhead]);
+        __builtin_prefetch(host_w_.data() + next * D, 1);
+        if (S > 0) __builtin_prefetch(host_s_.data() + next * S, 1);
+        __builtin_prefetch(slot_of_.data() + next, 1);
+      }
       const std::size_t r = std::size_t(staged_[i]);
       std::memcpy(host_w_.data() + r * D, w + i * D, D * sizeof(float));
       if (S > 0) std::memcpy(host_s_.data() + r * S, s + i * S, S * sizeof(float));
@@ -248,13 +270,17 @@ void TieredRows::retire(device::Stream& stream) {
 void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t n) {
   const auto t0 = Clock::now();
   join();
+  stats_.lookahead_wait_s += since(t0);
   bool ahead = ahead_ && n == static_cast<std::int64_t>(ahead_in_.size()) &&
                std::equal(rows, rows + n, ahead_in_.begin());
   ahead_ = false;
   if (ahead) {  // rows the previous step staged: stale in the host tier when the worker read them
     overlap_.clear();
-    for (std::size_t i = 0; i < ahead_rows_.size(); ++i)
+    const std::size_t m = ahead_rows_.size();
+    for (std::size_t i = 0; i < m; ++i) {
+      if (i + kAhead < m) __builtin_prefetch(slot_of_.data() + ahead_rows_[i + kAhead]);
       if (slot_of_[std::size_t(ahead_rows_[i])] >= hot_) overlap_.push_back(i);
+    }
   }
   retire(stream);
   ++step_;
@@ -267,13 +293,20 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
   if (ahead) {
     std::copy(ahead_slots_.begin(), ahead_slots_.end(), rows);
     staged_.swap(ahead_rows_);
-    for (std::size_t i = 0; i < staged_.size(); ++i) slot_of_[std::size_t(staged_[i])] = hot_ + std::int64_t(i);
+    for (std::size_t i = 0; i < staged_.size(); ++i) {
+      if (i + kAhead < staged_.size()) __builtin_prefetch(slot_of_.data() + staged_[i + kAhead], 1);
+      slot_of_[std::size_t(staged_[i])] = hot_ + std::int64_t(i);
+    }
     stats_.hot_hits += ahead_hits_;
   } else {
     std::int64_t hits = 0;
     std::int64_t* slot_of = slot_of_.data();
     std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
     for (std::int64_t e = 0; e < n; ++e) {
+      if (e + kAhead < n) {
+        __builtin_prefetch(slot_of + rows[e + kAhead], 1);
+        if (counted) __builtin_prefetch(counted + rows[e + kAhead], 1);
+      }
       const std::int64_t r = rows[e];
       if (counted) ++counted[r];
       std::int64_t s = slot_of[r];

@@ -56,6 +56,7 @@ struct TierStats {
   std::int64_t reranks = 0;
   std::size_t bytes_to_device = 0, bytes_to_host = 0;   // weights and state moved between the tiers
   double staging_s = 0;  // time the step waited for staging: the lookahead, writing back, gathering, copying
+  double lookahead_wait_s = 0;  // ... of which waiting for the lookahead's thread
   void add(const TierStats& o);
 };
 

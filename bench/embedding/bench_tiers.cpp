@@ -134,7 +134,7 @@ struct Result {
   std::uint64_t device_budget = 0;
   std::int64_t hot_rows_per_table = 0;  // device_budget: the device rows less the staging slots, per table
   double ideal_hit_rate = 1;       // the hit rate of the hot_rows_per_table truly most popular rows
-  double step_ms = 0, forward_ms = 0, backward_ms = 0, staging_ms = 0;  // medians
+  double step_ms = 0, forward_ms = 0, backward_ms = 0, staging_ms = 0, lookahead_wait_ms = 0;  // medians
   double lookups = 0, hit_rate = 1, rows_staged = 0, bytes_to_device = 0, bytes_to_host = 0;
   double bytes_fetch_all = 0;      // every lookup's row from the host tier and back: lookups x dim x 4 x 2
   double speed_vs_untiered = 0;    // untiered step time / this step time
@@ -159,7 +159,7 @@ Result run(const Settings& s, const Workload& w, const IdealHits& ideal, Bagging
   r.device_pool_capacity = pool_capacity;
 
   std::vector<float> out(std::size_t(s.batch) * s.tables * s.dim), grad(out.size(), 1e-3f);
-  std::vector<double> fwd, bwd, step, staging;
+  std::vector<double> fwd, bwd, step, staging, wait;
   std::vector<Bags> bags(std::size_t(s.tables));
   double lookups = 0;
   TierStats st;
@@ -201,6 +201,7 @@ Result run(const Settings& s, const Workload& w, const IdealHits& ideal, Bagging
       bwd.push_back(c - b);
       step.push_back(c - a);
       staging.push_back(this_step.staging_s);
+      wait.push_back(this_step.lookahead_wait_s);
       st.add(this_step);
       lookups += bagging == Bagging::one_hot ? double(s.batch) * s.tables : double(batch.multi_hot_lookups);
     }
@@ -224,6 +225,7 @@ Result run(const Settings& s, const Workload& w, const IdealHits& ideal, Bagging
     r.bytes_to_device = double(st.bytes_to_device) / n;
     r.bytes_to_host = double(st.bytes_to_host) / n;
     r.staging_ms = bench::median(staging) * 1e3;
+    r.lookahead_wait_ms = bench::median(wait) * 1e3;
   }
   r.ideal_hit_rate = ideal(r.hot_rows_per_table);
   return r;
@@ -252,6 +254,7 @@ nlohmann::json to_json(const Result& r, const Settings& s) {
                       {"forward_ms", r.forward_ms},
                       {"backward_ms", r.backward_ms},
                       {"staging_ms_per_step", r.staging_ms},
+                      {"lookahead_wait_ms_per_step", r.lookahead_wait_ms},
                       {"samples_per_s", r.step_ms > 0 ? s.batch / (r.step_ms * 1e-3) : 0.0},
                       {"pcie_ms_per_step", moved / (s.pcie_gb_per_s * 1e9) * 1e3},
                       {"pcie_gb_per_s_assumed", s.pcie_gb_per_s},
