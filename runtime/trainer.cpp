@@ -124,6 +124,7 @@ void add_tier_metrics(nlohmann::json& record, const embedding::TierStats& t) {
   record["bytes_to_device_per_step"] = static_cast<std::size_t>(static_cast<double>(t.bytes_to_device) / steps);
   record["bytes_to_host_per_step"] = static_cast<std::size_t>(static_cast<double>(t.bytes_to_host) / steps);
   record["staging_s_per_step"] = t.staging_s / steps;
+  record["lookahead_wait_s_per_step"] = t.lookahead_wait_s / steps;
   record["reranks"] = t.reranks;
 }
 
