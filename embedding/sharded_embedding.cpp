@@ -78,6 +78,35 @@ void ShardedEmbedding::Impl::forward_one_hot(int local_batch, float* out) {
   }
 }
 
+// Tiered, one rank, one index per bag: the lookups as local rows (checked), staged and remapped
+// to slots, then the one-hot path over the device tier with every table at base 0.
+void ShardedEmbedding::Impl::forward_tiered_one_hot(device::Stream& stream, const std::int32_t* packed,
+                                                    int local_batch, float* out) {
+  const int T = num_tables;
+  const std::size_t n = std::size_t(local_batch) * T;
+  own_rows.resize(n);
+  for (int b = 0; b < local_batch; ++b)
+    for (int t = 0; t < T; ++t) {
+      const std::int64_t idx = packed[std::size_t(b) * T + t];
+      if (idx < 0 || idx >= tables[t].rows)
+        throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
+                                    "batch (rank {})",
+                                    t, idx, tables[t].rows, b, rank));
+      own_rows[std::size_t(b) * T + t] = shard_base[table_shards[t][0]] + idx;
+    }
+  tiers->stage(stream, own_rows.data(), static_cast<std::int64_t>(n));
+  one_hot_slots.resize(n);
+  for (std::size_t j = 0; j < n; ++j) one_hot_slots[j] = static_cast<std::int32_t>(own_rows[j]);
+  one_hot_step = true;
+  one_hot_packed = one_hot_slots.data();
+  batch = local_batch;
+  one_hot_rows.resize(n);
+  one_hot_scratch.resize(3 * n);
+  one_hot_base.assign(T, 0);
+  one_hot_table_rows.assign(T, device_rows());
+  cpu::one_hot_forward(backend.num_threads(), one_hot_tables(), out);
+}
+
 void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_batch,
                                          std::string& error, bool check_indices) const {
   auto fail = [&](std::string msg) {
@@ -235,6 +264,13 @@ void ShardedEmbedding::forward_start(device::Stream& stream, OneHotRows rows, in
     throw DataError(fmt::format("embedding: {} one-hot indices for a local batch of {} over {} tables (need {})",
                                 rows.indices.size(), local_batch, m.num_tables,
                                 std::int64_t(local_batch) * m.num_tables));
+  if (m.tiered_one_hot_path(local_batch)) {
+    m.begin_forward(out);
+    m.last_stream = &stream;
+    m.forward_tiered_one_hot(stream, rows.indices.data(), local_batch, out);
+    m.phase = Impl::Phase::forward_started;
+    return;
+  }
   if (m.one_hot_path(local_batch)) {  // read in place, checked as they are read
     m.begin_forward(out);
     m.one_hot_step = true;
@@ -398,6 +434,7 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
   const int B = m.batch, T = m.num_tables, D = m.dim;
   if (m.one_hot_step) {  // one rank, CPU, one index per bag: table by table
     cpu::one_hot_update(m.backend.num_threads(), m.one_hot_tables(), m.kind, m.opt.lr, m.opt.eps, grad_out);
+    if (m.tiers) m.tiers->updated(stream);
     m.phase = Impl::Phase::backward_started;
     return;
   }

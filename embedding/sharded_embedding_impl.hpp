@@ -206,6 +206,13 @@ struct ShardedEmbedding::Impl {
   std::vector<Bags> expanded_bags;
   // Whether the one-hot CPU path can run a batch whose bags each hold one index.
   bool one_hot_path(int local_batch) const { return local_only && on_host && !tiers && local_batch > 0; }
+  // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
+  bool tiered_one_hot_path(int local_batch) const {
+    return local_only && on_host && tiers && tiers->cold_update() == ColdUpdate::device && local_batch > 0 &&
+           tiers->device_rows() < (std::int64_t(1) << 31);
+  }
+  std::vector<std::int32_t> one_hot_slots;
+  void forward_tiered_one_hot(device::Stream& stream, const std::int32_t* packed, int local_batch, float* out);
   static bool is_one_hot(std::span<const Bags> bags, int local_batch);
   cpu::OneHotTables one_hot_tables();
   void begin_forward(float* out);
