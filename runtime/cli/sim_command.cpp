@@ -60,6 +60,31 @@ std::string default_traces_dir(const std::string& trace) {
   return beside.string();
 }
 
+// --trace takes a path, or the name of one of the public traces the project is calibrated on
+// (docs/scheduler.md), looked up in --traces-dir, else $RECMIX_SHARED_DIR/traces.
+std::string resolve_trace(const std::string& trace, const std::string& traces_dir) {
+  namespace fs = std::filesystem;
+  static const std::vector<std::pair<std::string, std::string>> kNames = {
+      {"philly", "philly_jobs.csv"},         {"gavel", "gavel_msr_seed0.trace"}, {"muri", "muri_trace1.csv"},
+      {"muri1", "muri_trace1.csv"},          {"muri2", "muri_trace2.csv"},       {"alibaba", "alibaba_dlrm_2025.csv"}};
+  if (fs::exists(trace)) return trace;
+  for (const auto& [name, file] : kNames) {
+    if (trace != name) continue;
+    std::string dir = traces_dir;
+    if (dir.empty())
+      if (const char* shared = std::getenv("RECMIX_SHARED_DIR")) dir = (fs::path(shared) / "traces").string();
+    if (dir.empty())
+      throw ConfigError(fmt::format("--trace {} names {}: give the folder that holds it with --traces-dir (or set "
+                                    "RECMIX_SHARED_DIR), or give the file's path",
+                                    trace, file));
+    const fs::path path = fs::path(dir) / file;
+    if (!fs::exists(path))
+      throw IoError(fmt::format("--trace {}: {} is not in '{}'", trace, file, dir));
+    return path.string();
+  }
+  return trace;  // read_trace names the missing file
+}
+
 sched::ClusterSpec make_cluster(const SimArgs& a) {
   sched::ClusterSpec spec = sched::cluster_spec_for(sched::machine_model(a.machine), 1);
   if (!a.cluster_file.empty()) spec = sched::load_cluster_spec(a.cluster_file, spec);
@@ -98,8 +123,9 @@ std::vector<std::string> policies_to_run(const std::string& arg) {
 void run_sim(const SimArgs& a) {
   const sched::ClusterSpec cluster = make_cluster(a);
   const auto names = policies_to_run(a.policy);
-  const sched::Trace trace = sched::read_trace(a.trace, sched::parse_trace_format(a.trace_format));
-  auto env = sched::make_environment(cluster, a.traces_dir.empty() ? default_traces_dir(a.trace) : a.traces_dir);
+  const std::string trace_path = resolve_trace(a.trace, a.traces_dir);
+  const sched::Trace trace = sched::read_trace(trace_path, sched::parse_trace_format(a.trace_format));
+  auto env = sched::make_environment(cluster, a.traces_dir.empty() ? default_traces_dir(trace_path) : a.traces_dir);
   sched::WorkloadOptions wo;
   wo.mix = a.mix;
   wo.seed = a.seed;
@@ -107,7 +133,7 @@ void run_sim(const SimArgs& a) {
   wo.max_jobs = a.max_jobs;
   const sched::Workload workload = sched::build_workload(trace, cluster, *env, wo);
   std::fprintf(stderr, "recmix sim: %zu jobs from %s (%s), %zu skipped, %zu too large for this cluster; %d nodes x %d GPUs (%s)\n",
-               workload.jobs.size(), a.trace.c_str(), std::string(sched::trace_format_name(trace.format)).c_str(),
+               workload.jobs.size(), trace_path.c_str(), std::string(sched::trace_format_name(trace.format)).c_str(),
                trace.skipped, workload.unplaceable, cluster.nodes, cluster.gpus_per_node, cluster.machine.c_str());
   std::vector<sched::SimResult> results;
   for (const auto& name : names) {
@@ -127,10 +153,11 @@ void run_sim(const SimArgs& a) {
     results.push_back(sched::simulate(cluster, workload.jobs, *policy, *env->truth, env->model, so));
     if (!a.quiet) std::fprintf(stderr, "\r  %s: done in %.1f s%40s\n", name.c_str(), results.back().wall_s, "");
   }
-  std::cout << sched::format_table(results);
+  // With --json -, stdout carries the JSON alone (the table goes to stderr).
+  (a.json == "-" ? std::cerr : std::cout) << sched::format_table(results);
   if (!a.json.empty()) {
     nlohmann::json j;
-    j["trace"] = a.trace;
+    j["trace"] = trace_path;
     j["mix"] = a.mix;
     j["arrival_scale"] = a.arrival_scale;
     j["cluster"] = {{"nodes", cluster.nodes}, {"gpus_per_node", cluster.gpus_per_node},
@@ -158,7 +185,9 @@ void run_sim(const SimArgs& a) {
 void add_sim_command(CLI::App& app) {
   auto args = std::make_shared<SimArgs>();
   auto* sim = app.add_subcommand("sim", "Simulate scheduling policies on a cluster trace");
-  auto* trace = sim->add_option("--trace", args->trace, "Trace file (philly, gavel, muri, alibaba or recmix CSV)");
+  auto* trace = sim->add_option("--trace", args->trace,
+                                "Trace file (philly, gavel, muri, alibaba or recmix CSV), or the name of a public "
+                                "trace: philly, gavel, muri1, muri2, alibaba (found in --traces-dir)");
   sim->add_option("--replay", args->replay,
                   "Replay a recmix run (its RUN_DIR): the same jobs, measured run times and policy; prints the live "
                   "and simulated decisions and fails when they differ")

@@ -112,5 +112,9 @@ grep -q "memory violations *0 *0 *0 *0 *0 *0" "$work/sim.out" || { cat "$work/si
 "$recmix" sim --trace "$shared/traces/philly_jobs.csv" --gpus 64 --max-jobs 100 --policy fifo --json "$work/sim.json" \
   > /dev/null 2>&1 || fail "recmix sim --json failed"
 /usr/bin/python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$work/sim.json" || fail "sim --json is not JSON"
+# A trace by name, and --json - with stdout carrying the JSON alone.
+"$recmix" sim --trace philly --traces-dir "$shared/traces" --gpus 64 --max-jobs 100 --policy fifo --quiet --json - \
+  2>/dev/null | /usr/bin/python3 -m json.tool > /dev/null || fail "sim --trace philly --json - is not JSON on stdout"
+expect_error "traces-dir" env -u RECMIX_SHARED_DIR "$recmix" sim --trace philly --gpus 8
 expect_error "nope.csv" "$recmix" sim --trace "$work/nope.csv" --gpus 8
 echo "end-to-end: all checks passed"
