@@ -11,5 +11,6 @@ void add_train_commands(CLI::App& app);  // train, eval         (train_commands.
 void add_data_commands(CLI::App& app);   // data convert/synth/inspect (data_commands.cpp)
 void add_sim_command(CLI::App& app);     // sim                 (sim_command.cpp)
 void add_run_commands(CLI::App& app);    // run, submit, status (run_commands.cpp)
+void add_pairs_command(CLI::App& app);   // pairs               (pairs_command.cpp)
 
 }  // namespace recmix::cli

@@ -1,0 +1,144 @@
+#include "sched/measured_pairs.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "core/error.hpp"
+#include "sched/csv.hpp"
+
+namespace recmix::sched {
+namespace {
+
+// Sums of one type's samples alone, or beside one other type.
+struct Sums {
+  double step = 0, dense = 0, embedding = 0, allreduce = 0, wait = 0, busy = 0;
+  int n = 0;
+};
+
+double field(const nlohmann::json& e, const char* key) {
+  const auto it = e.find(key);
+  return it != e.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+}  // namespace
+
+std::string job_type_of(std::string_view job_name) {
+  return std::string(job_name.substr(0, job_name.find('.')));
+}
+
+MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs) {
+  std::map<std::string, Sums> alone;
+  std::map<std::pair<std::string, std::string>, Sums> beside;
+  for (const auto& dir : run_dirs) {
+    const std::string path = (std::filesystem::path(dir) / "events.jsonl").string();
+    std::ifstream in(path);
+    RECMIX_REQUIRE(in, IoError, fmt::format("cannot open '{}' (is '{}' a recmix run directory?)", path, dir));
+    std::string line;
+    for (std::size_t n = 1; std::getline(in, line); ++n) {
+      if (line.empty()) continue;
+      nlohmann::json e;
+      try {
+        e = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception& x) {
+        throw DataError(fmt::format("{}:{}: not JSON ({})", path, n, x.what()));
+      }
+      if (e.value("event", "") != "sample") continue;
+      const auto partners = e.value("partners", std::vector<std::string>{});
+      if (partners.size() > 1) continue;
+      const double step = field(e, "step_s");
+      if (!(step > 0)) continue;
+      const std::string type = job_type_of(e.value("job", ""));
+      Sums& s = partners.empty() ? alone[type] : beside[{type, job_type_of(partners[0])}];
+      s.step += step;
+      s.dense += field(e, "dense_s") / step;
+      s.embedding += field(e, "embedding_s") / step;
+      s.allreduce += field(e, "allreduce_update_s") / step;
+      s.wait += field(e, "data_wait_s") / step;
+      s.busy += field(e, "busy_share");
+      ++s.n;
+    }
+  }
+  MeasuredPairs out;
+  for (const auto& [type, s] : alone)
+    out.types.push_back({type, s.step / s.n, s.dense / s.n, s.embedding / s.n, s.allreduce / s.n, s.wait / s.n,
+                         s.busy / s.n, s.n});
+  for (const auto& [key, s] : beside) {
+    const auto solo = alone.find(key.first);
+    if (solo == alone.end()) continue;  // no baseline: no slowdown
+    const double colocated = s.step / s.n;
+    out.pairs.push_back({key.first, key.second, colocated, colocated / (solo->second.step / solo->second.n), s.n});
+  }
+  return out;
+}
+
+void write_pairs_csv(const MeasuredPairs& pairs, std::ostream& out) {
+  out << "type,other,solo_step_s,colocated_step_s,slowdown,samples,dense_share,embedding_share,allreduce_share,"
+         "data_wait_share,busy_share\n";
+  std::map<std::string, double> solo;
+  for (const auto& t : pairs.types) {
+    solo[t.type] = t.solo_step_s;
+    out << fmt::format("{},,{:.9g},,1,{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", t.type, t.solo_step_s, t.samples,
+                       t.dense_share, t.embedding_share, t.allreduce_share, t.data_wait_share, t.busy_share);
+  }
+  for (const auto& p : pairs.pairs)
+    out << fmt::format("{},{},{:.9g},{:.9g},{:.9g},{},,,,,\n", p.type, p.other, solo[p.type], p.colocated_step_s,
+                       p.slowdown, p.samples);
+}
+
+MeasuredPairs read_pairs_csv(const std::string& path) {
+  MeasuredPairs out;
+  CsvReader csv(path);
+  std::map<std::string, double> solo;
+  for (CsvRow row; csv.next(row);) {
+    const std::string& type = row.text("type");
+    if (type.empty()) throw DataError(fmt::format("{}:{}: empty type", path, row.line()));
+    const std::string& other = row.text("other");
+    const int samples = static_cast<int>(row.number("samples"));
+    if (other.empty()) {
+      MeasuredType t{type,
+                     row.number("solo_step_s"),
+                     row.number_or("dense_share", 0),
+                     row.number_or("embedding_share", 0),
+                     row.number_or("allreduce_share", 0),
+                     row.number_or("data_wait_share", 0),
+                     row.number_or("busy_share", 0),
+                     samples};
+      if (!(t.solo_step_s > 0))
+        throw DataError(fmt::format("{}:{}: solo_step_s of '{}' must be above 0", path, row.line(), type));
+      solo[type] = t.solo_step_s;
+      out.types.push_back(t);
+      continue;
+    }
+    MeasuredPair p{type, other, row.number("colocated_step_s"), row.number("slowdown"), samples};
+    if (!(p.slowdown > 0))
+      throw DataError(fmt::format("{}:{}: slowdown of '{}' beside '{}' must be above 0", path, row.line(), type, other));
+    out.pairs.push_back(p);
+  }
+  for (const auto& p : out.pairs)
+    if (!solo.count(p.type))
+      throw DataError(fmt::format("{}: the pair ('{}', '{}') has no line for '{}' alone", path, p.type, p.other, p.type));
+  return out;
+}
+
+PairDataset to_pair_dataset(const MeasuredPairs& pairs, std::string source) {
+  PairDataset d;
+  d.source = std::move(source);
+  for (const auto& t : pairs.types) {
+    SoloProfile p;
+    p.util[Resource::compute] = std::min(1.0, t.dense_share + t.embedding_share);
+    p.util[Resource::host_cpu] = std::min(1.0, t.busy_share);
+    p.util[Resource::network] = std::min(1.0, t.allreduce_share);
+    p.speed = 1.0 / t.solo_step_s;
+    d.solo[t.type] = p;
+  }
+  for (const auto& p : pairs.pairs) d.pairs.push_back({p.type, p.other, p.slowdown});
+  return d;
+}
+
+}  // namespace recmix::sched
