@@ -71,7 +71,10 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
   if (rerank_due(step_ + 1)) return;
   ahead_in_.assign(rows, rows + n);
   ahead_ = true;
-  worker_ = std::thread([this] {
+  const bool retire = retire_pending_;  // the thread writes them back first, then reads
+  retire_pending_ = false;
+  worker_ = std::thread([this, retire] {
+    if (retire) scatter_to_host(retire_rows_, retire_w_.data(), retire_s_.data());
     const std::int64_t n = static_cast<std::int64_t>(ahead_in_.size());
     const std::uint64_t pass = ++pass_ << 32;
     ahead_slots_.resize(std::size_t(n));
@@ -248,21 +251,58 @@ void TieredRows::retire(device::Stream& stream) {
       w = bounce_w_.data();
       s = bounce_s_.data();
     }
-    for (std::size_t i = 0; i < m; ++i) {
-      if (i + kAhead < m) {
-        const std::size_t next = std::size_t(staged_[i + kAhead]);
-        __builtin_prefetch(host_w_.data() + next * D, 1);
-        if (S > 0) __builtin_prefetch(host_s_.data() + next * S, 1);
-        __builtin_prefetch(slot_of_.data() + next, 1);
-      }
-      const std::size_t r = std::size_t(staged_[i]);
-      std::memcpy(host_w_.data() + r * D, w + i * D, D * sizeof(float));
-      if (S > 0) std::memcpy(host_s_.data() + r * S, s + i * S, S * sizeof(float));
-    }
+    scatter_to_host(staged_, w, s);
     stats_.rows_written_back += static_cast<std::int64_t>(m);
     stats_.bytes_to_host += m * (D + S) * sizeof(float);
   }
   for (auto r : staged_) slot_of_[std::size_t(r)] = -1;
+  staged_.clear();
+  dirty_ = false;
+}
+
+void TieredRows::scatter_to_host(const std::vector<std::int64_t>& rows, const float* w, const float* s) {
+  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = rows.size();
+  for (std::size_t i = 0; i < m; ++i) {
+    if (i + kAhead < m) {
+      const std::size_t next = std::size_t(rows[i + kAhead]);
+      __builtin_prefetch(host_w_.data() + next * D, 1);
+      if (S > 0) __builtin_prefetch(host_s_.data() + next * S, 1);
+    }
+    const std::size_t r = std::size_t(rows[i]);
+    std::memcpy(host_w_.data() + r * D, w + i * D, D * sizeof(float));
+    if (S > 0) std::memcpy(host_s_.data() + r * S, s + i * S, S * sizeof(float));
+  }
+}
+
+void TieredRows::complete_retire() {
+  if (!retire_pending_) return;
+  scatter_to_host(retire_rows_, retire_w_.data(), retire_s_.data());
+  retire_pending_ = false;
+}
+
+void TieredRows::defer_retire(device::Stream& stream) {
+  if (staged_.empty()) return;
+  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
+  if (dirty_) {
+    if (on_host_) {
+      retire_w_.resize(m * D);
+      retire_s_.resize(m * S);
+      std::memcpy(retire_w_.data(), weights_.data() + std::size_t(hot_) * D, m * D * sizeof(float));
+      if (S > 0) std::memcpy(retire_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float));
+    } else {  // the copy to the host side that updated() posted has landed once the stream is synchronised
+      stream.synchronize();
+      retire_w_.swap(bounce_w_);
+      retire_s_.swap(bounce_s_);
+    }
+    retire_rows_ = staged_;
+    retire_pending_ = true;
+    stats_.rows_written_back += static_cast<std::int64_t>(m);
+    stats_.bytes_to_host += m * (D + S) * sizeof(float);
+  }
+  for (std::size_t i = 0; i < m; ++i) {
+    if (i + kAhead < m) __builtin_prefetch(slot_of_.data() + staged_[i + kAhead], 1);
+    slot_of_[std::size_t(staged_[i])] = -1;
+  }
   staged_.clear();
   dirty_ = false;
 }
@@ -272,22 +312,30 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
   join();
   stats_.lookahead_wait_s += since(t0);
   bool ahead = ahead_ && n == static_cast<std::int64_t>(ahead_in_.size()) &&
-               std::equal(rows, rows + n, ahead_in_.begin());
+               std::equal(rows, rows + n, ahead_in_.begin()) && !rerank_due(step_ + 1);
   ahead_ = false;
-  if (ahead) {  // rows the previous step staged: stale in the host tier when the worker read them
+  if (ahead) {
+    // Rows the previous step staged too: the lookahead read them before their update. Their
+    // updated values are copied aside here (and written back by the next lookahead thread).
     overlap_.clear();
+    overlap_from_.clear();
     const std::size_t m = ahead_rows_.size();
     for (std::size_t i = 0; i < m; ++i) {
       if (i + kAhead < m) __builtin_prefetch(slot_of_.data() + ahead_rows_[i + kAhead]);
-      if (slot_of_[std::size_t(ahead_rows_[i])] >= hot_) overlap_.push_back(i);
+      const std::int64_t s = slot_of_[std::size_t(ahead_rows_[i])];
+      if (s >= hot_) {
+        overlap_.push_back(i);
+        overlap_from_.push_back(std::size_t(s - hot_));
+      }
     }
+    complete_retire();
+    defer_retire(stream);
+  } else {
+    complete_retire();
+    retire(stream);
   }
-  retire(stream);
   ++step_;
-  if (rerank_due(step_)) {
-    rerank(stream);
-    ahead = false;
-  }
+  if (rerank_due(step_)) rerank(stream);
   ++stats_.steps;
   stats_.lookups += n;
   if (ahead) {
@@ -329,10 +377,14 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
   float* w = weights_.data() + std::size_t(hot_) * D;
   float* s = state_.data() + std::size_t(hot_) * S;
   if (ahead) {  // gathered ahead: the overlap again, then into the slots
-    for (std::size_t i : overlap_) {
-      const std::size_t r = std::size_t(staged_[i]);
-      std::memcpy(ahead_w_.data() + i * D, host_w_.data() + r * D, D * sizeof(float));
-      if (S > 0) std::memcpy(ahead_s_.data() + i * S, host_s_.data() + r * S, S * sizeof(float));
+    for (std::size_t k = 0; k < overlap_.size(); ++k) {
+      // From the copies set aside (cold updates in staging), else from the host tier (cold
+      // updates there, or no update).
+      const std::size_t i = overlap_[k], a = overlap_from_[k], r = std::size_t(staged_[i]);
+      const float* w_src = retire_pending_ ? retire_w_.data() + a * D : host_w_.data() + r * D;
+      const float* s_src = retire_pending_ ? retire_s_.data() + a * S : host_s_.data() + r * S;
+      std::memcpy(ahead_w_.data() + i * D, w_src, D * sizeof(float));
+      if (S > 0) std::memcpy(ahead_s_.data() + i * S, s_src, S * sizeof(float));
     }
     stats_.rows_restaged += static_cast<std::int64_t>(overlap_.size());
     stats_.rows_ahead += static_cast<std::int64_t>(m);
@@ -429,6 +481,7 @@ void TieredRows::rerank(device::Stream& stream) {
 void TieredRows::flush(device::Stream& stream) {
   join();
   ahead_ = false;
+  complete_retire();
   retire(stream);
   download_hot(stream);
 }
@@ -436,6 +489,7 @@ void TieredRows::flush(device::Stream& stream) {
 void TieredRows::reload(device::Stream& stream) {
   join();
   ahead_ = false;
+  retire_pending_ = false;  // the host tier was just written whole
   for (auto r : staged_) slot_of_[std::size_t(r)] = -1;
   staged_.clear();
   dirty_ = false;

@@ -133,6 +133,13 @@ class TieredRows {
              device::Buffer<float>& state);
   void place_hot_rows();
   void retire(device::Stream& stream);
+  // The lookahead's retire: the staged rows' updated values copied aside (their slot entries
+  // cleared), to be written back by the next lookahead thread.
+  void defer_retire(device::Stream& stream);
+  // Writes the rows copied aside back to the host tier (when no lookahead thread took them).
+  void complete_retire();
+  // Host tier rows <- consecutive rows of w and s.
+  void scatter_to_host(const std::vector<std::int64_t>& rows, const float* w, const float* s);
   void rerank(device::Stream& stream);
   void allocate_device(std::int64_t staging, device::Stream& stream);
   // Hot slots <-> host tier, for every hot row.
@@ -179,6 +186,12 @@ class TieredRows {
   std::vector<std::uint64_t> ahead_tag_;           // per local row: (pass << 32) | its index in ahead_rows_
   std::uint64_t pass_ = 0;                         // worker_'s passes
   std::vector<std::size_t> overlap_;               // indices in ahead_rows_ of rows the previous step staged
+  std::vector<std::size_t> overlap_from_;          // ... and their indices in that step's staged rows
+  // The previous step's updated staged rows, kept here after its staging slots are reused, until
+  // the next lookahead thread (or anything else that needs the host tier) writes them back.
+  std::vector<std::int64_t> retire_rows_;
+  std::vector<float> retire_w_, retire_s_;
+  bool retire_pending_ = false;
 };
 
 // The staging slots a rank needs for one step: per owned shard, the fewer of its cold rows and
