@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/random.hpp"
 #include "data/criteo_parser.hpp"
+#include "data/h5.hpp"
 #include "data/writer.hpp"
 
 namespace recmix::data {
@@ -184,6 +186,16 @@ std::string output_name(const std::string& output, const std::string& part) {
   return stem + "_" + part + ".h5";
 }
 
+// Whether input `in` ("-": standard input) and output `out` are the same file.
+bool same_file(const std::string& in, const std::string& out) {
+  if (in != "-") {
+    std::error_code ec;
+    return std::filesystem::equivalent(in, out, ec);
+  }
+  struct stat a {}, b {};
+  return ::fstat(0, &a) == 0 && ::stat(out.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 // Rows of one output file, collected a block at a time before going to the writer.
 struct Sink {
   std::unique_ptr<DatasetWriter> writer;
@@ -234,7 +246,25 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
     for (const std::string& in : o.inputs)
       RECMIX_REQUIRE(in != "-", ConfigError, "convert: --mapping vocabulary reads the input twice; stdin cannot be used");
 
+  // --- outputs: named, and checked before any work ---
   ConvertStats stats;
+  std::vector<std::string> parts;
+  if (o.split == "none") {
+    stats.outputs = {o.output};
+    parts = {"all"};
+  } else if (o.split == "ratio" || o.inputs.size() >= 3) {
+    parts = {"train", "val", "test"};
+  } else {
+    parts = {"train", "test"};
+  }
+  if (o.split != "none")
+    for (const std::string& p : parts) stats.outputs.push_back(output_name(o.output, p));
+  for (const std::string& out : stats.outputs) {
+    for (const std::string& in : o.inputs)
+      if (same_file(in, out)) throw IoError(out + ": is also an input of the conversion; write the dataset elsewhere");
+    h5::check_output_path(out, o.replace);
+  }
+
   const auto start = Clock::now();
   auto last_report = start;
   std::int64_t total_size = 0;
@@ -348,17 +378,6 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
   stats.table_rows = table_rows;
 
   // --- outputs ---
-  std::vector<std::string> parts;
-  if (o.split == "none") {
-    stats.outputs = {o.output};
-    parts = {"all"};
-  } else if (o.split == "ratio" || o.inputs.size() >= 3) {
-    parts = {"train", "val", "test"};
-  } else {
-    parts = {"train", "test"};
-  }
-  if (o.split != "none")
-    for (const std::string& p : parts) stats.outputs.push_back(output_name(o.output, p));
   std::int64_t total_table_rows = 0;
   for (std::int64_t r : table_rows) total_table_rows += r;
   const bool record_counts = total_table_rows <= o.access_counts_limit;
@@ -439,6 +458,8 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
     }
     stats.output_rows.push_back(sink.writer->rows());
   }
+  if (!o.replace)  // a file that appeared at an output path during the conversion is kept too
+    for (const std::string& out : stats.outputs) h5::check_output_path(out, false);
   for (Sink& sink : sinks) sink.writer->finish();
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;

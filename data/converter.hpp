@@ -25,6 +25,7 @@ struct ConvertOptions {
   std::uint64_t seed = 0;                   // ratio: rows are assigned by hash(seed, row)
 
   bool strict = false;                      // the first malformed line is an error
+  bool replace = true;                      // an existing output file is replaced (CLI: only with --force)
   bool progress = true;                     // progress line on stderr, about once a second
   int gzip_level = 0;                       // output compression
   std::int64_t chunk_rows = 16384;
@@ -50,8 +51,10 @@ struct ConvertStats {
   std::vector<std::int64_t> table_rows;
 };
 
-// Throws ConfigError for bad options, IoError for unreadable input or unwritable output, and
-// DataError for the first malformed line under strict. Nothing is left at the output paths on failure.
+// Throws ConfigError for bad options; IoError for unreadable input, unwritable output, an output
+// that is not a regular file, is one of the inputs, or exists (unless `replace`); DataError for
+// the first malformed line under strict. Nothing is left at the output paths on failure; existing
+// files there are kept.
 ConvertStats convert_criteo(const ConvertOptions& options);
 
 }  // namespace recmix::data

@@ -1,6 +1,7 @@
 #include "data/h5.hpp"
 
 #include <mpi.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -159,6 +160,20 @@ PropList transfer_mpio(bool collective) {
   return dxpl;
 }
 
+namespace {
+
+// "is a directory" for anything that is not a regular file or a symbolic link; "" for those.
+std::string not_a_file(mode_t mode) {
+  if (S_ISREG(mode) || S_ISLNK(mode)) return "";
+  if (S_ISDIR(mode)) return "is a directory";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "is a device";
+  if (S_ISFIFO(mode)) return "is a FIFO";
+  if (S_ISSOCK(mode)) return "is a socket";
+  return "is not a regular file";
+}
+
+}  // namespace
+
 AtomicPath::AtomicPath(std::string path)
     : path_(std::move(path)), temp_(path_ + ".tmp." + std::to_string(::getpid())) {}
 
@@ -167,6 +182,11 @@ AtomicPath::~AtomicPath() {
 }
 
 void AtomicPath::commit() {
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) == 0) {
+    const std::string kind = not_a_file(st.st_mode);
+    if (!kind.empty()) throw IoError(path_ + ": " + kind + "; only a regular file is replaced by " + temp_);
+  }
   if (std::rename(temp_.c_str(), path_.c_str()) != 0)
     throw IoError(path_ + ": cannot rename " + temp_ + " onto it");
   done_ = true;
@@ -175,6 +195,15 @@ void AtomicPath::commit() {
 void AtomicPath::discard() {
   std::remove(temp_.c_str());
   done_ = true;
+}
+
+void check_output_path(const std::string& path, bool replace) {
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) != 0) return;  // nothing there (or unreachable: the writer says why)
+  struct stat target {};
+  const std::string kind = not_a_file(::stat(path.c_str(), &target) == 0 ? target.st_mode : link.st_mode);
+  if (!kind.empty()) throw IoError(path + ": " + kind + "; only a regular file can be replaced by a dataset");
+  if (!replace) throw IoError(path + ": already exists; --force replaces it");
 }
 
 // --- groups, datasets ---

@@ -97,6 +97,8 @@ PropList transfer_mpio(bool collective);
 
 // Writes to `path + ".tmp.<pid>"` and renames onto `path` in commit(); the destructor removes
 // the temporary when commit() was never reached, so a failure leaves nothing half-written.
+// commit() never replaces anything but a regular file (or a symbolic link): a device node, a
+// directory or a FIFO at `path` is an IoError naming it.
 class AtomicPath {
  public:
   explicit AtomicPath(std::string path);
@@ -112,6 +114,11 @@ class AtomicPath {
   std::string path_, temp_;
   bool done_ = false;
 };
+
+// Refuses an output path that a new file should not be written to: anything that is not a regular
+// file (a device node, a directory, a FIFO), and an existing file unless `replace`. IoError naming
+// the path ("... already exists; --force replaces it").
+void check_output_path(const std::string& path, bool replace);
 
 // --- groups, datasets ---
 bool exists(hid_t loc, const std::string& name);  // every path component checked

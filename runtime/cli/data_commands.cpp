@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "data/converter.hpp"
+#include "data/h5.hpp"
 #include "data/inspect.hpp"
 #include "data/synth.hpp"
 #include "runtime/cli/commands.hpp"
@@ -52,6 +53,7 @@ void add_convert(CLI::App& data) {
   auto hash_rows = std::make_shared<std::string>("10M");
   auto table_rows = std::make_shared<std::vector<std::string>>();
   auto quiet = std::make_shared<bool>(false);
+  auto force = std::make_shared<bool>(false);
   criteo->add_option("inputs", o->inputs, "input files ('-' for stdin), one per day with --split day")->required();
   criteo->add_option("-o,--output", o->output, "output .h5 (with a split: <name>_train.h5, _val.h5, _test.h5)")
       ->required();
@@ -68,13 +70,15 @@ void add_convert(CLI::App& data) {
   criteo->add_option("--ratios", o->ratios, "train,val,test fractions for --split ratio")->delimiter(',');
   criteo->add_option("--seed", o->seed, "seed of the ratio split")->capture_default_str();
   criteo->add_flag("--strict", o->strict, "fail on the first malformed line");
+  criteo->add_flag("--force", *force, "replace existing output files (never a device, a directory or an input)");
   criteo->add_option("--gzip", o->gzip_level, "output compression level 0-9")->capture_default_str();
   criteo->add_option("--chunk-rows", o->chunk_rows, "rows per HDF5 chunk")->capture_default_str();
   criteo->add_flag("-q,--quiet", *quiet, "no progress line");
-  criteo->callback([o, hash_rows, table_rows, quiet] {
+  criteo->callback([o, hash_rows, table_rows, quiet, force] {
     o->hash_rows = parse_count(*hash_rows, "--hash-rows");
     o->table_rows = parse_counts(*table_rows, "--table-rows");
     o->progress = !*quiet;
+    o->replace = *force;
     data::ConvertStats s = data::convert_criteo(*o);
     for (const data::MalformedLine& m : s.reported)
       std::fprintf(stderr, "malformed: %s:%lld: %s\n", m.file.c_str(), static_cast<long long>(m.line),
@@ -95,7 +99,9 @@ void add_synth(CLI::App& data) {
   auto tables = std::make_shared<int>(8);
   auto table_rows = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"1000"});
   auto pooling = std::make_shared<std::vector<int>>();
+  auto force = std::make_shared<bool>(false);
   synth->add_option("-o,--output", o->output, "output .h5")->required();
+  synth->add_flag("--force", *force, "replace an existing output file (never a device or a directory)");
   synth->add_option("--rows", *rows, "rows to generate (k/M/G suffixes)")->capture_default_str();
   synth->add_option("--tables", *tables, "number of embedding tables")->capture_default_str();
   synth->add_option("--table-rows", *table_rows, "rows per table: one value for all, or one per table")
@@ -115,7 +121,7 @@ void add_synth(CLI::App& data) {
       ->capture_default_str();
   synth->add_option("--gzip", o->gzip_level, "output compression level 0-9")->capture_default_str();
   synth->add_option("--chunk-rows", o->chunk_rows, "rows per HDF5 chunk")->capture_default_str();
-  synth->callback([o, rows, tables, table_rows, pooling] {
+  synth->callback([o, rows, tables, table_rows, pooling, force] {
     o->rows = parse_count(*rows, "--rows");
     std::vector<std::int64_t> sizes = parse_counts(*table_rows, "--table-rows");
     if (sizes.size() == 1) sizes.assign(static_cast<std::size_t>(std::max(*tables, 0)), sizes[0]);
@@ -130,6 +136,7 @@ void add_synth(CLI::App& data) {
       o->pooling_min = 1;
       o->pooling_max = 8;
     }
+    h5::check_output_path(o->output, *force);
     data::SynthStats s = data::synthesize(*o);
     fmt::print("wrote {} rows to {} in {:.2f} s: label mean {:.4f}, Bayes AUC of the hidden model {:.4f}\n", s.rows,
                o->output, s.seconds, s.label_mean, s.bayes_auc);

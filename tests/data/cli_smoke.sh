@@ -1,6 +1,6 @@
 #!/bin/sh
 # End-to-end check of `recmix data ...`: convert from stdin, synth, inspect (valid and broken
-# files). Usage: cli_smoke.sh <recmix binary> <shared dir>
+# files), and the outputs refused. Usage: cli_smoke.sh <recmix binary> <shared dir>
 set -eu
 recmix=$1
 criteo=$2/data/criteo
@@ -24,9 +24,38 @@ fi
 grep -q "data error: .*kaggle_sample_b.tsv:2" "$dir/strict.err"
 test ! -e "$dir/strict.h5"
 
+# outputs: an existing file needs --force; an input, a device or a directory is never replaced
+cp "$criteo/kaggle_sample_a.tsv" "$dir/in.tsv"
+for out in in.tsv a.h5; do
+  cp "$dir/$out" "$dir/before"
+  if "$recmix" data convert criteo "$dir/in.tsv" -o "$dir/$out" -q 2> "$dir/out.err"; then
+    echo "converting onto $out should fail"; exit 1
+  fi
+  cmp -s "$dir/$out" "$dir/before"
+done
+grep -q "a.h5: already exists; --force replaces it" "$dir/out.err"
+for out in "$dir/in.tsv" /dev/null "$dir"; do
+  if "$recmix" data convert criteo "$dir/in.tsv" -o "$out" -q --force 2> "$dir/out.err"; then
+    echo "converting onto $out should fail even with --force"; exit 1
+  fi
+  grep -q "^recmix: I/O error: $out: " "$dir/out.err"
+done
+cmp -s "$dir/in.tsv" "$criteo/kaggle_sample_a.tsv"
+test -c /dev/null
+if "$recmix" data convert criteo - -o "$dir/in.tsv" -q --force < "$dir/in.tsv" 2> "$dir/out.err"; then
+  echo "converting stdin onto the file it reads should fail"; exit 1
+fi
+grep -q "is also an input" "$dir/out.err"
+"$recmix" data convert criteo "$dir/in.tsv" -o "$dir/a.h5" -q --force > /dev/null
+"$recmix" data inspect --quick "$dir/a.h5" | grep -q "source_files = $dir/in.tsv"
+
 # synth, multi-hot, then inspect
 "$recmix" data synth -o "$dir/s.h5" --rows 5k --tables 3 --table-rows 100,200,300 --multi-hot --pooling 0,4 --seed 3 > "$dir/synth.txt"
 grep -q "Bayes AUC" "$dir/synth.txt"
+if "$recmix" data synth -o "$dir/s.h5" --rows 1k --tables 1 2> "$dir/synth.err"; then
+  echo "synth onto an existing file should fail"; exit 1
+fi
+grep -q "s.h5: already exists; --force replaces it" "$dir/synth.err"
 "$recmix" data inspect "$dir/s.h5" > "$dir/s.txt"
 grep -q "multi-hot CSR" "$dir/s.txt"
 grep -q "valid: yes (5000 rows checked)" "$dir/s.txt"

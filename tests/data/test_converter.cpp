@@ -1,7 +1,9 @@
 // The Criteo converter on the real rows in shared/data/criteo: row counts, values worked out by
 // hand, missing values, TSV vs CSV vs gzip giving identical files, the vocabulary mapping against
-// an independent count, splits, and every malformed-input case (with --strict leaving nothing).
+// an independent count, splits, every malformed-input case (with --strict leaving nothing), and
+// the outputs it refuses (existing files without replace, inputs, devices, directories, FIFOs).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -288,6 +290,85 @@ TEST(Converter, FailuresLeaveNothing) {
   ConvertOptions bad = options({sample_a()}, dir / "no-such-dir/o.h5");
   EXPECT_THROW(convert_criteo(bad), IoError);
   for (const std::string& e : dir.entries()) EXPECT_EQ(e, "cut.gz");
+}
+
+// The message of the error `f` throws, which must be of type E ("" and a failure otherwise).
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no exception";
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Converter, OutputsThatAreRefused) {
+  ScratchDir dir;
+  const std::string input = dir / "in.tsv";
+  test::write_text(input, test::read_text(sample_a()));
+  const std::string original = test::read_text(input);
+
+  // an existing file: kept without replace, replaced with it
+  test::write_text(dir / "old.h5", "keep me");
+  ConvertOptions keep = options({input}, dir / "old.h5");
+  keep.replace = false;
+  std::string msg = error_of<IoError>([&] { convert_criteo(keep); });
+  EXPECT_TRUE(contains(msg, dir / "old.h5") && contains(msg, "already exists")) << msg;
+  EXPECT_EQ(test::read_text(dir / "old.h5"), "keep me");
+  EXPECT_EQ(convert_criteo(options({input}, dir / "old.h5")).rows, 100);
+  EXPECT_EQ(open_dataset_info({dir / "old.h5"}).rows, 100);
+
+  // the input itself, by its name or through a link, even with replace
+  msg = error_of<IoError>([&] { convert_criteo(options({input}, input)); });
+  EXPECT_TRUE(contains(msg, input) && contains(msg, "is also an input")) << msg;
+  std::filesystem::create_symlink(input, dir / "link.h5");
+  msg = error_of<IoError>([&] { convert_criteo(options({sample_b(), input}, dir / "link.h5")); });
+  EXPECT_TRUE(contains(msg, dir / "link.h5") && contains(msg, "is also an input")) << msg;
+  EXPECT_EQ(test::read_text(input), original);
+
+  // a directory and a FIFO are never replaced
+  std::filesystem::create_directory(dir / "folder.h5");
+  msg = error_of<IoError>([&] { convert_criteo(options({input}, dir / "folder.h5")); });
+  EXPECT_TRUE(contains(msg, dir / "folder.h5") && contains(msg, "is a directory")) << msg;
+  ASSERT_EQ(::mkfifo((dir / "fifo.h5").c_str(), 0600), 0);
+  msg = error_of<IoError>([&] { convert_criteo(options({input}, dir / "fifo.h5")); });
+  EXPECT_TRUE(contains(msg, dir / "fifo.h5") && contains(msg, "is a FIFO")) << msg;
+  EXPECT_TRUE(std::filesystem::is_fifo(dir / "fifo.h5"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "folder.h5"));
+
+  // a split: one existing part stops the whole conversion before anything is written
+  test::write_text(dir / "d_test.h5", "keep me too");
+  ConvertOptions split = options({input, sample_b()}, dir / "d.h5");
+  split.split = "day";
+  split.replace = false;
+  msg = error_of<IoError>([&] { convert_criteo(split); });
+  EXPECT_TRUE(contains(msg, dir / "d_test.h5")) << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir / "d_train.h5"));
+  EXPECT_EQ(test::read_text(dir / "d_test.h5"), "keep me too");
+  for (const std::string& e : dir.entries()) EXPECT_EQ(e.find(".tmp."), std::string::npos) << e;
+}
+
+// The last line of defence, for a path that changed while the file was written.
+TEST(Converter, AtomicPathReplacesOnlyFiles) {
+  ScratchDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  {
+    h5::AtomicPath out(dir / "fifo");
+    test::write_text(out.temp(), "data");
+    const std::string msg = error_of<IoError>([&] { out.commit(); });
+    EXPECT_TRUE(contains(msg, dir / "fifo") && contains(msg, "is a FIFO")) << msg;
+  }
+  EXPECT_TRUE(std::filesystem::is_fifo(dir / "fifo"));
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"fifo"});  // the temporary is gone
+  EXPECT_THROW(h5::check_output_path("/dev/null", true), IoError);
+  EXPECT_NO_THROW(h5::check_output_path(dir / "absent.h5", false));
 }
 
 }  // namespace
