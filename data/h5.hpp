@@ -110,8 +110,15 @@ class AtomicPath {
   void commit();   // rename temp -> path (throws IoError)
   void discard();  // remove temp now
 
+  // Installs handlers for SIGINT, SIGTERM and SIGHUP that remove the temporaries of every
+  // AtomicPath not yet committed (up to 8 at a time) and then re-raise the signal, so that an
+  // interrupted command leaves no `.tmp.<pid>` behind. A signal that is ignored, or already has a
+  // handler, keeps it. The handler only calls unlink() and raise(), on paths in static buffers.
+  static void remove_temporaries_on_signal();
+
  private:
   std::string path_, temp_;
+  int slot_ = -1;  // where temp_ is registered for the signal handler; -1: not registered
   bool done_ = false;
 };
 

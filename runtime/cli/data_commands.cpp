@@ -79,6 +79,7 @@ void add_convert(CLI::App& data) {
     o->table_rows = parse_counts(*table_rows, "--table-rows");
     o->progress = !*quiet;
     o->replace = *force;
+    h5::AtomicPath::remove_temporaries_on_signal();
     data::ConvertStats s = data::convert_criteo(*o);
     for (const data::MalformedLine& m : s.reported)
       std::fprintf(stderr, "malformed: %s:%lld: %s\n", m.file.c_str(), static_cast<long long>(m.line),
@@ -137,6 +138,7 @@ void add_synth(CLI::App& data) {
       o->pooling_max = 8;
     }
     h5::check_output_path(o->output, *force);
+    h5::AtomicPath::remove_temporaries_on_signal();
     data::SynthStats s = data::synthesize(*o);
     fmt::print("wrote {} rows to {} in {:.2f} s: label mean {:.4f}, Bayes AUC of the hidden model {:.4f}\n", s.rows,
                o->output, s.seconds, s.label_mean, s.bayes_auc);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # End-to-end check of `recmix data ...`: convert from stdin, synth, inspect (valid and broken
-# files), and the outputs refused. Usage: cli_smoke.sh <recmix binary> <shared dir>
+# files), the outputs refused, and the temporary file removed on SIGTERM.
+# Usage: cli_smoke.sh <recmix binary> <shared dir>
 set -eu
 recmix=$1
 criteo=$2/data/criteo
@@ -48,6 +49,26 @@ fi
 grep -q "is also an input" "$dir/out.err"
 "$recmix" data convert criteo "$dir/in.tsv" -o "$dir/a.h5" -q --force > /dev/null
 "$recmix" data inspect --quick "$dir/a.h5" | grep -q "source_files = $dir/in.tsv"
+
+# SIGTERM while converting (stdin from a FIFO that stays open): the temporary file is removed
+mkfifo "$dir/slow.fifo"
+"$recmix" data convert criteo - -o "$dir/sig.h5" -q < "$dir/slow.fifo" > /dev/null 2>&1 &
+pid=$!
+exec 3> "$dir/slow.fifo"
+cat "$criteo/kaggle_sample_a.tsv" >&3
+tries=0
+until ls "$dir" | grep -q '^sig\.h5\.tmp\.'; do
+  tries=$((tries + 1))
+  if [ "$tries" -gt 300 ]; then echo "no temporary file while converting"; exit 1; fi
+  sleep 0.1
+done
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+exec 3>&-
+if [ "$status" -ne 143 ]; then echo "SIGTERM: exit status $status, expected 143"; exit 1; fi
+if ls "$dir" | grep -q '\.tmp\.'; then echo "a temporary file was left after SIGTERM"; ls "$dir"; exit 1; fi
+test ! -e "$dir/sig.h5"
 
 # synth, multi-hot, then inspect
 "$recmix" data synth -o "$dir/s.h5" --rows 5k --tables 3 --table-rows 100,200,300 --multi-hot --pooling 0,4 --seed 3 > "$dir/synth.txt"
