@@ -156,10 +156,19 @@ std::string read_text_file(const std::string& path, const std::string& what) {
 }
 
 std::uint64_t parse_byte_size(const std::string& text, const std::string& key) {
+  // digits with at most one '.', then an optional unit: no sign, exponent, NaN or infinity
   std::size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  if (i == 0) throw ConfigError(fmt::format("'{}': \"{}\" is not a byte size (example: \"4GiB\")", key, text));
-  double value = std::stod(text.substr(0, i));
+  const std::string number = text.substr(0, i);
+  if (number.empty() || number == "." || number.find('.') != number.rfind('.'))
+    throw ConfigError(fmt::format("'{}': \"{}\" is not a byte size (example: \"4GiB\")", key, text));
+  const std::string too_large = fmt::format("'{}': \"{}\" is too large (it must be under 16 EiB)", key, text);
+  double value = 0;
+  try {
+    value = std::stod(number);
+  } catch (const std::out_of_range&) {
+    throw ConfigError(too_large);
+  }
   std::string unit = text.substr(i);
   unit.erase(0, unit.find_first_not_of(' '));
   double scale = 1;
@@ -173,7 +182,10 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& key) {
   else if (unit == "GB") scale = 1e9;
   else if (unit == "TB") scale = 1e12;
   else throw ConfigError(fmt::format("'{}': unknown unit \"{}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB)", key, unit));
-  return static_cast<std::uint64_t>(value * scale);
+  const double bytes = value * scale;
+  if (!(bytes < 18446744073709551616.0))  // 2^64: the conversion below would not be defined
+    throw ConfigError(too_large);
+  return static_cast<std::uint64_t>(bytes);
 }
 
 JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, const std::string& base_dir) {

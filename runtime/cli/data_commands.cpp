@@ -2,7 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "core/error.hpp"
@@ -16,7 +19,8 @@ namespace recmix::cli {
 
 namespace {
 
-// "10M" -> 10000000; plain integers, and k/M/G suffixes (powers of ten).
+// "10M" -> 10000000; plain integers, and k/M/G suffixes (powers of ten). A count that does not
+// fit in 64 bits is an error, not a wrapped value.
 std::int64_t parse_count(const std::string& text, const std::string& option) {
   if (text.empty()) throw ConfigError(option + ": empty value");
   std::int64_t scale = 1;
@@ -28,15 +32,15 @@ std::int64_t parse_count(const std::string& text, const std::string& option) {
     default: break;
   }
   if (scale != 1) digits.pop_back();
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(digits, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != digits.size() || used == 0 || v < 0) throw ConfigError(option + ": '" + text + "' is not a count");
-  return static_cast<std::int64_t>(v) * scale;
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_digit))
+    throw ConfigError(option + ": '" + text + "' is not a count (digits, optionally followed by k, M or G)");
+  std::int64_t v = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (error == std::errc::result_out_of_range || v > std::numeric_limits<std::int64_t>::max() / scale)
+    throw ConfigError(option + ": '" + text + "' is too large (at most " +
+                      std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
+  return v * scale;
 }
 
 std::vector<std::int64_t> parse_counts(const std::vector<std::string>& texts, const std::string& option) {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # End-to-end check of `recmix data ...`: convert from stdin, synth, inspect (valid and broken
-# files), the outputs refused, and the temporary file removed on SIGTERM.
+# files), the outputs refused, overflowing counts, and the temporary file removed on SIGTERM.
 # Usage: cli_smoke.sh <recmix binary> <shared dir>
 set -eu
 recmix=$1
@@ -49,6 +49,13 @@ fi
 grep -q "is also an input" "$dir/out.err"
 "$recmix" data convert criteo "$dir/in.tsv" -o "$dir/a.h5" -q --force > /dev/null
 "$recmix" data inspect --quick "$dir/a.h5" | grep -q "source_files = $dir/in.tsv"
+
+# a count that does not fit in 64 bits is an error, not a wrapped value
+if "$recmix" data convert criteo "$dir/in.tsv" -o "$dir/big.h5" -q --hash-rows=18446744074G 2> "$dir/big.err"; then
+  echo "--hash-rows=18446744074G should fail"; exit 1
+fi
+grep -q "config error: --hash-rows: '18446744074G' is too large" "$dir/big.err"
+test ! -e "$dir/big.h5"
 
 # SIGTERM while converting (stdin from a FIFO that stays open): the temporary file is removed
 mkfifo "$dir/slow.fifo"

@@ -151,3 +151,26 @@ TEST(JobSpec, EmbeddingTiers) {
     EXPECT_NE(msg.find("embedding."), std::string::npos) << bad << ": " << msg;
   }
 }
+
+// Sizes that do not fit in 64 bits are errors naming the key, never wrapped values; so is
+// anything that is not a plain non-negative number.
+TEST(JobSpec, ByteSizesThatOverflowOrAreNotNumbers) {
+  EXPECT_EQ(parse_byte_size("17179869183GiB", "k"), 18446744072635809792ull);  // 2^64 - 2^30
+  EXPECT_EQ(parse_byte_size("1.5KiB", "k"), 1536u);
+  for (const std::string& too_large : std::vector<std::string>{"100000000TiB", "17179869184GiB", "18446744073709551616",
+                                                                 "20000000000000000000000", std::string(400, '9')}) {
+    try {
+      parse_byte_size(too_large, "device.memory_capacity");
+      ADD_FAILURE() << too_large << " was accepted";
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("'device.memory_capacity'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("too large"), std::string::npos) << msg;
+    }
+  }
+  for (const char* bad : {"nan", "inf", "-1", "-1GiB", "1.2.3", ".", "1e3", "", " 5"})
+    EXPECT_THROW(parse_byte_size(bad, "k"), ConfigError) << bad;
+  const auto msg = expect_config_error(std::string(kMinimal) + "[device]\nmemory_capacity = \"100000000TiB\"\n");
+  EXPECT_NE(msg.find("device.memory_capacity"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("too large"), std::string::npos) << msg;
+}
