@@ -1,12 +1,15 @@
 #include "data/converter.hpp"
 
+#include <fcntl.h>
 #include <fmt/core.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -28,25 +31,34 @@ constexpr std::size_t kBlockBytes = 4u << 20;
 constexpr std::size_t kMaxLineBytes = 16u << 20;
 constexpr int kTables = criteo::kNumCategorical;
 
-// Lines of one input (plain or gzip file, or stdin), read in large blocks through zlib.
+// Lines of one input (plain or gzip file, or stdin), read in large blocks. Gzip input (found by
+// its magic bytes) is inflated member after member, as gzip does; anything after the last member
+// that is not another member is an error (zlib's gzread drops such bytes without a word).
 class LineSource {
  public:
-  explicit LineSource(const std::string& name) : name_(name) {
+  explicit LineSource(const std::string& name) : name_(name == "-" ? "<stdin>" : name) {
     if (name == "-") {
-      int fd = ::dup(0);
-      gz_ = fd >= 0 ? gzdopen(fd, "rb") : nullptr;
+      fd_.fd = 0;
     } else {
+      fd_.fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+      fd_.owned = fd_.fd >= 0;
+      if (fd_.fd < 0 && errno == ENOENT) throw IoError(name + ": no such file");
+      if (fd_.fd < 0) throw IoError(name + ": cannot open for reading (" + std::strerror(errno) + ")");
       struct stat st {};
-      if (::stat(name.c_str(), &st) != 0) throw IoError(name + ": no such file");
-      size_ = static_cast<std::int64_t>(st.st_size);
-      gz_ = gzopen(name.c_str(), "rb");
+      if (::fstat(fd_.fd, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) throw IoError(name + ": is a directory");
+        if (S_ISREG(st.st_mode)) size_ = static_cast<std::int64_t>(st.st_size);
+      }
     }
-    if (!gz_) throw IoError(name + ": cannot open for reading");
-    gzbuffer(gz_, 1u << 20);
+    raw_.resize(kRawBytes);
+    while (raw_end_ < 2 && read_raw()) {
+    }
+    if (raw_end_ >= 2 && raw_[0] == 0x1f && raw_[1] == 0x8b) {
+      if (inflateInit2(&inflater_.stream, 16 + MAX_WBITS) != Z_OK) throw IoError(name_ + ": cannot start zlib");
+      inflater_.started = true;
+      in_member_ = true;
+    }
     buffer_.resize(kBlockBytes);
-  }
-  ~LineSource() {
-    if (gz_) gzclose(gz_);
   }
   LineSource(const LineSource&) = delete;
   LineSource& operator=(const LineSource&) = delete;
@@ -72,10 +84,27 @@ class LineSource {
     }
   }
   std::int64_t bytes() const { return bytes_; }
-  std::int64_t size() const { return size_; }                // compressed size on disk, -1 for stdin
-  std::int64_t position() const { return gz_ ? static_cast<std::int64_t>(gzoffset(gz_)) : 0; }
+  std::int64_t size() const { return size_; }  // size on disk (compressed), -1 for stdin or a pipe
+  std::int64_t position() const { return raw_read_ - static_cast<std::int64_t>(raw_end_ - raw_begin_); }
 
  private:
+  static constexpr std::size_t kRawBytes = 1u << 20;
+
+  struct Fd {
+    int fd = -1;
+    bool owned = false;
+    ~Fd() {
+      if (owned) ::close(fd);
+    }
+  };
+  struct Inflater {
+    z_stream stream{};
+    bool started = false;
+    ~Inflater() {
+      if (started) inflateEnd(&stream);
+    }
+  };
+
   void fill() {
     if (begin_ > 0) {  // keep the partial line at the front
       std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
@@ -86,26 +115,84 @@ class LineSource {
       if (buffer_.size() >= kMaxLineBytes) throw DataError(name_ + ": a line is longer than 16 MiB");
       buffer_.resize(buffer_.size() * 2);
     }
-    int got = gzread(gz_, buffer_.data() + end_, static_cast<unsigned>(buffer_.size() - end_));
-    if (got < 0) {
-      int code = 0;
-      const char* m = gzerror(gz_, &code);
-      throw IoError(name_ + ": read failed (" + (m ? m : "zlib error") + ")");
+    const std::size_t got = decode(buffer_.data() + end_, buffer_.size() - end_);
+    if (got == 0) eof_ = true;
+    end_ += got;
+    bytes_ += static_cast<std::int64_t>(got);
+  }
+
+  // Appends the next bytes of the input to raw_ (moving the unread ones to the front); false at
+  // the end of the input.
+  bool read_raw() {
+    if (raw_begin_ > 0) {
+      std::memmove(raw_.data(), raw_.data() + raw_begin_, raw_end_ - raw_begin_);
+      raw_end_ -= raw_begin_;
+      raw_begin_ = 0;
     }
-    if (got == 0) {
-      int code = Z_OK;
-      const char* m = gzerror(gz_, &code);
-      if (code != Z_OK && code != Z_STREAM_END)
-        throw IoError(name_ + ": compressed input is damaged or cut short (" + (m ? m : "zlib error") + ")");
-      eof_ = true;
+    const std::size_t got = read_fd(raw_.data() + raw_end_, raw_.size() - raw_end_);
+    raw_end_ += got;
+    return got > 0;
+  }
+
+  std::size_t read_fd(void* out, std::size_t room) {
+    while (true) {
+      const ssize_t got = ::read(fd_.fd, out, room);
+      if (got >= 0) {
+        raw_read_ += got;
+        return static_cast<std::size_t>(got);
+      }
+      if (errno != EINTR) throw IoError(name_ + ": read failed (" + std::strerror(errno) + ")");
     }
-    end_ += static_cast<std::size_t>(got);
-    bytes_ += got;
+  }
+
+  // Up to `room` bytes of the uncompressed input; 0 at its end.
+  std::size_t decode(char* out, std::size_t room) {
+    if (!inflater_.started) {
+      if (raw_begin_ == raw_end_) return read_fd(out, room);
+      const std::size_t n = std::min(room, raw_end_ - raw_begin_);  // the bytes read to look for gzip
+      std::memcpy(out, raw_.data() + raw_begin_, n);
+      raw_begin_ += n;
+      return n;
+    }
+    z_stream& z = inflater_.stream;
+    std::size_t produced = 0;
+    while (produced == 0) {
+      if (!in_member_) {  // a member ended: another may follow (files joined with cat), nothing else
+        while (raw_end_ - raw_begin_ < 2 && read_raw()) {
+        }
+        if (raw_begin_ == raw_end_) return 0;
+        if (raw_end_ - raw_begin_ < 2 || raw_[raw_begin_] != 0x1f || raw_[raw_begin_ + 1] != 0x8b)
+          throw DataError(fmt::format("{}: data after the end of the gzip stream, at byte {}{} (the file is "
+                                      "damaged, or something was appended to it)",
+                                      name_, position(), size_ >= 0 ? fmt::format(" of {}", size_) : ""));
+        inflateReset(&z);
+        in_member_ = true;
+      }
+      if (raw_begin_ == raw_end_ && !read_raw())
+        throw IoError(name_ + ": compressed input is cut short (the gzip stream ends early)");
+      z.next_in = raw_.data() + raw_begin_;
+      z.avail_in = static_cast<uInt>(raw_end_ - raw_begin_);
+      z.next_out = reinterpret_cast<Bytef*>(out);
+      z.avail_out = static_cast<uInt>(room);
+      const int code = inflate(&z, Z_NO_FLUSH);
+      raw_begin_ = raw_end_ - z.avail_in;
+      produced = room - z.avail_out;
+      if (code == Z_STREAM_END)
+        in_member_ = false;
+      else if (code != Z_OK && code != Z_BUF_ERROR)
+        throw IoError(name_ + ": compressed input is damaged (" + (z.msg ? z.msg : "zlib error") + ")");
+    }
+    return produced;
   }
 
   std::string name_;
-  gzFile gz_ = nullptr;
-  std::vector<char> buffer_;
+  Fd fd_;
+  Inflater inflater_;
+  bool in_member_ = false;
+  std::vector<unsigned char> raw_;  // input bytes as read (compressed for gzip)
+  std::size_t raw_begin_ = 0, raw_end_ = 0;
+  std::int64_t raw_read_ = 0;
+  std::vector<char> buffer_;  // uncompressed bytes, whole lines
   std::size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
   std::int64_t bytes_ = 0, size_ = -1;
@@ -196,6 +283,22 @@ bool same_file(const std::string& in, const std::string& out) {
   return ::fstat(0, &a) == 0 && ::stat(out.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+// What one input gave (the last pass).
+struct InputTally {
+  std::int64_t lines = 0, rows = 0, skipped = 0;
+  bool header = false;
+  MalformedLine first_skipped;
+};
+
+// Ends a progress line left without its newline when the conversion fails, so that the error
+// printed next starts a line of its own.
+struct ProgressLine {
+  bool open = false;
+  ~ProgressLine() {
+    if (open) std::fputc('\n', stderr);
+  }
+};
+
 // Rows of one output file, collected a block at a time before going to the writer.
 struct Sink {
   std::unique_ptr<DatasetWriter> writer;
@@ -245,6 +348,8 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
   if (vocabulary)
     for (const std::string& in : o.inputs)
       RECMIX_REQUIRE(in != "-", ConfigError, "convert: --mapping vocabulary reads the input twice; stdin cannot be used");
+  RECMIX_REQUIRE(o.max_malformed >= 0 || (o.max_malformed_share >= 0 && o.max_malformed_share <= 1),
+                 ConfigError, "convert: --max-malformed must be a count or a share between 0% and 100%");
 
   // --- outputs: named, and checked before any work ---
   ConvertStats stats;
@@ -274,8 +379,10 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
   }
   const int passes = vocabulary ? 2 : 1;
   std::int64_t done_size = 0;  // compressed bytes of finished inputs, over both passes
+  ProgressLine progress_line;
   auto report_progress = [&](const LineSource& src, std::int64_t rows, bool final) {
     if (!o.progress) return;
+    progress_line.open = !final;
     auto now = Clock::now();
     if (!final && now - last_report < std::chrono::seconds(1)) return;
     last_report = now;
@@ -293,11 +400,22 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
     std::fflush(stderr);
   };
 
-  // Malformed lines: count, remember the first few, fail under strict.
-  auto malformed = [&](const std::string& file, std::int64_t line, const std::string& reason) {
+  // Malformed lines: count, remember the first few, fail under strict or past --max-malformed.
+  std::vector<InputTally> tally(o.inputs.size());
+  MalformedLine first_skipped;
+  auto malformed = [&](std::size_t f, const std::string& file, std::int64_t line, const std::string& reason,
+                       bool kept) {
     ++stats.malformed;
     if (o.strict) throw DataError(file + ":" + std::to_string(line) + ": " + reason + " (--strict)");
     if (static_cast<int>(stats.reported.size()) < o.max_reported) stats.reported.push_back({file, line, reason});
+    if (kept) return;
+    if (stats.skipped++ == 0) first_skipped = {file, line, reason};
+    if (tally[f].skipped++ == 0) tally[f].first_skipped = {file, line, reason};
+    if (o.max_malformed >= 0 && stats.skipped > o.max_malformed)
+      throw DataError(fmt::format("{} malformed lines skipped, more than --max-malformed {} allows; "
+                                  "the first: {}:{}: {}",
+                                  stats.skipped, o.max_malformed, first_skipped.file, first_skipped.line,
+                                  first_skipped.reason));
   };
   auto describe = [](const criteo::LineResult& r) {
     std::string s = criteo::error_text(r.error);
@@ -318,13 +436,19 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
       char delimiter = 0;
       while (src.next(line, terminated)) {
         ++number;
-        if (count_malformed) ++stats.lines;
+        if (count_malformed) {
+          ++stats.lines;
+          ++tally[f].lines;
+        }
         if (number == 1) {
           delimiter = detect_delimiter(line, o.format, label);
-          if (is_header(line)) continue;
+          if (is_header(line)) {
+            tally[f].header = true;
+            continue;
+          }
         }
         if (line.empty() && terminated) {
-          if (count_malformed) malformed(label, number, "empty line");
+          if (count_malformed) malformed(f, label, number, "empty line", false);
           continue;
         }
         criteo::LineResult r = criteo::parse_line(line, delimiter, row);
@@ -332,11 +456,12 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
         if (count_malformed) {
           // a complete last line without '\n' is fine; an incomplete one is a truncated file
           if (!terminated && !keep)
-            malformed(label, number, "truncated last line: " + describe(r));
+            malformed(f, label, number, "truncated last line: " + describe(r), false);
           else if (r.error == criteo::LineError::carriage_return)
-            malformed(label, number, "CRLF line ending (row kept)");
+            malformed(f, label, number, "CRLF line ending (row kept)", true);
           else if (!keep)
-            malformed(label, number, describe(r));
+            malformed(f, label, number, describe(r), false);
+          if (keep) ++tally[f].rows;
         }
         if (keep) on_row(row, f, number);
         if ((number & 0xFFFF) == 0) report_progress(src, stats.rows, false);
@@ -425,6 +550,30 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
         if (++sink.pending == kFlushRows) sink.flush();
       },
       true);
+
+  // --- nothing to convert, or too much skipped: fail before anything is renamed into place ---
+  std::string no_rows;
+  for (std::size_t f = 0; f < o.inputs.size(); ++f) {
+    const InputTally& t = tally[f];
+    if (t.rows > 0) continue;
+    const std::string label = o.inputs[f] == "-" ? "<stdin>" : o.inputs[f];
+    std::string why = "the input is empty";
+    if (t.lines == 1 && t.header)
+      why = "the input holds a header line and nothing else";
+    else if (t.lines > 0)
+      why = fmt::format("all {} lines are malformed (the first, line {}: {})", t.lines - (t.header ? 1 : 0),
+                        t.first_skipped.line, t.first_skipped.reason);
+    no_rows += fmt::format("{}{}: no rows to convert: {}", no_rows.empty() ? "" : "; ", label, why);
+  }
+  if (!no_rows.empty()) throw DataError(no_rows);
+  const auto data_lines = static_cast<double>(stats.rows + stats.skipped);
+  const auto skipped = static_cast<double>(stats.skipped);
+  if (o.max_malformed < 0 && skipped > o.max_malformed_share * data_lines)
+    throw DataError(fmt::format("{} of {} lines malformed and skipped ({:.2g}%), more than --max-malformed {:g}% "
+                                "allows; the first: {}:{}: {}",
+                                stats.skipped, stats.rows + stats.skipped, 100.0 * skipped / data_lines,
+                                100.0 * o.max_malformed_share, first_skipped.file, first_skipped.line,
+                                first_skipped.reason));
 
   // --- attributes, then rename into place ---
   std::string sources;

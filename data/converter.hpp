@@ -25,6 +25,10 @@ struct ConvertOptions {
   std::uint64_t seed = 0;                   // ratio: rows are assigned by hash(seed, row)
 
   bool strict = false;                      // the first malformed line is an error
+  // Skipped lines beyond which the conversion fails (CRLF lines are kept and do not count): at
+  // most max_malformed lines, or, when it is negative, at most this share of the data lines.
+  std::int64_t max_malformed = -1;
+  double max_malformed_share = 0.01;
   bool replace = true;                      // an existing output file is replaced (CLI: only with --force)
   bool progress = true;                     // progress line on stderr, about once a second
   int gzip_level = 0;                       // output compression
@@ -43,6 +47,7 @@ struct ConvertStats {
   std::int64_t lines = 0;        // lines read (header included)
   std::int64_t rows = 0;         // rows written over all outputs
   std::int64_t malformed = 0;    // malformed lines (skipped; CRLF lines are kept, their '\r' dropped)
+  std::int64_t skipped = 0;      // malformed lines skipped (all but the CRLF ones)
   std::int64_t bytes = 0;        // uncompressed input bytes
   double seconds = 0;
   std::vector<MalformedLine> reported;  // the first max_reported malformed lines
@@ -53,8 +58,9 @@ struct ConvertStats {
 
 // Throws ConfigError for bad options; IoError for unreadable input, unwritable output, an output
 // that is not a regular file, is one of the inputs, or exists (unless `replace`); DataError for
-// the first malformed line under strict. Nothing is left at the output paths on failure; existing
-// files there are kept.
+// the first malformed line under strict, for more skipped lines than allowed, for an input that
+// gives no row (empty, a header alone, nothing but malformed lines) and for data after the end of
+// a gzip stream. Nothing is left at the output paths on failure; existing files there are kept.
 ConvertStats convert_criteo(const ConvertOptions& options);
 
 }  // namespace recmix::data

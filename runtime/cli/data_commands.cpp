@@ -43,6 +43,25 @@ std::int64_t parse_count(const std::string& text, const std::string& option) {
   return v * scale;
 }
 
+// "100" (lines) or "1%" / "0.5%" (a share of the data lines) -> the converter's two fields.
+void parse_malformed_limit(const std::string& text, data::ConvertOptions& o) {
+  const std::string bad = "--max-malformed: '" + text + "' is not a count of lines (100) or a share (1%)";
+  if (!text.empty() && text.back() == '%') {
+    const std::string number = text.substr(0, text.size() - 1);
+    const auto is_decimal = [](char c) { return (c >= '0' && c <= '9') || c == '.'; };
+    double percent = -1;
+    const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), percent);
+    if (number.empty() || !std::all_of(number.begin(), number.end(), is_decimal) || error != std::errc() ||
+        end != number.data() + number.size() || !(percent >= 0 && percent <= 100))
+      throw ConfigError(bad + " between 0% and 100%");
+    o.max_malformed = -1;
+    o.max_malformed_share = percent / 100;
+  } else {
+    if (text.find_first_not_of("0123456789kKmMgG") != std::string::npos) throw ConfigError(bad);
+    o.max_malformed = parse_count(text, "--max-malformed");
+  }
+}
+
 std::vector<std::int64_t> parse_counts(const std::vector<std::string>& texts, const std::string& option) {
   std::vector<std::int64_t> out;
   for (const std::string& t : texts) out.push_back(parse_count(t, option));
@@ -57,6 +76,7 @@ void add_convert(CLI::App& data) {
   auto hash_rows = std::make_shared<std::string>("10M");
   auto table_rows = std::make_shared<std::vector<std::string>>();
   auto quiet = std::make_shared<bool>(false);
+  auto max_malformed = std::make_shared<std::string>("1%");
   auto force = std::make_shared<bool>(false);
   criteo->add_option("inputs", o->inputs, "input files ('-' for stdin), one per day with --split day")->required();
   criteo->add_option("-o,--output", o->output, "output .h5 (with a split: <name>_train.h5, _val.h5, _test.h5)")
@@ -74,13 +94,17 @@ void add_convert(CLI::App& data) {
   criteo->add_option("--ratios", o->ratios, "train,val,test fractions for --split ratio")->delimiter(',');
   criteo->add_option("--seed", o->seed, "seed of the ratio split")->capture_default_str();
   criteo->add_flag("--strict", o->strict, "fail on the first malformed line");
+  criteo->add_option("--max-malformed", *max_malformed,
+                     "fail when more lines are malformed and skipped: a count (100) or a share of the lines (1%)")
+      ->capture_default_str();
   criteo->add_flag("--force", *force, "replace existing output files (never a device, a directory or an input)");
   criteo->add_option("--gzip", o->gzip_level, "output compression level 0-9")->capture_default_str();
   criteo->add_option("--chunk-rows", o->chunk_rows, "rows per HDF5 chunk")->capture_default_str();
   criteo->add_flag("-q,--quiet", *quiet, "no progress line");
-  criteo->callback([o, hash_rows, table_rows, quiet, force] {
+  criteo->callback([o, hash_rows, table_rows, quiet, max_malformed, force] {
     o->hash_rows = parse_count(*hash_rows, "--hash-rows");
     o->table_rows = parse_counts(*table_rows, "--table-rows");
+    parse_malformed_limit(*max_malformed, *o);
     o->progress = !*quiet;
     o->replace = *force;
     h5::AtomicPath::remove_temporaries_on_signal();

@@ -1,7 +1,7 @@
 #!/bin/sh
 # End-to-end check of `recmix data ...`: convert from stdin, synth, inspect (valid and broken
-# files), the outputs refused, overflowing counts, and the temporary file removed on SIGTERM.
-# Usage: cli_smoke.sh <recmix binary> <shared dir>
+# files), the outputs refused, the limits on malformed and empty inputs, overflowing counts, and
+# the temporary file removed on SIGTERM. Usage: cli_smoke.sh <recmix binary> <shared dir>
 set -eu
 recmix=$1
 criteo=$2/data/criteo
@@ -17,13 +17,44 @@ grep -q "source_files = <stdin>" "$dir/inspect.txt"
 grep -q "valid: yes (100 rows checked)" "$dir/inspect.txt"
 
 # malformed lines go to stderr with their line numbers; --strict fails and leaves nothing
-"$recmix" data convert criteo "$criteo/kaggle_sample_b.tsv" -o "$dir/b.h5" -q 2> "$dir/b.err" > /dev/null
+"$recmix" data convert criteo "$criteo/kaggle_sample_b.tsv" -o "$dir/b.h5" -q --max-malformed 36 2> "$dir/b.err" > /dev/null
 grep -q "kaggle_sample_b.tsv:2: wrong number of fields" "$dir/b.err"
 if "$recmix" data convert criteo "$criteo/kaggle_sample_b.tsv" -o "$dir/strict.h5" --strict -q 2> "$dir/strict.err"; then
   echo "strict conversion should fail"; exit 1
 fi
 grep -q "data error: .*kaggle_sample_b.tsv:2" "$dir/strict.err"
 test ! -e "$dir/strict.h5"
+
+# more skipped lines than --max-malformed allows (by default 1%; 36 of these 100 lines are bad)
+if "$recmix" data convert criteo "$criteo/kaggle_sample_b.tsv" -o "$dir/limit.h5" -q 2> "$dir/limit.err"; then
+  echo "36% malformed lines should fail by default"; exit 1
+fi
+grep -q "data error: 36 of 100 lines malformed .*kaggle_sample_b.tsv:2:" "$dir/limit.err"
+if "$recmix" data convert criteo "$criteo/kaggle_sample_b.tsv" -o "$dir/limit.h5" -q --max-malformed 35 2> "$dir/limit.err"; then
+  echo "--max-malformed 35 should fail"; exit 1
+fi
+grep -q "more than --max-malformed 35" "$dir/limit.err"
+"$recmix" data convert criteo "$criteo/kaggle_sample_b.tsv" -o "$dir/limit.h5" -q --max-malformed 40% > /dev/null 2>&1
+test -e "$dir/limit.h5"
+
+# an empty input, a header alone: an error naming the input, nothing written
+: > "$dir/empty.tsv"
+printf 'label\tI1\n' > "$dir/header.tsv"
+for input in empty.tsv header.tsv; do
+  if "$recmix" data convert criteo "$dir/$input" -o "$dir/none.h5" -q 2> "$dir/none.err"; then
+    echo "converting $input should fail"; exit 1
+  fi
+  grep -q "data error: .*$input: no rows to convert" "$dir/none.err"
+  test ! -e "$dir/none.h5"
+done
+
+# bytes after the end of a gzip stream
+gzip -c "$criteo/kaggle_sample_a.tsv" > "$dir/tail.gz"
+echo junk >> "$dir/tail.gz"
+if "$recmix" data convert criteo "$dir/tail.gz" -o "$dir/tail.h5" -q 2> "$dir/tail.err"; then
+  echo "data after the gzip stream should fail"; exit 1
+fi
+grep -q "tail.gz: data after the end of the gzip stream" "$dir/tail.err"
 
 # outputs: an existing file needs --force; an input, a device or a directory is never replaced
 cp "$criteo/kaggle_sample_a.tsv" "$dir/in.tsv"

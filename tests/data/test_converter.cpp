@@ -1,7 +1,8 @@
 // The Criteo converter on the real rows in shared/data/criteo: row counts, values worked out by
 // hand, missing values, TSV vs CSV vs gzip giving identical files, the vocabulary mapping against
-// an independent count, splits, every malformed-input case (with --strict leaving nothing), and
-// the outputs it refuses (existing files without replace, inputs, devices, directories, FIFOs).
+// an independent count, splits, every malformed-input case (with --strict leaving nothing), the
+// limit on skipped lines, inputs that give no row, data after a gzip stream, and the outputs it
+// refuses (existing files without replace, inputs, devices, directories, FIFOs).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -30,6 +31,7 @@ ConvertOptions options(std::vector<std::string> in, std::string out) {
   o.output = std::move(out);
   o.hash_rows = 1000;
   o.progress = false;
+  o.max_malformed_share = 1.0;  // the tests of what is skipped; the limit has its own
   return o;
 }
 
@@ -369,6 +371,93 @@ TEST(Converter, AtomicPathReplacesOnlyFiles) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"fifo"});  // the temporary is gone
   EXPECT_THROW(h5::check_output_path("/dev/null", true), IoError);
   EXPECT_NO_THROW(h5::check_output_path(dir / "absent.h5", false));
+}
+
+TEST(Converter, InputsWithoutRowsFail) {
+  ScratchDir dir;
+  const std::string good = test::split(test::read_text(sample_a()), '\n')[0];
+  std::string header = "label";
+  for (int i = 1; i <= 13; ++i) header += "\tI" + std::to_string(i);
+  for (int i = 1; i <= 26; ++i) header += "\tC" + std::to_string(i);
+  test::write_text(dir / "empty.tsv", "");
+  test::write_text(dir / "header.tsv", header + "\n");
+  test::write_text(dir / "bad.tsv", "1\t2\t3\n\n" + good.substr(0, good.rfind('\t')) + "\n");
+  test::write_text(dir / "good.tsv", good + "\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"empty.tsv", "the input is empty"},
+      {"header.tsv", "the input holds a header line and nothing else"},
+      {"bad.tsv", "all 3 lines are malformed (the first, line 1: wrong number of fields"},
+  };
+  for (const auto& [name, why] : cases) {
+    std::string msg = error_of<DataError>([&] { convert_criteo(options({dir / name}, dir / "out.h5")); });
+    EXPECT_TRUE(contains(msg, dir / name + ": no rows to convert: " + why)) << msg;
+    // with a good input beside it: still an error, naming only the empty one
+    msg = error_of<DataError>([&] { convert_criteo(options({dir / "good.tsv", dir / name}, dir / "out.h5")); });
+    EXPECT_TRUE(contains(msg, dir / name + ": no rows to convert")) << msg;
+    EXPECT_FALSE(contains(msg, "good.tsv")) << msg;
+  }
+  EXPECT_EQ(convert_criteo(options({dir / "good.tsv"}, dir / "out.h5")).rows, 1);
+  std::filesystem::remove(dir / "out.h5");
+  for (const std::string& e : dir.entries()) EXPECT_TRUE(e.ends_with(".tsv")) << e;
+}
+
+// kaggle_sample_b.tsv: 36 of its 100 lines are skipped, the first at line 2.
+TEST(Converter, MaxMalformed) {
+  ScratchDir dir;
+  EXPECT_EQ(ConvertOptions().max_malformed, -1);
+  EXPECT_DOUBLE_EQ(ConvertOptions().max_malformed_share, 0.01);
+  ConvertOptions o = options({sample_b()}, dir / "b.h5");
+  o.max_malformed_share = 0.01;  // the default
+  std::string msg = error_of<DataError>([&] { convert_criteo(o); });
+  EXPECT_TRUE(contains(msg, "36 of 100 lines malformed") && contains(msg, "kaggle_sample_b.tsv:2: wrong number"))
+      << msg;
+  o.max_malformed_share = 0.35;
+  EXPECT_THROW(convert_criteo(o), DataError);
+  o.max_malformed_share = 0.36;
+  EXPECT_EQ(convert_criteo(o).skipped, 36);
+  std::filesystem::remove(dir / "b.h5");
+  o.max_malformed = 35;  // a count wins over the share
+  o.max_malformed_share = 1.0;
+  msg = error_of<DataError>([&] { convert_criteo(o); });
+  EXPECT_TRUE(contains(msg, "36 malformed lines skipped, more than --max-malformed 35") &&
+              contains(msg, "kaggle_sample_b.tsv:2:"))
+      << msg;
+  o.max_malformed = 36;
+  EXPECT_EQ(convert_criteo(o).rows, 64);
+  // CRLF lines are kept: they do not count
+  const std::string good = test::split(test::read_text(sample_a()), '\n')[0];
+  test::write_text(dir / "crlf.tsv", good + "\r\n" + good + "\r\n");
+  ConvertOptions crlf = options({dir / "crlf.tsv"}, dir / "crlf.h5");
+  crlf.max_malformed = 0;
+  ConvertStats s = convert_criteo(crlf);
+  EXPECT_EQ(s.rows, 2);
+  EXPECT_EQ(s.malformed, 2);
+  EXPECT_EQ(s.skipped, 0);
+}
+
+TEST(Converter, DataAfterTheGzipStream) {
+  ScratchDir dir;
+  const std::string tsv = test::read_text(sample_a());
+  auto gzip = [&](const std::string& text) {
+    gzFile gz = gzopen((dir / "member.gz").c_str(), "wb");
+    gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(gz);
+    std::string bytes = test::read_text(dir / "member.gz");
+    std::filesystem::remove(dir / "member.gz");
+    return bytes;
+  };
+  // two members (files joined with cat) are one stream: 200 lines (tsv has no final '\n')
+  test::write_text(dir / "two.gz", gzip(tsv + "\n") + gzip(tsv));
+  EXPECT_EQ(convert_criteo(options({dir / "two.gz"}, dir / "two.h5")).rows, 200);
+  for (const std::string& tail : {std::string("junk\n"), std::string(512, '\0'), std::string("\x1f")}) {
+    const std::string whole = gzip(tsv);
+    test::write_text(dir / "tail.gz", whole + tail);
+    const std::string msg = error_of<DataError>([&] { convert_criteo(options({dir / "tail.gz"}, dir / "t.h5")); });
+    EXPECT_TRUE(contains(msg, dir / "tail.gz: data after the end of the gzip stream, at byte " +
+                                  std::to_string(whole.size())))
+        << msg;
+    EXPECT_FALSE(std::filesystem::exists(dir / "t.h5"));
+  }
 }
 
 }  // namespace
