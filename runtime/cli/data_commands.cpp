@@ -180,13 +180,18 @@ void add_inspect(CLI::App& data) {
   inspect->add_option("files", *files, "dataset files")->required();
   inspect->add_flag("--quick", *quick, "check the layout only, do not read every row");
   inspect->callback([files, quick] {
-    std::string first_problem;
+    // each problem is printed once, in its file's report; the error only names the files
+    std::vector<std::string> invalid;
     for (const std::string& f : *files) {
       data::InspectReport r = data::inspect_file(f, !*quick);
       fmt::print("{}", data::format_report(r));
-      if (!r.problem.empty() && first_problem.empty()) first_problem = r.problem;
+      if (!r.problem.empty()) invalid.push_back(f);
     }
-    if (!first_problem.empty()) throw DataError(first_problem);
+    std::fflush(stdout);
+    if (invalid.size() == 1) throw DataError(invalid[0] + ": not a valid dataset (its report says why)");
+    if (!invalid.empty())
+      throw DataError(fmt::format("{} and {} more files are not valid datasets (their reports say why)", invalid[0],
+                                  invalid.size() - 1));
   });
 }
 

@@ -124,4 +124,7 @@ if "$recmix" data inspect "$criteo/kaggle_sample_a.tsv" > "$dir/bad.txt" 2> "$di
   echo "inspect of a TSV file should fail"; exit 1
 fi
 grep -q "valid: NO: .*kaggle_sample_a.tsv: cannot open as HDF5" "$dir/bad.txt"
+# the problem is printed once (in the report); the error line names the file
+test "$(cat "$dir/bad.txt" "$dir/bad.err" | grep -c "cannot open as HDF5")" -eq 1
+grep -q "^recmix: data error: .*kaggle_sample_a.tsv: not a valid dataset" "$dir/bad.err"
 echo "data CLI smoke test passed"
