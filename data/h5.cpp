@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <filesystem>
 
@@ -501,9 +502,10 @@ std::string read_string_attribute(hid_t obj, const std::string& name) {
   std::string where = describe(obj) + ": attribute " + name;
   Datatype type(RECMIX_H5_CHECK(H5Aget_type(a), IoError, where));
   if (H5Tget_class(type) != H5T_STRING) fail_data(where, "not a string");
-  if (H5Tis_variable_str(type) > 0) {
+  if (H5Tis_variable_str(type) > 0) {  // h5py's default: variable length, UTF-8
     Datatype mem(RECMIX_H5_CHECK(H5Tcopy(H5T_C_S1), IoError, where));
     H5Tset_size(mem, H5T_VARIABLE);
+    H5Tset_cset(mem, H5Tget_cset(type));
     char* s = nullptr;
     RECMIX_H5_CHECK(H5Aread(a, mem, &s), IoError, where);
     std::string out = s ? s : "";
@@ -526,6 +528,21 @@ static std::vector<T> read_vector_attribute(hid_t obj, const std::string& name) 
   Datatype type(RECMIX_H5_CHECK(H5Aget_type(a), IoError, where));
   H5T_class_t c = H5Tget_class(type);
   if (c != H5T_INTEGER && c != H5T_FLOAT) fail_data(where, "not numeric");
+  // Integers of any width and signedness convert (HDF5 converts them); a float where an integer
+  // is documented does not.
+  if (std::is_integral_v<T> && c != H5T_INTEGER) fail_data(where, "must be an integer (found a floating-point value)");
+  if (std::is_integral_v<T> && H5Tget_sign(type) == H5T_SGN_NONE && H5Tget_size(type) >= sizeof(T)) {
+    // Unsigned values as wide as T may not fit: read them as such and check.
+    Dataspace uspace(RECMIX_H5_CHECK(H5Aget_space(a), IoError, where));
+    std::vector<std::uint64_t> u(static_cast<std::size_t>(std::max<hssize_t>(H5Sget_simple_extent_npoints(uspace), 0)));
+    if (!u.empty()) RECMIX_H5_CHECK(H5Aread(a, H5T_NATIVE_UINT64, u.data()), IoError, where);
+    std::vector<T> out;
+    for (auto v : u) {
+      if (v > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) fail_data(where, "value " + std::to_string(v) + " is too large");
+      out.push_back(static_cast<T>(v));
+    }
+    return out;
+  }
   Dataspace space(RECMIX_H5_CHECK(H5Aget_space(a), IoError, where));
   hssize_t n = H5Sget_simple_extent_npoints(space);
   std::vector<T> out(static_cast<std::size_t>(std::max<hssize_t>(n, 0)));
