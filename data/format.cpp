@@ -91,7 +91,13 @@ DatasetInfo open_file_info(const std::string& file) {
     for (auto m : info.max_bag)
       if (m < 0) throw DataError(file + ": attribute max_bag holds a negative size");
   }
-  if (h5::has_attribute(f, "rows") && h5::read_int_attribute(f, "rows") != static_cast<std::int64_t>(n))
+  // Required attributes, as documented: present and agreeing with the data.
+  for (const char* name : {"num_tables", "rows"})
+    if (!h5::has_attribute(f, name)) throw DataError(file + ": required attribute " + name + " is missing");
+  if (h5::read_int_attribute(f, "num_tables") != static_cast<std::int64_t>(tables))
+    throw DataError(file + ": attribute num_tables (" + std::to_string(h5::read_int_attribute(f, "num_tables")) +
+                    ") disagrees with table_rows (" + std::to_string(tables) + " tables)");
+  if (h5::read_int_attribute(f, "rows") != static_cast<std::int64_t>(n))
     throw DataError(file + ": attribute rows disagrees with the length of /labels");
   info.rows = static_cast<std::int64_t>(n);
   info.file_rows = {info.rows};

@@ -411,8 +411,10 @@ void read_rows(hid_t dataset, hsize_t first, hsize_t count, T* data, hid_t trans
   check_convertible<T>(dataset);
   auto [file, mem] = row_spaces(dataset, first, count);
   T dummy{};
+  // A failed read (a damaged compressed chunk, a truncated file) names the file, dataset and rows.
   RECMIX_H5_CHECK(H5Dread(dataset, native_type<T>(), mem, file, transfer, count ? data : &dummy), IoError,
-                  describe(dataset));
+                  describe(dataset) + " rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                      ") (a damaged or truncated file?)");
 }
 
 void extend_rows(hid_t dataset, hsize_t rows) {

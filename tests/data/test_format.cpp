@@ -2,6 +2,8 @@
 // wrong (missing dataset, wrong type or shape, bad version, not HDF5, truncated, values out of range).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -177,6 +179,48 @@ TEST(Format, LayoutErrorsNameFileAndDataset) {
 
   e = open_error_after(dir / "f.h5", [](hid_t f) { H5Ldelete(f, "sparse", H5P_DEFAULT); });
   EXPECT_NE(e.find("missing dataset sparse"), std::string::npos) << e;
+  // Required attributes present, of the documented type, agreeing with the data.
+  e = open_error_after(dir / "g.h5", [](hid_t f) { h5::write_attribute(f, "num_tables", std::int64_t{3}); });
+  EXPECT_NE(e.find("num_tables (3) disagrees"), std::string::npos) << e;
+  e = open_error_after(dir / "h.h5", [](hid_t f) { H5Adelete(f, "rows"); });
+  EXPECT_NE(e.find("required attribute rows is missing"), std::string::npos) << e;
+  e = open_error_after(dir / "i.h5", [](hid_t f) {
+    H5Adelete(f, "table_rows");
+    h5::write_attribute(f, "table_rows", std::vector<double>{4.0, 4.0});
+  });
+  EXPECT_NE(e.find("table_rows"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be an integer"), std::string::npos) << e;
+}
+
+// A damaged compressed chunk: the read names the file, the dataset and the rows asked for.
+TEST(H5Helpers, DamagedChunkNamesFileDatasetAndRows) {
+  ScratchDir dir;
+  const std::string path = dir / "damaged.h5";
+  std::vector<float> values(10000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 97) * 0.5f;
+  haddr_t address = 0;
+  hsize_t size = 0;
+  {
+    h5::File f = h5::create_file(path);
+    h5::write_array(f, "x", values.data(), {10000}, {{1000}, 6, false});
+    h5::Dataset d = h5::open_dataset(f, "x");
+    const hsize_t chunk_start[1] = {3000};
+    unsigned mask = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(d, chunk_start, &mask, &address, &size), 0);
+  }
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(address + size / 4));
+    const std::string garbage(static_cast<std::size_t>(size / 2), '\xff');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  h5::File f = h5::open_file(path);
+  h5::Dataset d = h5::open_dataset(f, "x");
+  std::vector<float> out(1000);
+  h5::read_rows(d, 1000, 1000, out.data());  // an undamaged chunk
+  EXPECT_EQ(out[5], values[1005]);
+  const std::string e = error_of([&] { h5::read_rows(d, 2500, 1000, out.data()); });
+  EXPECT_NE(e.find("damaged.h5:/x rows [2500, 3500)"), std::string::npos) << e;
 }
 
 TEST(Format, NotHdf5AndTruncatedFiles) {
