@@ -219,4 +219,43 @@ void load_checkpoint(const std::string& path, DlrmModel& model) {
   model.embedding().shards_written();
 }
 
+void load_weights(const std::string& path, DlrmModel& model) {
+  auto file = h5::open_file(path);
+  device::Backend& backend = model.backend();
+  auto stream = backend.create_stream();
+  auto require = [&](const std::string& name, const std::vector<hsize_t>& want) {
+    if (!h5::exists(file, name))
+      throw DataError(fmt::format("{}: no dataset /{} (the model needs float32 [{}])", path, name, fmt::join(want, ", ")));
+    const auto dims = h5::shape(h5::open_dataset(file, name));
+    if (dims != want)
+      throw DataError(fmt::format("{}: /{} has shape [{}], the model needs [{}]", path, name, fmt::join(dims, ", "),
+                                  fmt::join(want, ", ")));
+  };
+  const auto params = model.dense_parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const mlp::Param& p = params[i];
+    std::vector<hsize_t> want{p.count};
+    const std::string suffix = ".weight";
+    if (p.name.size() > suffix.size() && p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      for (const auto& b : params)  // the layer's bias gives the weight's rows
+        if (b.name == p.name.substr(0, p.name.size() - suffix.size()) + ".bias" && b.count > 0)
+          want = {b.count, p.count / b.count};
+    const std::string name = "dense/" + p.name;
+    require(name, want);
+    const auto values = h5::read_array<float>(file, name);
+    backend.copy(p.value, values.data(), values.size() * sizeof(float), *stream);
+    stream->synchronize();
+  }
+  const int dim = model.embedding().dim();
+  for (int t = 0; t < model.num_tables(); ++t)
+    require(fmt::format("embedding/{}", t), {static_cast<hsize_t>(model.table_rows()[t]), static_cast<hsize_t>(dim)});
+  for (auto& shard : model.embedding().local_shards()) {
+    const hsize_t n = shard.row_end - shard.row_begin;
+    if (n == 0) continue;
+    read_device_rows(backend, *stream, file, fmt::format("embedding/{}", shard.table), shard.row_begin, n, dim,
+                     shard.weights, path, shard.host_memory);
+  }
+  model.embedding().shards_written();
+}
+
 }  // namespace recmix::runtime

@@ -34,4 +34,10 @@ CheckpointMeta read_checkpoint_meta(const std::string& path);
 // Loads weights and optimizer state into a model built with the same shape (any sharding).
 void load_checkpoint(const std::string& path, DlrmModel& model);
 
+// Initial weights from a weights file (docs/checkpoint-format.md, "Weights in"): every dense
+// parameter as /dense/<name> in its natural shape (weight [out, in], bias [out]) and every table
+// as /embedding/<t> [rows, dim], float32, all of them, each shape exactly the model's; DataError
+// naming the dataset and both shapes otherwise. Collective (each rank reads the rows it owns).
+void load_weights(const std::string& path, DlrmModel& model);
+
 }  // namespace recmix::runtime

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Weights in: a PyTorch DLRM state_dict (its names and shapes, made with numpy here) exported to a
+# weights file with h5py as docs/checkpoint-format.md shows, turned into a step-0 checkpoint by
+# recmix init-checkpoint: the checkpoint holds exactly those weights, training resumes from it,
+# and a wrong shape or an existing output is one clear error.
+# Usage: init_checkpoint.sh <recmix binary>
+set -euo pipefail
+recmix=$1
+py=/usr/bin/python3
+"$py" -c "import h5py, numpy" 2>/dev/null || { echo "init_checkpoint: python3-h5py is not installed"; exit 77; }
+work=$(mktemp -d /tmp/recmix-init-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$work"
+"$recmix" data synth -o train.h5 --rows 4k --tables 3 --table-rows 50,300,7 --dense 5 --seed 2 > /dev/null
+cat > job.toml <<TOML
+name = "imported"
+run_dir = "run"
+[model]
+embedding_dim = 8
+bottom_mlp = [16, 8]
+top_mlp = [16, 1]
+[data]
+train = "train.h5"
+[train]
+batch_size = 128
+steps = 8
+TOML
+
+# The state_dict of the reference DLRM (dlrm_s_pytorch.py: emb_l.<t>.weight; bot_l and top_l are
+# nn.Sequential with a Linear at every even index), exported by the documented mapping.
+"$py" - <<'PY'
+import h5py, numpy as np
+rng = np.random.default_rng(1)
+state = {}
+for t, rows in enumerate([50, 300, 7]):
+    state[f"emb_l.{t}.weight"] = rng.uniform(-0.1, 0.1, (rows, 8)).astype(np.float32)
+def mlp(prefix, sizes):
+    for i in range(len(sizes) - 1):
+        state[f"{prefix}.{2 * i}.weight"] = rng.normal(0, 0.1, (sizes[i + 1], sizes[i])).astype(np.float32)
+        state[f"{prefix}.{2 * i}.bias"] = rng.normal(0, 0.1, sizes[i + 1]).astype(np.float32)
+mlp("bot_l", [5, 16, 8])
+mlp("top_l", [8 + 4 * 3 // 2, 16, 1])   # dot interaction: dim + F(F-1)/2, F = tables + 1
+np.savez("state.npz", **state)
+def export(state, path):
+    with h5py.File(path, "w") as f:
+        for name, value in state.items():
+            part = name.split(".")
+            if part[0] == "emb_l":
+                f[f"embedding/{part[1]}"] = value
+            else:
+                layer = {"bot_l": "bottom", "top_l": "top"}[part[0]]
+                f[f"dense/{layer}.{int(part[1]) // 2}.{part[2]}"] = value
+export(state, "weights.h5")
+bad = dict(state)
+bad["bot_l.0.weight"] = bad["bot_l.0.weight"][:, :4]
+export(bad, "bad.h5")
+PY
+
+"$recmix" init-checkpoint job.toml --weights weights.h5 > init.out 2>&1 || { cat init.out; fail "init-checkpoint failed"; }
+ckpt=run/checkpoints/ckpt-000000000.h5
+test -f "$ckpt" || fail "no checkpoint at $ckpt"
+"$py" - "$ckpt" <<'PY' || fail "the checkpoint does not hold the given weights"
+import sys, h5py, numpy as np
+state = np.load("state.npz")
+with h5py.File(sys.argv[1], "r") as f:
+    assert f.attrs["step"] == 0
+    for name in state.files:
+        part = name.split(".")
+        if part[0] == "emb_l":
+            got = f[f"embedding/{part[1]}/weights"][()]
+        else:
+            layer = {"bot_l": "bottom", "top_l": "top"}[part[0]]
+            got = f[f"dense/{layer}.{int(part[1]) // 2}.{part[2]}"][()].reshape(state[name].shape)
+        assert np.array_equal(got, state[name]), name
+PY
+"$recmix" train job.toml --resume-latest > train.out 2>&1 || { cat train.out; fail "training from the imported checkpoint failed"; }
+grep -q "resumed from .*ckpt-000000000.h5 at step 0" train.out || { cat train.out; fail "training did not start from it"; }
+
+if "$recmix" init-checkpoint job.toml --weights weights.h5 > again.out 2>&1; then fail "an existing checkpoint was replaced"; fi
+grep -q "exists" again.out || { cat again.out; fail "no clear error for an existing output"; }
+if "$recmix" init-checkpoint job.toml --weights bad.h5 -o bad-ckpt.h5 > bad.out 2>&1; then fail "a wrong shape was accepted"; fi
+grep -q "/dense/bottom.0.weight has shape \[16, 4\], the model needs \[16, 5\]" bad.out || { cat bad.out; fail "the shape error does not name the dataset and both shapes"; }
+test ! -e bad-ckpt.h5 || fail "a checkpoint was written despite the error"
+echo "init-checkpoint: ok"
