@@ -12,6 +12,7 @@
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "embedding/sharded_embedding.hpp"
+#include "mpi_plans.hpp"
 #include "reference.hpp"
 #include "self_communicator.hpp"
 
@@ -31,18 +32,8 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
-const std::vector<TableSpec> kTables{{40, 6}, {7, 6}, {200, 6}, {31, 6}, {3, 6}};
-
-ShardingPlan make_plan(const std::string& kind, int world) {
-  if (kind == "auto") return ShardingPlan::automatic(kTables, world);
-  std::string text;
-  for (int t = 0; t < static_cast<int>(kTables.size()); ++t) {
-    if (t) text += ",";
-    bool rowwise = kind == "rowwise" || t % 2 == 0;
-    text += std::to_string(t) + (rowwise ? ":rowwise" : ":r" + std::to_string((t * 3 + 1) % world));
-  }
-  return ShardingPlan::parse(text, kTables, world);
-}
+const std::vector<TableSpec>& kTables = test::kMpiTables;
+using test::make_plan;
 
 class DistributedEmbedding : public testing::TestWithParam<Case> {};
 

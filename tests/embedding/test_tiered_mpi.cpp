@@ -14,6 +14,7 @@
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "embedding/sharded_embedding.hpp"
+#include "mpi_plans.hpp"
 #include "reference.hpp"
 
 using namespace recmix;
@@ -32,18 +33,8 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
-const std::vector<TableSpec> kTables{{40, 6}, {7, 6}, {200, 6}, {31, 6}, {3, 6}};
-
-ShardingPlan make_plan(const std::string& kind, int world) {
-  if (kind == "auto") return ShardingPlan::automatic(kTables, world);
-  std::string text;
-  for (int t = 0; t < static_cast<int>(kTables.size()); ++t) {
-    if (t) text += ",";
-    bool rowwise = kind == "rowwise" || t % 2 == 0;
-    text += std::to_string(t) + (rowwise ? ":rowwise" : ":r" + std::to_string((t * 3 + 1) % world));
-  }
-  return ShardingPlan::parse(text, kTables, world);
-}
+const std::vector<TableSpec>& kTables = test::kMpiTables;
+using test::make_plan;
 
 TierOptions tier_options(const std::string& kind, int max_global) {
   TierOptions o;
@@ -66,6 +57,26 @@ TierOptions tier_options(const std::string& kind, int max_global) {
     o.table_counts.push_back(std::move(c));
   }
   return o;
+}
+
+// One global batch of bags and its gradient, and the slice of it this rank looks up.
+struct Step {
+  std::vector<test::TableBatch> mine;
+  std::vector<Bags> bags;   // views of mine
+  std::vector<float> grad;  // the whole global batch's
+  int B = 0, begin = 0, T = 0, D = 0;
+  const float* my_grad() const { return grad.data() + std::size_t(begin) * T * D; }
+};
+
+void make_step(Step& st, int global_batch, bool one_hot, int rank, int world, std::mt19937_64& rng) {
+  st.T = static_cast<int>(kTables.size());
+  st.D = kTables[0].dim;
+  auto batch = test::random_batch(kTables, global_batch, 3, one_hot, rng);
+  st.grad = test::random_vector(std::size_t(global_batch) * st.T * st.D, rng);
+  st.begin = global_batch * rank / world;
+  st.B = global_batch * (rank + 1) / world - st.begin;
+  for (auto& tb : batch) st.mine.push_back(tb.slice(st.begin, st.begin + st.B));
+  for (auto& tb : st.mine) st.bags.push_back(tb.view());
 }
 
 void expect_same_rows(ShardedEmbedding& a, ShardedEmbedding& b, const std::string& where) {
@@ -105,24 +116,8 @@ TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
   expect_same_rows(plain, tiered, "at start");
   const int T = static_cast<int>(kTables.size()), D = kTables[0].dim;
   std::mt19937_64 rng(11);
-  // The batches, and the slices this rank looks up.
-  struct Step {
-    std::vector<test::TableBatch> mine;
-    std::vector<Bags> bags;
-    std::vector<float> grad;
-    int B = 0, begin = 0;
-  };
   std::vector<Step> steps(7);
-  for (int step = 0; step < 7; ++step) {
-    Step& st = steps[step];
-    const int G = global_batches[step];
-    auto batch = test::random_batch(kTables, G, 3, c.one_hot, rng);
-    st.grad = test::random_vector(std::size_t(G) * T * D, rng);
-    st.begin = G * rank / world;
-    st.B = G * (rank + 1) / world - st.begin;
-    for (auto& tb : batch) st.mine.push_back(tb.slice(st.begin, st.begin + st.B));
-    for (auto& tb : st.mine) st.bags.push_back(tb.view());
-  }
+  for (int step = 0; step < 7; ++step) make_step(steps[step], global_batches[step], c.one_hot, rank, world, rng);
   auto eval_batch = test::random_batch(kTables, 6, 3, c.one_hot, rng);
   TierStats total;
   for (int step = 0; step < 7; ++step) {
@@ -139,8 +134,8 @@ TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
     tiered.forward_finish(*stream);
     ASSERT_EQ(std::memcmp(a.data(), b.data(), std::size_t(B) * T * D * sizeof(float)), 0)
         << "rank " << rank << " step " << step << ": pooled vectors differ";
-    plain.backward(*stream, st.grad.data() + std::size_t(st.begin) * T * D);
-    tiered.backward(*stream, st.grad.data() + std::size_t(st.begin) * T * D);
+    plain.backward(*stream, st.my_grad());
+    tiered.backward(*stream, st.my_grad());
     if (step == 2) {  // an evaluation between a prefetch and its step: both layers look up, no update
       const int begin = 6 * rank / world, end = 6 * (rank + 1) / world, n = end - begin;
       std::vector<test::TableBatch> mine;
@@ -170,16 +165,11 @@ TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
   // A restore through the views: the untiered layer's rows written into the tiered one (after
   // the tiered one trained on alone), then both train on: still equal.
   for (int step = 0; step < 2; ++step) {
-    auto batch = test::random_batch(kTables, 9, 3, c.one_hot, rng);
-    auto grad = test::random_vector(std::size_t(9) * T * D, rng);
-    const int begin = 9 * rank / world, end = 9 * (rank + 1) / world, B = end - begin;
-    std::vector<test::TableBatch> mine;
-    std::vector<Bags> bags;
-    for (auto& tb : batch) mine.push_back(tb.slice(begin, end));
-    for (auto& tb : mine) bags.push_back(tb.view());
-    std::vector<float> out(std::size_t(B) * T * D + 1);
-    tiered.forward(*stream, bags, B, out.data());
-    tiered.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+    Step st;
+    make_step(st, 9, c.one_hot, rank, world, rng);
+    std::vector<float> out(std::size_t(st.B) * T * D + 1);
+    tiered.forward(*stream, st.bags, st.B, out.data());
+    tiered.backward(*stream, st.my_grad());
   }
   {
     auto from = plain.local_shards(), to = tiered.local_shards();
@@ -192,20 +182,16 @@ TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
     tiered.shards_written();
   }
   for (int step = 0; step < 3; ++step) {
-    auto batch = test::random_batch(kTables, 17, 3, c.one_hot, rng);
-    auto grad = test::random_vector(std::size_t(17) * T * D, rng);
-    const int begin = 17 * rank / world, end = 17 * (rank + 1) / world, B = end - begin;
-    std::vector<test::TableBatch> mine;
-    std::vector<Bags> bags;
-    for (auto& tb : batch) mine.push_back(tb.slice(begin, end));
-    for (auto& tb : mine) bags.push_back(tb.view());
+    Step st;
+    make_step(st, 17, c.one_hot, rank, world, rng);
+    const int B = st.B;
     std::vector<float> a(std::size_t(B) * T * D + 1, -1.f), b(a.size(), -2.f);
-    plain.forward(*stream, bags, B, a.data());
-    tiered.forward(*stream, bags, B, b.data());
+    plain.forward(*stream, st.bags, B, a.data());
+    tiered.forward(*stream, st.bags, B, b.data());
     ASSERT_EQ(std::memcmp(a.data(), b.data(), std::size_t(B) * T * D * sizeof(float)), 0)
         << "rank " << rank << " step " << step << " after the restore";
-    plain.backward(*stream, grad.data() + std::size_t(begin) * T * D);
-    tiered.backward(*stream, grad.data() + std::size_t(begin) * T * D);
+    plain.backward(*stream, st.my_grad());
+    tiered.backward(*stream, st.my_grad());
   }
   expect_same_rows(plain, tiered, "after the restore and 3 more steps");
 }

@@ -17,14 +17,6 @@ using namespace recmix::runtime::testing_support;
 
 namespace {
 
-TrainOptions quiet(std::int64_t stop_after = 0, const std::string& resume = "") {
-  TrainOptions o;
-  o.quiet = true;
-  o.stop_after = stop_after;
-  o.resume = resume;
-  return o;
-}
-
 // The CPU backend's fused linear kernels round differently from GEMM + bias (the path CUDA and
 // the emulator take); without them the two backends do the same arithmetic.
 class SameArithmetic {

@@ -19,14 +19,6 @@ using namespace recmix::runtime::testing_support;
 
 namespace {
 
-TrainOptions quiet(std::int64_t stop_after = 0, const std::string& resume = "") {
-  TrainOptions o;
-  o.quiet = true;
-  o.stop_after = stop_after;
-  o.resume = resume;
-  return o;
-}
-
 struct TierCase {
   const char* name;
   const char* data;

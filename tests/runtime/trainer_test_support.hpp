@@ -168,6 +168,15 @@ inline std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, i
   return losses;
 }
 
+// train() options of the tests: no progress lines, an optional early stop and resume.
+inline TrainOptions quiet(std::int64_t stop_after = 0, const std::string& resume = "") {
+  TrainOptions o;
+  o.quiet = true;
+  o.stop_after = stop_after;
+  o.resume = resume;
+  return o;
+}
+
 // Registers World once per test executable (call from a namespace-scope initialiser).
 inline int register_world() {
   world = new World;
