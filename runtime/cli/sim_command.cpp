@@ -34,6 +34,7 @@ struct SimArgs {
   std::string policy = "all", mix = "dlrm-heavy", json, timeline_csv;
   std::uint64_t seed = 1;
   double arrival_scale = 1.0;
+  int repeat_trace = 1;
   std::size_t max_jobs = 0;
   sched::PolicyOptions policy_options;
   double restart_overhead = 60;
@@ -130,6 +131,7 @@ void run_sim(const SimArgs& a) {
   wo.mix = a.mix;
   wo.seed = a.seed;
   wo.arrival_scale = a.arrival_scale;
+  wo.repeat_trace = a.repeat_trace;
   wo.max_jobs = a.max_jobs;
   const sched::Workload workload = sched::build_workload(trace, cluster, *env, wo);
   std::fprintf(stderr, "recmix sim: %zu jobs from %s (%s), %zu skipped, %zu too large for this cluster; %d nodes x %d GPUs (%s)\n",
@@ -209,6 +211,8 @@ void add_sim_command(CLI::App& app) {
   sim->add_option("--mix", args->mix, "dlrm-heavy|mixed|dlrm-only|other-only|trace");
   sim->add_option("--seed", args->seed, "Seed for the workload mapping and ground truth");
   sim->add_option("--arrival-scale", args->arrival_scale, "Compress arrivals by this factor (raises load)");
+  sim->add_option("--repeat-trace", args->repeat_trace,
+                  "Play the trace N times in a row, each copy shifted by the trace's span (N x the jobs)");
   sim->add_option("--max-jobs", args->max_jobs, "Use only the first N jobs of the trace");
   sim->add_option("--window", args->policy_options.window, "Queued jobs a round looks at");
   sim->add_option("--slowdown-limit", args->policy_options.slowdown_limit, "Interference-aware: default slowdown limit");

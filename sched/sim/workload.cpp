@@ -87,15 +87,23 @@ Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvir
                         const WorkloadOptions& options) {
   const WorkloadMix mix = parse_mix(options.mix);
   RECMIX_REQUIRE(options.arrival_scale > 0, ConfigError, "--arrival-scale must be positive");
+  RECMIX_REQUIRE(options.repeat_trace >= 1, ConfigError, "--repeat-trace must be at least 1");
   RECMIX_REQUIRE(mix.dlrm_share >= 1.0 || mix.dlrm_share < 0 || !env.other_types.empty(), ConfigError,
                  "mix '" + mix.name + "' needs non-DLRM profiles (lucid_single_jobs.csv) in the traces directory");
   Workload w;
-  const std::size_t n = options.max_jobs > 0 ? std::min(options.max_jobs, trace.jobs.size()) : trace.jobs.size();
+  // Copies are made job by job below rather than as a repeated trace, which would hold
+  // another TraceJob per job for the whole run.
+  const std::size_t per_copy = trace.jobs.size();
+  const std::size_t all = per_copy * static_cast<std::size_t>(options.repeat_trace);
+  const std::size_t n = options.max_jobs > 0 ? std::min(options.max_jobs, all) : all;
+  const double span = trace.jobs.empty() ? 0 : trace.jobs.back().arrival_s - trace.jobs.front().arrival_s;
   w.jobs.reserve(n);
   // Smallest first, for downgrading a DLRM that does not fit.
   const std::vector<std::string> sizes = dlrm_preset_names();
   for (std::size_t i = 0; i < n; ++i) {
-    const TraceJob& tj = trace.jobs[i];
+    const TraceJob& tj = trace.jobs[i % per_copy];
+    const std::size_t copy = i / per_copy;
+    const double arrival_s = copy == 0 ? tj.arrival_s : tj.arrival_s + static_cast<double>(copy) * span;
     const std::string at = trace.path + ":" + std::to_string(tj.line);
     std::string type;
     if (mix.dlrm_share < 0) {
@@ -110,7 +118,7 @@ Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvir
     Job job;
     job.id = static_cast<JobId>(i);
     job.gpus = tj.gpus;
-    job.arrival_s = tj.arrival_s / options.arrival_scale;
+    job.arrival_s = arrival_s / options.arrival_scale;
     job.priority = tj.priority;
     job.slowdown_limit = tj.slowdown_limit;
     if (is_dlrm_preset(type)) {

@@ -32,7 +32,11 @@ struct WorkloadOptions {
   std::string mix = "dlrm-heavy";
   std::uint64_t seed = 1;
   double arrival_scale = 1.0;  // arrivals compressed by this factor (load x scale)
-  std::size_t max_jobs = 0;    // 0 = every job of the trace
+  // The trace played this many times in a row: copy k is every trace job with its arrival
+  // shifted by k x span (span = last arrival - first), so there are repeat_trace x as many
+  // jobs over repeat_trace x the time, each copy with its own draws of job types.
+  int repeat_trace = 1;
+  std::size_t max_jobs = 0;    // 0 = every job of the (repeated) trace
   double truth_noise = 0.15;   // log-normal sigma of unmeasured pairs' ground truth
 };
 

@@ -100,6 +100,69 @@ TEST(Simulator, FifoOnASmallTraceFileReproducesHandComputedJcts) {
   }
 }
 
+TEST(Workload, RepeatedTraceGivesNCopiesShiftedBySpan) {
+  // Arrivals 5, 25, 105 s are read as 0, 20, 100: span 100 s. Copy k arrives 100 k s later.
+  const auto path = std::filesystem::temp_directory_path() / "recmix_sched_repeat_trace.csv";
+  std::ofstream(path) << "arrival_s,duration_s,gpus,type\n"
+                         "25,70,2,dlrm-small\n"
+                         "5,30,1,dlrm-medium\n"
+                         "105,90,4,dlrm-small\n";
+  ClusterSpec cluster = one_node(4);
+  cluster.gpu_memory_bytes = 80 * kGiB;
+  const Trace trace = read_trace(path.string());
+  auto env = make_environment(cluster, "/nonexistent");
+  WorkloadOptions wo;
+  wo.mix = "trace";
+  wo.repeat_trace = 3;
+  const Workload w = build_workload(trace, cluster, *env, wo);
+  ASSERT_EQ(w.jobs.size(), 9u);
+  const double arrivals[] = {0, 20, 100, 100, 120, 200, 200, 220, 300};
+  const double work[] = {30, 70, 90};
+  const int gpus[] = {1, 2, 4};
+  const char* types[] = {"dlrm-medium", "dlrm-small", "dlrm-small"};
+  for (std::size_t i = 0; i < w.jobs.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(w.jobs[i].id, static_cast<JobId>(i));
+    EXPECT_EQ(w.jobs[i].arrival_s, arrivals[i]);
+    EXPECT_EQ(w.jobs[i].work_s, work[i % 3]);
+    EXPECT_EQ(w.jobs[i].gpus, gpus[i % 3]);
+    EXPECT_EQ(w.jobs[i].profile.type, types[i % 3]);
+  }
+  EXPECT_EQ(w.types.at("dlrm-small"), 6u);
+  // Compressed arrivals divide the shifted times; --max-jobs counts over the copies.
+  wo.arrival_scale = 4;
+  wo.max_jobs = 5;
+  const Workload cut = build_workload(trace, cluster, *env, wo);
+  ASSERT_EQ(cut.jobs.size(), 5u);
+  EXPECT_EQ(cut.jobs[4].arrival_s, 120.0 / 4);
+  wo.repeat_trace = 0;
+  EXPECT_THROW(build_workload(trace, cluster, *env, wo), ConfigError);
+}
+
+TEST(Workload, PhillyTwiceHasTwiceTheJobsTheSecondCopyOneSpanLater) {
+  const std::string dir = traces_dir();
+  if (!std::filesystem::exists(dir + "/philly_jobs.csv")) GTEST_SKIP() << "no traces in " << dir;
+  ClusterSpec cluster;
+  cluster.nodes = 256;
+  const Trace trace = read_trace(dir + "/philly_jobs.csv");
+  auto env = make_environment(cluster, dir);
+  WorkloadOptions wo;
+  const Workload once = build_workload(trace, cluster, *env, wo);
+  wo.repeat_trace = 2;
+  const Workload twice = build_workload(trace, cluster, *env, wo);
+  const std::size_t n = trace.jobs.size();
+  ASSERT_EQ(once.jobs.size(), n);  // every Philly job fits 256 nodes
+  ASSERT_EQ(twice.jobs.size(), 2 * n);
+  const double span = trace.jobs.back().arrival_s;
+  for (std::size_t i = 0; i < n; i += 997) {
+    EXPECT_EQ(twice.jobs[i].arrival_s, once.jobs[i].arrival_s);
+    EXPECT_EQ(twice.jobs[n + i].arrival_s, once.jobs[i].arrival_s + span);
+    EXPECT_EQ(twice.jobs[n + i].work_s, once.jobs[i].work_s);
+    EXPECT_EQ(twice.jobs[n + i].gpus, once.jobs[i].gpus);
+  }
+  EXPECT_EQ(twice.jobs.back().arrival_s, 2 * span);
+}
+
 TEST(Simulator, ProgressRatesChangeWithCoLocation) {
   // 1 GPU, memory-first packs. A (0 s, 100 s of work, compute 1.0) runs alone until B arrives
   // at 50 s; both are compute-bound, so each runs at rate 1/2. A needs 50 s more of work: done
