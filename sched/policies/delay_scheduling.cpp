@@ -11,7 +11,6 @@
 #include <bit>
 #include <cmath>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "sched/policies/policies.hpp"
 
@@ -33,7 +32,8 @@ class DelayScheduling final : public Policy {
     const auto& cluster = context.cluster;
     // Re-place network-sensitive spread jobs when one node can now hold them and it pays.
     std::vector<JobId> to_preempt;
-    for (JobId id : spread_jobs_) {
+    for (const auto& [id, network_sensitive] : spread_jobs_) {
+      if (!network_sensitive) continue;
       const RunningJob* r = cluster.running(id);
       if (r == nullptr) continue;
       const Job& job = *r->job;
@@ -73,7 +73,7 @@ class DelayScheduling final : public Policy {
     const auto it = since_.find(job.id);
     const bool waited = it != since_.end() && now > it->second + 1e-9;
     if (placement.spread()) {
-      spread_jobs_.insert(job.id);
+      spread_jobs_.emplace(job.id, job.profile.comm_fraction >= options_.network_sensitive);
       if (waited) tune_[c] = std::max(0.05, tune_[c] * 0.8);  // the wait bought nothing
     } else if (waited) {
       tune_[c] = std::min(4.0, tune_[c] * 1.1);  // waiting paid off
@@ -105,7 +105,9 @@ class DelayScheduling final : public Policy {
   PolicyOptions options_;
   std::array<double, 16> tune_{};
   std::unordered_map<JobId, double> since_;
-  std::unordered_set<JobId> spread_jobs_;
+  // Running spread jobs, each with whether it is network-sensitive: only those are ever
+  // re-placed, and a round passes over the others without looking them up.
+  std::unordered_map<JobId, bool> spread_jobs_;
 };
 
 }  // namespace

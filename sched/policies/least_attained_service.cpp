@@ -25,42 +25,53 @@ class LeastAttainedService final : public Policy {
     auto level = [&](const Job& job) { return attained(job) >= options_.las_threshold_gpu_s ? 1 : 0; };
     // Window of waiting jobs, first level first, FIFO within a level (waiting jobs' attained
     // service does not change while they wait).
-    std::vector<Job*> window;
+    window_.clear();
+    second_level_.clear();
     for (Job* job : context.queue) {
-      if (static_cast<int>(window.size()) >= options_.window) break;
-      window.push_back(job);
+      if (static_cast<int>(window_.size() + second_level_.size()) >= options_.window) break;
+      (job->attained_gpu_s < options_.las_threshold_gpu_s ? window_ : second_level_).push_back(job);
     }
-    std::stable_partition(window.begin(), window.end(),
-                          [&](Job* j) { return j->attained_gpu_s < options_.las_threshold_gpu_s; });
+    window_.insert(window_.end(), second_level_.begin(), second_level_.end());
     const bool lease = now >= next_lease_;
-    std::vector<std::pair<double, JobId>> demoted;  // (attained, job) of running second-level jobs
-    if (lease) {
-      next_lease_ = now + options_.las_lease_s;
+    if (lease) next_lease_ = now + options_.las_lease_s;
+    // (attained, job) of the second-level jobs running when the round began, most attained
+    // first. Listed only once a lease round needs it (a job does not fit, or no GPU is left
+    // free): listing sorts every running job, and most rounds start jobs without preempting.
+    std::vector<std::pair<double, JobId>> demoted;
+    bool listed = false;
+    started_.clear();  // started in this round before the list was made
+    auto demoted_jobs = [&]() -> const std::vector<std::pair<double, JobId>>& {
+      if (listed) return demoted;
+      listed = true;
+      std::sort(started_.begin(), started_.end());
       for (const auto& [id, r] : cluster.running_jobs())
-        if (level(*r.job) == 1) demoted.emplace_back(attained(*r.job), id);
+        if (level(*r.job) == 1 && !std::binary_search(started_.begin(), started_.end(), id))
+          demoted.emplace_back(attained(*r.job), id);
       std::sort(demoted.begin(), demoted.end(), std::greater<>());
-    }
+      return demoted;
+    };
     std::size_t next_victim = 0;
-    for (Job* job : window) {
+    for (Job* job : window_) {
       if (job->gpus > cluster.free_gpu_count() && !lease) continue;
       auto gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
       if (gpus.empty() && lease && job->attained_gpu_s < options_.las_threshold_gpu_s) {
         // Preempt demoted jobs until enough GPUs are free (only if that can succeed).
         int freeable = cluster.free_gpu_count();
         std::size_t k = next_victim;
-        while (freeable < job->gpus && k < demoted.size()) {
-          const RunningJob* r = cluster.running(demoted[k].second);
+        const auto& victims = demoted_jobs();
+        while (freeable < job->gpus && k < victims.size()) {
+          const RunningJob* r = cluster.running(victims[k].second);
           if (r != nullptr) freeable += r->job->gpus;
           ++k;
         }
         if (freeable >= job->gpus) {
           for (; next_victim < k; ++next_victim)
-            if (cluster.running(demoted[next_victim].second)) actions.preempt(demoted[next_victim].second);
+            if (cluster.running(victims[next_victim].second)) actions.preempt(victims[next_victim].second);
           gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
         }
       }
-      if (!gpus.empty()) actions.start(*job, gpus);
-      if (cluster.free_gpu_count() == 0 && (!lease || next_victim >= demoted.size())) break;
+      if (!gpus.empty() && actions.start(*job, gpus) && !listed) started_.push_back(job->id);
+      if (cluster.free_gpu_count() == 0 && (!lease || next_victim >= demoted_jobs().size())) break;
     }
     // Wake for the next lease while anything waits or a running job may be demoted.
     if (!context.queue.empty()) actions.wake_at(next_lease_);
@@ -69,6 +80,8 @@ class LeastAttainedService final : public Policy {
  private:
   PolicyOptions options_;
   double next_lease_ = -INFINITY;
+  std::vector<Job*> window_, second_level_;  // kept between rounds for their memory
+  std::vector<JobId> started_;
 };
 
 }  // namespace

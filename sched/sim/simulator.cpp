@@ -182,7 +182,7 @@ class Simulation final : public Actions {
       p.time_s = next_sample_;
       p.busy_gpus = cluster_.gpu_count() - cluster_.free_gpu_count();
       p.running_jobs = static_cast<int>(cluster_.running_jobs().size());
-      p.queued_jobs = static_cast<int>(queue_.size());
+      p.queued_jobs = static_cast<int>(queue_.size() - queue_head_);
       p.effective_util = effective_sum_ / cluster_.gpu_count();
       result_.timeline.push_back(p);
       next_sample_ += interval_;
@@ -222,26 +222,65 @@ class Simulation final : public Actions {
     for (int pass = 0; pass < 3; ++pass) {
       ++result_.rounds;
       preempted_.clear();
-      SchedulingContext context{now_, cluster_, std::span<Job* const>(queue_), model_};
+      const std::span<Job* const> waiting(queue_.data() + queue_head_, queue_.size() - queue_head_);
+      SchedulingContext context{now_, cluster_, waiting, model_};
       policy_.schedule(context, *this);
       // Drop started jobs from the queue, put preempted ones back in (arrival, id) order.
-      if (started_this_round_ > 0) std::erase_if(queue_, [&](Job* j) {
-        RunState& s = state_[static_cast<std::size_t>(j - jobs_.data())];
-        if (!s.started_this_round) return false;
-        s.started_this_round = false;
-        s.in_queue = false;
-        return true;
-      });
+      if (started_this_round_ > 0) drop_started();
       started_this_round_ = 0;
       for (std::size_t i : preempted_) {
         state_[i].in_queue = true;
-        Job* j = &jobs_[i];
-        const auto pos = std::lower_bound(queue_.begin(), queue_.end(), j, [](const Job* a, const Job* b) {
-          return a->arrival_s < b->arrival_s || (a->arrival_s == b->arrival_s && a->id < b->id);
-        });
-        queue_.insert(pos, j);
+        requeue(&jobs_[i]);
       }
       if (preempted_.empty()) break;
+    }
+  }
+
+  RunState& state_of(const Job* job) { return state_[static_cast<std::size_t>(job - jobs_.data())]; }
+
+  // Removes the jobs started in this round from the queue, keeping the others' order. Policies
+  // start jobs near the front (they scan in queue order), so only the part up to the last job
+  // started is touched, not the whole queue: the jobs left in it move back to close the gaps
+  // and the front of the queue moves up.
+  void drop_started() {
+    std::size_t end = queue_head_;  // one past the last job started
+    for (std::size_t p = queue_head_, left = started_this_round_; p < queue_.size() && left > 0; ++p) {
+      if (state_of(queue_[p]).started_this_round) {
+        end = p + 1;
+        --left;
+      }
+    }
+    std::size_t out = end;
+    for (std::size_t p = end; p-- > queue_head_;) {
+      Job* j = queue_[p];
+      RunState& s = state_of(j);
+      if (s.started_this_round) {
+        s.started_this_round = false;
+        s.in_queue = false;
+        continue;
+      }
+      queue_[--out] = j;
+    }
+    queue_head_ = out;
+    // Reclaim the space before the front once it is half the vector.
+    if (queue_head_ >= 1024 && 2 * queue_head_ >= queue_.size()) {
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_));
+      queue_head_ = 0;
+    }
+  }
+
+  // Puts a preempted job back in (arrival, id) order, moving whichever side of it is shorter.
+  void requeue(Job* job) {
+    const auto front = queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_);
+    const auto pos = std::lower_bound(front, queue_.end(), job, [](const Job* a, const Job* b) {
+      return a->arrival_s < b->arrival_s || (a->arrival_s == b->arrival_s && a->id < b->id);
+    });
+    if (queue_head_ > 0 && pos - front < queue_.end() - pos) {
+      std::move(front, pos, front - 1);
+      --queue_head_;
+      *(pos - 1) = job;
+    } else {
+      queue_.insert(pos, job);
     }
   }
 
@@ -374,7 +413,8 @@ class Simulation final : public Actions {
   std::vector<char> spread_ = std::vector<char>(state_.size(), 0);
   std::vector<char> colocated_ = std::vector<char>(state_.size(), 0);
   std::unordered_map<JobId, std::size_t> index_;
-  std::vector<Job*> queue_;
+  std::vector<Job*> queue_;    // waiting jobs by (arrival, id): queue_[queue_head_ ..]
+  std::size_t queue_head_ = 0;
   std::vector<std::size_t> preempted_;
   std::vector<int> dirty_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
