@@ -46,6 +46,10 @@ class Communicator {
   // there once the Request completes (MPI, the staged communicator).
   virtual bool orders_on_stream() const { return false; }
 
+  // A communicator that adds behaviour around another one (comm/guarded) returns that one, so
+  // code needing the MPI handle underneath (comm/mpi/mpi_handle.hpp) finds it; others nullptr.
+  virtual const Communicator* wrapped() const { return nullptr; }
+
   virtual void barrier() = 0;
 
   // Element-wise sum over ranks. send == recv is allowed (in place).

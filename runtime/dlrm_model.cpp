@@ -115,6 +115,7 @@ void DlrmModel::set_phase_timing(bool on) {
 }
 
 void DlrmModel::mark(Phase phase) {
+  if (phase_hook_) phase_hook_(phase);
   if (!time_phases_) return;
   stream_->synchronize();
   const double t = now_seconds();

@@ -6,6 +6,7 @@
 // backward pass and the embedding gradient exchange.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -69,6 +70,8 @@ class DlrmModel {
   static std::string_view phase_name(int phase);
   void set_phase_timing(bool on);
   const std::array<double, num_phases>& phase_seconds() const { return phase_seconds_; }
+  // Called at the end of every phase of train_step() (tests inject failures inside a step with it).
+  void set_phase_hook(std::function<void(Phase)> hook) { phase_hook_ = std::move(hook); }
   std::int64_t timed_steps() const { return timed_steps_; }
 
   std::vector<mlp::Param> dense_parameters();  // bottom then top
@@ -131,6 +134,7 @@ class DlrmModel {
   std::unique_ptr<device::Backend> replica_backend_;  // CPU, one thread
   std::vector<Replica> replicas_;
   int threads_ = 1;
+  std::function<void(Phase)> phase_hook_;
   bool time_phases_ = false;
   double phase_start_ = 0.0;
   std::array<double, num_phases> phase_seconds_{};

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <string_view>
+#include <utility>
 
 #include "comm/nccl/nccl_communicator.hpp"
 #include "comm/staged/staged_communicator.hpp"
@@ -193,15 +195,33 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   }
   model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, device_comm_ ? *device_comm_ : comm_,
                                        *backend_, *device_pool_, max_local, *plan_, std::move(tiers));
-  // For tests of failure handling: RECMIX_FAULT_INJECTION="<job>:<step>:<rank>" makes that rank of
-  // that job throw right after that step, between two steps' collectives, as a crash would.
+  // For tests of failure handling: RECMIX_FAULT_INJECTION="<job>:<step>:<rank>[:<where>]" makes
+  // that rank of that job throw at that step, as a crash would: `after` (the default) right after
+  // the step, between two steps' collectives; `mid` inside the step, after its forward exchange
+  // and before its backward collectives; `checkpoint` in that step's checkpoint write, before the
+  // file is opened (which its peers then wait for inside parallel HDF5).
   if (const char* fault = std::getenv("RECMIX_FAULT_INJECTION")) {
-    const std::string text(fault);
+    std::string text(fault);
+    using namespace std::string_view_literals;
+    for (const auto& [suffix, where] : {std::pair{":mid"sv, FaultWhere::mid},
+                                        std::pair{":checkpoint"sv, FaultWhere::checkpoint},
+                                        std::pair{":after"sv, FaultWhere::after}})
+      if (text.size() > suffix.size() && text.ends_with(suffix)) {
+        fault_where_ = where;
+        text.resize(text.size() - suffix.size());
+        break;
+      }
     const auto a = text.rfind(':'), b = a == std::string::npos ? a : text.rfind(':', a - 1);
     if (b != std::string::npos && text.substr(0, b) == spec_.name &&
         std::atoi(text.c_str() + a + 1) == comm_.rank())
       fault_step_ = std::atoll(text.c_str() + b + 1);
   }
+  if (fault_step_ > 0 && fault_where_ == FaultWhere::mid)
+    model_->set_phase_hook([this](DlrmModel::Phase) {
+      if (!fault_armed_) return;
+      fault_armed_ = false;
+      throw Error(fmt::format("fault injected inside step {} (RECMIX_FAULT_INJECTION)", fault_step_));
+    });
 }
 
 Trainer::~Trainer() = default;
@@ -240,6 +260,8 @@ void Trainer::save(const std::string& path, std::int64_t step) {
   meta.job_spec = spec_.source_text;
   meta.table_rows = table_rows_;
   meta.num_dense = num_dense_;
+  if (fault_where_ == FaultWhere::checkpoint && fault_step_ == step)
+    throw IoError(fmt::format("fault injected in the checkpoint write of step {} (RECMIX_FAULT_INJECTION)", step));
   save_checkpoint(path, *model_, meta, comm_);
 }
 
@@ -280,9 +302,15 @@ TrainResult Trainer::train(const TrainOptions& options) {
       spec_.train.steps > 0 ? spec_.train.steps : spec_.train.epochs * reader.batches_per_epoch();
 
   std::int64_t step = 0;
-  if (!options.resume.empty()) {
-    std::string path = options.resume == "latest" ? latest_checkpoint() : options.resume;
-    if (path.empty()) throw IoError(fmt::format("--resume: no checkpoint in '{}'", spec_.checkpoint.dir));
+  // "latest" and "auto" take the newest checkpoint; without one, "latest" is an error and "auto"
+  // starts at step 0.
+  const bool latest = options.resume == "latest" || options.resume == "auto";
+  const std::string path = latest ? latest_checkpoint() : options.resume;
+  if (path.empty() && options.resume == "latest")
+    throw IoError(fmt::format("--resume: no checkpoint in '{}'", spec_.checkpoint.dir));
+  if (path.empty() && options.resume == "auto")
+    log->info("no checkpoint in '{}' to resume from: starting at step 0", spec_.checkpoint.dir);
+  if (!path.empty()) {
     step = load(path);
     reader.seek(resume_position_);
     log->info("resumed from {} at step {} (epoch {}, batch {})", path, step, resume_position_.epoch,
@@ -381,12 +409,14 @@ TrainResult Trainer::train(const TrainOptions& options) {
         next = &no_batch;
       }
     }
+    fault_armed_ = fault_where_ == FaultWhere::mid && step + 1 == fault_step_;
     loss = model_->train_step(batch, spec_.train.batch_size, next);
     ++step;
     ++steps_this_run;
     ++steps_since_log;
     resume_position_ = after_batch;
-    if (fault_step_ == step) throw Error(fmt::format("fault injected after step {} (RECMIX_FAULT_INJECTION)", step));
+    if (fault_where_ == FaultWhere::after && fault_step_ == step)
+      throw Error(fmt::format("fault injected after step {} (RECMIX_FAULT_INJECTION)", step));
     if (!std::isfinite(loss))
       throw Error(fmt::format("training diverged: the loss is {} at step {} (learning rate {} too high?)", loss, step,
                               spec_.optimizer.lr));

@@ -48,7 +48,7 @@ struct TrainResult {
 };
 
 struct TrainOptions {
-  std::string resume;        // "" (none), "latest" or a checkpoint path
+  std::string resume;        // "" (none), "latest", "auto" (latest if any, else step 0) or a checkpoint path
   std::int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps in this run; 0: never
   bool quiet = false;        // no progress lines (tests)
 
@@ -112,7 +112,11 @@ class Trainer {
   std::unique_ptr<embedding::ShardingPlan> plan_;
   std::unique_ptr<DlrmModel> model_;
   data::ReaderPosition resume_position_;
-  std::int64_t fault_step_ = -1;  // RECMIX_FAULT_INJECTION (tests): throw after this step
+  // RECMIX_FAULT_INJECTION (tests): throw at this step, after it, inside it or in its checkpoint.
+  enum class FaultWhere { after, mid, checkpoint };
+  std::int64_t fault_step_ = -1;
+  FaultWhere fault_where_ = FaultWhere::after;
+  bool fault_armed_ = false;  // the step being trained is the one to fail inside
 };
 
 }  // namespace recmix::runtime

@@ -356,12 +356,21 @@ std::unique_ptr<Communicator> make_mpi_group_communicator(const Communicator& pa
   return std::make_unique<MpiCommunicator>(sub, MpiOptions{});
 }
 
-bool is_mpi_communicator(const Communicator& comm) {
-  return dynamic_cast<const MpiCommunicator*>(&comm) != nullptr;
+namespace {
+
+// The MPI communicator under comm and the wrappers around it, or nullptr.
+const MpiCommunicator* unwrap_mpi(const Communicator* comm) {
+  for (; comm != nullptr; comm = comm->wrapped())
+    if (const auto* mpi = dynamic_cast<const MpiCommunicator*>(comm)) return mpi;
+  return nullptr;
 }
 
+}  // namespace
+
+bool is_mpi_communicator(const Communicator& comm) { return unwrap_mpi(&comm) != nullptr; }
+
 MPI_Comm mpi_handle(const Communicator& comm) {
-  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm);
+  const auto* mpi = unwrap_mpi(&comm);
   if (mpi == nullptr) throw CommError("mpi_handle: the communicator is not an MPI communicator");
   return mpi->handle();
 }

@@ -54,7 +54,9 @@ JobPlacement JobPlacement::from_json(const nlohmann::json& j) {
 }
 
 JobRunner::JobRunner(ControlPlane& plane, JobPlacement placement, std::unique_ptr<comm::Communicator> comm)
-    : plane_(plane), placement_(std::move(placement)), comm_(std::move(comm)) {
+    : plane_(plane),
+      placement_(std::move(placement)),
+      comm_(std::make_unique<comm::GuardedCommunicator>(std::move(comm))) {
   thread_ = std::thread([this] { main(); });
 }
 
@@ -149,7 +151,7 @@ void JobRunner::main() {
 
     TrainOptions options;
     options.quiet = true;
-    if (p.resume) options.resume = "latest";
+    if (p.resume) options.resume = "auto";  // a job stopped before its first checkpoint starts again
     options.stop_requested = [this] { return stop_.load(); };
     options.collective_io = [this](const std::function<void()>& write) { gated_write(write); };
     // Samples: means over sample_interval_s of the step time and its data wait, the pool's
@@ -204,6 +206,23 @@ void JobRunner::main() {
   } catch (const std::exception& e) {
     report["error"] = fmt::format("error: {}", e.what());
     report["pool_peak_bytes"] = peak;
+  }
+  // The job's last status word: a rank that failed by itself says so, and a rank whose training
+  // ended well learns whether a peer failed after the last collective they shared.
+  const bool failed_here = outcome == "failed" && !report.value("peer", false);
+  // Said before the close, which waits for the peers' next collective: if they never get there
+  // (stuck in a collective the guard does not see), the scheduler's watchdog still learns of it.
+  if (failed_here) plane_.send_to_scheduler({"failing", p.job, -1, report});
+  try {
+    const int failed_ranks = comm_->close(failed_here);
+    if (outcome != "failed" && failed_ranks > 0) {
+      outcome = "failed";
+      report["error"] = fmt::format("peer failed: {} other rank(s) of the job failed after its last step", failed_ranks);
+      report["peer"] = true;
+    }
+  } catch (const std::exception& e) {
+    outcome = "failed";
+    report["error"] = fmt::format("communication error: closing the job's communicator: {}", e.what());
   }
   // Done before the report leaves, so that this rank's executor frees the job's cores before the
   // scheduler's next start (sent on the report) can arrive.

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.hpp"
+#include "comm/guarded/guarded_communicator.hpp"
 #include "runtime/run/control_plane.hpp"
 
 namespace recmix::runtime::run {
@@ -43,7 +44,9 @@ struct JobPlacement {
 
 class JobRunner {
  public:
-  // Starts the job's thread at once; comm is the job's communicator (this rank's part).
+  // Starts the job's thread at once; comm is the job's communicator (this rank's part). The job
+  // trains over it guarded (comm/guarded), so a failure on one rank anywhere in a step ends the
+  // job on all its ranks and on no other job.
   JobRunner(ControlPlane& plane, JobPlacement placement, std::unique_ptr<comm::Communicator> comm);
   ~JobRunner();  // joins the thread
   JobRunner(const JobRunner&) = delete;
@@ -60,7 +63,7 @@ class JobRunner {
 
   ControlPlane& plane_;
   JobPlacement placement_;
-  std::unique_ptr<comm::Communicator> comm_;
+  std::unique_ptr<comm::GuardedCommunicator> comm_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};
   std::mutex io_mutex_;

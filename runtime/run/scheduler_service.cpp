@@ -431,18 +431,33 @@ void SchedulerService::check_stuck() {
     Record& r = *rec;
     if (!r.failed || r.failed_at < 0 || r.state != "running" || now() - r.failed_at < timeout) continue;
     const int missing = static_cast<int>(r.ranks.size()) - r.reports;
-    r.error += fmt::format(" ({} other rank(s) stuck in a collective)", missing);
+    r.error += fmt::format(" ({} of its ranks never reported: stuck in a collective)", missing);
     event({{"event", "stuck"}, {"job", r.job.spec.name}, {"ranks", r.ranks}, {"missing_reports", missing},
            {"error", r.error}});
     if (!options_.quiet)
       std::fprintf(stderr, "[%7.1fs] '%s' failed and %d of its ranks are stuck in a collective: stopping every job "
                    "with a checkpoint and ending the run (continue it with --resume)\n",
                    now(), r.job.spec.name.c_str(), missing);
+    // A job stuck inside a checkpoint write holds the run's checkpoint writer (and the HDF5 lock of
+    // its ranks' processes): no other job can write one, so the others end where they are, to
+    // resume from their last periodic checkpoint (or from the start).
+    const bool writer_held = io_holder_ == r.launch;
     end_job(r, "failed");
     stuck_ = true;
     draining_ = true;
-    for (auto& other : records_)
-      if (other->state == "running") stop_job(*other, {{"event", "stop"}, {"reason", "a stuck job ends the run"}});
+    for (auto& other : records_) {
+      if (other->state != "running") continue;
+      if (!writer_held) {
+        stop_job(*other, {{"event", "stop"}, {"reason", "a stuck job ends the run"}});
+        continue;
+      }
+      release_ranks(*other);
+      other->state = "queued";
+      other->resume = true;
+      other->queued_since = now();
+      event({{"event", "stop"}, {"job", other->job.spec.name}, {"ranks", other->ranks}, {"launch", other->launch},
+             {"reason", "a job stuck in a checkpoint write ends the run: resumes from its last checkpoint"}});
+    }
   }
 }
 
@@ -511,6 +526,20 @@ void SchedulerService::restart_with_more_memory(Record& r) {
   changed_ = true;
 }
 
+// Every rank of a failed job reports (its guarded communicator makes the peers of a failing rank
+// stop too); the error of a rank that failed by itself names the cause, not its peers' "peer
+// failed". The first notice starts the stuck-job clock.
+void SchedulerService::note_failure(Record& r, int rank, const nlohmann::json& body) {
+  if (!r.failed) r.failed_at = now();
+  r.failed = true;
+  r.out_of_memory = r.out_of_memory || body.value("out_of_memory", false);
+  const bool peer = body.value("peer", false);
+  if (r.error.empty() || (!peer && r.error_from_peer)) {
+    r.error = fmt::format("rank {}: {}", rank, body.value("error", std::string("unknown error")));
+    r.error_from_peer = peer;
+  }
+}
+
 void SchedulerService::handle(const Message& m) {
   const int launch = m.body.value("launch", -1);
   if (m.kind == "io_release") {
@@ -562,6 +591,8 @@ void SchedulerService::handle(const Message& m) {
              {"estimate_bytes", r.estimate}, {"measured_peak_bytes", pool_peak}});
     }
     if (first_rank) move_apart_if_slowed(r);
+  } else if (m.kind == "failing") {  // a rank failed by itself; its report follows once its peers know
+    note_failure(r, m.body.value("rank", m.from), m.body);
   } else if (m.kind == "finished" || m.kind == "stopped" || m.kind == "failed") {
     const int rank = m.body.value("rank", m.from);
     if (m.body.contains("pool_peak_bytes"))
@@ -574,18 +605,7 @@ void SchedulerService::handle(const Message& m) {
     if (m.body.contains("steps")) r.step = m.body.at("steps").get<std::int64_t>();
     if (m.body.contains("loss")) r.loss = m.body.at("loss").get<double>();
     if (m.body.contains("eval")) r.eval = m.body.at("eval");
-    if (m.kind == "failed") {
-      // Every rank reports (the status word makes the peers of a failing rank stop too); the
-      // error of a rank that failed by itself names the cause, not its peers' "peer failed".
-      if (!r.failed) r.failed_at = now();
-      r.failed = true;
-      r.out_of_memory = r.out_of_memory || m.body.value("out_of_memory", false);
-      const bool peer = m.body.value("peer", false);
-      if (r.error.empty() || (!peer && r.error_from_peer)) {
-        r.error = fmt::format("rank {}: {}", rank, m.body.value("error", std::string("unknown error")));
-        r.error_from_peer = peer;
-      }
-    }
+    if (m.kind == "failed") note_failure(r, rank, m.body);
     if (++r.reports < static_cast<int>(r.ranks.size())) return;
     // The job's own device.memory_capacity, when it binds, is the user's limit: no second try.
     const auto own = static_cast<double>(r.job.spec.device.memory_capacity);

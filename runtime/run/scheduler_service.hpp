@@ -59,6 +59,7 @@ class SchedulerService {
   void take_spool();
   void load_previous_run();
   void handle(const Message& message);
+  void note_failure(Record& r, int rank, const nlohmann::json& body);
   void schedule_round();
   void start(Record& r, const std::vector<int>& ranks);
   void release_ranks(Record& r);

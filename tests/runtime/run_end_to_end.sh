@@ -370,17 +370,42 @@ sys.exit(0 if stopped and 0 < stopped[0] < 30 and worst <= 1e-5 else 1)
 PY
   fail "the job resumed on another rank count is not within 1e-5 of an uninterrupted run"
 
-# A job that fails on one rank between two steps' collectives (a fault injected after step 50 on
-# rank 1) leaves its rank 0 waiting in a collective for ever. After stuck_timeout_s the run names
-# it, stops the other job with a checkpoint and ends instead of hanging; --resume finishes the
-# other job, which ends with the weights of an uninterrupted run, bit for bit.
+# A job that fails on one rank inside a step (a fault injected on rank 1 after step 40's forward
+# exchange, before its backward collectives, which rank 1 can no longer post) ends alone: its
+# rank 0 leaves at its next collective (the guarded communicator's status word), every rank
+# reports, nothing is stuck, and the job sharing rank 0 ends with the weights of its solo run.
+job broken 19 "[16, 8]" "[16, 1]" 128 4000
+job beside 20 "[32, 8]" "[32, 1]" 128 600
+run_spec broken 'ranks = 2'
+run_spec beside 'ranks = 1'
+printf 'include = ["run-broken.toml", "run-beside.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 100\nstuck_timeout_s = 60\n' > broken.toml
+RECMIX_FAULT_INJECTION=broken:40:1:mid timeout 120 "${mpirun[@]}" -np 2 "$recmix" run broken.toml --run-dir broken \
+  > broken.out 2> broken.err || { cat broken.err; fail "the run with a job failing inside a step failed"; }
+$py - broken <<'PY' || { cat broken.err; fail "the job failing inside a step did not end alone"; }
+import json, sys
+s = json.load(open(f"{sys.argv[1]}/summary.json"))
+jobs = {j["name"]: j for j in s["jobs"]}
+events = [json.loads(l) for l in open(f"{sys.argv[1]}/events.jsonl")]
+ok = not s.get("stuck") and not s.get("interrupted") and jobs["broken"]["state"] == "failed" \
+    and jobs["broken"]["error"].startswith("rank 1: error: fault injected inside step 40") \
+    and jobs["beside"]["state"] == "finished" and "broken" in jobs["beside"]["partners"] \
+    and not any(e["event"] == "stuck" for e in events)
+print(jobs["broken"].get("error"))
+sys.exit(0 if ok else 1)
+PY
+same_as_solo broken 1 beside
+
+# A rank that fails inside a checkpoint write leaves its peer waiting inside parallel HDF5's own
+# collectives, which the guard does not see. After stuck_timeout_s the run names the job, stops
+# the other job with a checkpoint and ends instead of hanging; --resume finishes the other job,
+# which ends with the weights of an uninterrupted run, bit for bit.
 job wedged 17 "[16, 8]" "[16, 1]" 128 4000
 job bystander 18 "[256, 128, 8]" "[256, 1]" 128 6000
 run_spec wedged 'ranks = 2'
 run_spec bystander 'ranks = 1'
 printf 'include = ["run-wedged.toml", "run-bystander.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 100\nstuck_timeout_s = 2\n' > stuck.toml
 start=$SECONDS
-RECMIX_FAULT_INJECTION=wedged:50:1 timeout 120 "${mpirun[@]}" -np 2 "$recmix" run stuck.toml --run-dir stuck \
+RECMIX_FAULT_INJECTION=wedged:300:1:checkpoint timeout 120 "${mpirun[@]}" -np 2 "$recmix" run stuck.toml --run-dir stuck \
   > stuck.out 2> stuck.err && fail "a run with a stuck job exited 0"
 (( SECONDS - start < 60 )) || fail "the run with a stuck job took $((SECONDS - start)) s to end"
 grep -q "stuck in a collective" stuck.err || { cat stuck.err; fail "the stuck job is not reported"; }
@@ -389,7 +414,8 @@ import json, sys
 s = json.load(open(f"{sys.argv[1]}/summary.json"))
 jobs = {j["name"]: j for j in s["jobs"]}
 ok = s["stuck"] and s["interrupted"] and jobs["wedged"]["state"] == "failed" \
-    and "rank 1: error: fault injected after step 50" in jobs["wedged"]["error"] and jobs["bystander"]["state"] == "queued"
+    and "rank 1: I/O error: fault injected in the checkpoint write of step 300" in jobs["wedged"]["error"] \
+    and jobs["bystander"]["state"] == "queued"
 sys.exit(0 if ok else 1)
 PY
 "${mpirun[@]}" -np 2 "$recmix" run stuck.toml --resume stuck > stuck-resume.out 2> stuck-resume.err || {
