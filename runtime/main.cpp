@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   recmix::cli::add_run_commands(app);
   recmix::cli::add_pairs_command(app);
   recmix::cli::add_init_checkpoint_command(app);
+  recmix::cli::add_report_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Checks that recmix report's tables hold the numbers of the inputs report_test.sh made.
+
+Each table is found by its caption (or its <details> summary) and compared with figures
+computed here from the input files: every eval record of a run, the exact summary figures of
+10^6 train records, the jobs of a recmix run, the metrics of every simulated policy.
+Usage: report_tables_check.py <work dir of report_test.sh>
+"""
+import html.parser
+import json
+import math
+import os
+import sys
+
+
+class Tables(html.parser.HTMLParser):
+    """Every <table> of a page as (title, header, rows); the title is its caption or summary."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.text, self.title, self.row, self.cell = [], None, "", None, None
+        self.header_row = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("caption", "summary"):
+            self.text = ""
+        elif tag == "table":
+            self.tables.append([self.title, [], []])
+        elif tag == "tr":
+            self.row, self.header_row = [], False
+        elif tag in ("td", "th"):
+            self.cell = ""
+            self.header_row = self.header_row or tag == "th"
+
+    def handle_endtag(self, tag):
+        if tag in ("caption", "summary"):
+            self.title, self.text = self.text, None
+            if tag == "caption":
+                self.tables[-1][0] = self.title
+        elif tag in ("td", "th") and self.row is not None:
+            self.row.append(self.cell)
+            self.cell = None
+        elif tag == "tr" and self.row is not None:
+            table = self.tables[-1]
+            if self.header_row and not table[1]:
+                table[1] = self.row
+            else:
+                table[2].append(self.row)
+            self.row = None
+        elif tag == "table":
+            self.title = ""
+
+    def handle_data(self, data):
+        if self.text is not None:
+            self.text += data
+        if self.cell is not None:
+            self.cell += data
+
+
+def tables_of(path):
+    parser = Tables()
+    parser.feed(open(path, encoding="utf-8").read())
+    return {t[0]: (t[1], t[2]) for t in parser.tables}
+
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def table(tables, title, page):
+    if title not in tables:
+        failures.append(f"{page}: no table '{title}' (tables: {sorted(tables)[:12]} ...)")
+        return [], []
+    return tables[title]
+
+
+def records(path):
+    for line in open(path):
+        yield json.loads(line)
+
+
+def main(work):
+    os.chdir(work)
+    # A run's every evaluation: step and AUC exactly as metrics.jsonl holds them.
+    t = tables_of("train.html")
+    head, rows = table(t, "Eval AUC against step: every point", "train.html")
+    evals = [r for r in records("runs/a/metrics.jsonl") if r["type"] == "eval"]
+    check(len(evals) == 3, f"runs/a has {len(evals)} evaluations, not 3")
+    check([(int(r[1]), float(r[2])) for r in rows] == [(e["step"], e["auc"]) for e in evals],
+          f"train.html: eval AUC rows {rows} differ from {evals}")
+    head, rows = table(t, "Runs", "train.html")
+    train = [r for r in records("runs/a/metrics.jsonl") if r["type"] == "train"]
+    check(rows and rows[0][2] == "150" and int(rows[0][4]) == 150 and float(rows[0][5]) == train[-1]["loss"],
+          f"train.html: the runs table {rows} does not give 150 records and the last loss {train[-1]['loss']}")
+    head, rows = table(t, "runs/a: sharding plan: 4 tables over 1 rank", "train.html")
+    check(len(rows) == 1 and rows[0][0] == "0" and rows[0][3] == "t0 t1 t2 t3", f"train.html: sharding plan rows {rows}")
+    head, rows = table(t, "Checkpoints", "train.html")
+    check([r[1] for r in rows] == ["50", "100", "150"], f"train.html: checkpoint steps {[r[1] for r in rows]}")
+    check([r[4] for r in rows] == ["no (pruned)", "yes", "yes"], f"train.html: checkpoints on disk {[r[4] for r in rows]}")
+
+    # Two runs overlaid: both in the loss table, each with its own numbers.
+    t = tables_of("compare.html")
+    head, rows = table(t, "Training loss against step: every point", "compare.html")
+    for run in ("a", "b"):
+        mine = [(int(r[1]), float(r[2])) for r in rows if r[0] == f"runs/{run} loss"]
+        want = [(r["step"], r["loss"]) for r in records(f"runs/{run}/metrics.jsonl") if r["type"] == "train"]
+        check(mine == want, f"compare.html: runs/{run}'s loss rows differ from its metrics.jsonl")
+
+    # 10^6 train records: exact summary figures, computed here the same way (sum in file order).
+    t = tables_of("big.html")
+    head, rows = table(t, "Training loss against step: figures over every point", "big.html")
+    train = [r for r in records("runs/big/metrics.jsonl") if r["type"] == "train"]
+    losses = [r["loss"] for r in train]
+    lo, hi = min(losses), max(losses)
+    want = {"points": len(losses), "first loss": losses[0], "last loss": losses[-1],
+            "min loss": lo, "max loss": hi, "mean loss": sum(losses) / len(losses)}
+    row = rows[0] if rows else []
+    got = dict(zip([h.replace(" (binary cross-entropy)", "") for h in head], row))
+    check(int(got.get("points", -1)) == want["points"], f"big.html: points {got.get('points')}")
+    for k in ("first loss", "last loss", "min loss", "max loss"):
+        check(float(got.get(k, "nan")) == want[k], f"big.html: {k} {got.get(k)} != {want[k]!r}")
+    check(hi == 2.5 and int(float(row[9])) == 654321 if len(row) > 9 else False, f"big.html: the spike's step {row}")
+    check(math.isclose(float(got.get("mean loss", "nan")), want["mean loss"], rel_tol=1e-5),
+          f"big.html: mean loss {got.get('mean loss')} != {want['mean loss']}")
+    # The drawn curve is reduced, but keeps the spike.
+    page = open("big.html", encoding="utf-8").read()
+    tag = '<script type="application/json" id="report-data">'
+    start = page.index(tag) + len(tag)
+    charts = json.loads(page[start:page.index("</script>", start)])
+    loss = [c for c in charts if c["title"] == "Training loss against step"][0]["series"][0]
+    check(len(loss["y"]) <= 2002 and max(loss["y"]) == 2.5 and loss["x"][loss["y"].index(2.5)] == 654321,
+          f"big.html: the drawn loss has {len(loss['y'])} points and a maximum of {max(loss['y'])}")
+    head, rows = table(t, "Eval AUC against step: figures over every point", "big.html")
+    check(rows and int(rows[0][1]) == 1000, f"big.html: eval AUC points {rows[:1]}")
+
+    # A recmix run: every job's state, steps and summary figures; the preemption in the placements.
+    t = tables_of("run.html")
+    summary = json.load(open("runs/sched/summary.json"))
+    head, rows = table(t, "Jobs", "run.html")
+    by_name = {r[0]: dict(zip(head, r)) for r in rows}
+    for j in summary["jobs"]:
+        r = by_name.get(j["name"], {})
+        check(r.get("state") == j["state"] and int(r.get("steps", -1)) == j["steps"],
+              f"run.html: job {j['name']}: {r} against {j}")
+        check(float(r.get("estimate (bytes)", "nan")) == j["estimate_bytes"] and
+              float(r.get("measured peak (bytes)", "nan")) == j["measured_peak_bytes"],
+              f"run.html: job {j['name']}'s memory figures differ from summary.json")
+    check(sorted(by_name) == ["alpha", "beta", "gamma"], f"run.html: jobs {sorted(by_name)}")
+    head, rows = table(t, "Placements", "run.html")
+    events = [json.loads(l) for l in open("runs/sched/events.jsonl")]
+    starts = sum(len(e["ranks"]) for e in events if e["event"] == "start")
+    check(len(rows) == starts, f"run.html: {len(rows)} placements for {starts} (job, rank) starts")
+    preempted = any(e["event"] == "preempt" for e in events)
+    check(not preempted or any(r[6] == "preempt" for r in rows), "run.html: the preemption is not in the placements")
+    head, rows = table(t, "Ranks (summary.json)", "run.html")
+    check([float(r[2]) for r in rows] == [float(r["peak_bytes"]) for r in summary["rank_usage"]],
+          f"run.html: rank peaks {rows}")
+
+    # The simulator: every policy's every metric, exactly as the JSON holds it.
+    t = tables_of("sim.html")
+    sim = json.load(open("sim.json"))
+    head, rows = table(t, "Summary metrics per policy", "sim.html")
+    check(head[1:] == [p["policy"] for p in sim["policies"]], f"sim.html: policies {head[1:]}")
+    by_metric = {r[0]: r[1:] for r in rows}
+    for i, p in enumerate(sim["policies"]):
+        for k, v in p.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                got = by_metric.get(k, [None] * (i + 1))[i]
+                check(got is not None and float(got) == float(v), f"sim.html: {p['policy']} {k} {got} != {v}")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
