@@ -117,7 +117,8 @@ void utilisation_and_memory(Page& page, const SchedRun& run) {
   util.y_label = "busy share (sum over the rank's jobs)";
   util.y_name = "busy share";
   util.caption = fmt::format("Sample events' busy_share (CPU time of a job's threads over wall time), averaged per job "
-                             "in bins of {:.2f} s and summed over the jobs on the rank; 0 where no job reported.", width);
+                             "in bins of {:.2f} s (a job still placed keeps its last sample through a bin without one) and summed "
+                             "over the jobs on the rank.", width);
   memory.title = "Device memory per rank over time";
   memory.x_label = "time since the run started (s)";
   memory.x_name = "time (s)";
@@ -131,14 +132,36 @@ void utilisation_and_memory(Page& page, const SchedRun& run) {
     XySeries u{fmt::format("rank {}", r), "line", static_cast<int>(r), {}, {}, true, false};
     XySeries m{fmt::format("rank {}", r), "line", static_cast<int>(r), {}, {}, true, false};
     XySeries g{fmt::format("rank {} GPU (NVML)", r), "dashed", static_cast<int>(r), {}, {}, true, false};
+    // A job placed on the rank through a bin without a sample of its own keeps its last one.
+    std::vector<double> last_busy(jobs, 0), last_pool(jobs, 0);
+    std::vector<char> placed_in(bins * jobs, 0);  // [bin][job]: the job is on this rank at the bin's centre
+    for (const Placement& p : run.placements) {
+      if (p.rank != static_cast<int>(r)) continue;
+      const auto j = static_cast<std::size_t>(
+          std::find(run.job_names.begin(), run.job_names.end(), p.job) - run.job_names.begin());
+      for (std::size_t b = static_cast<std::size_t>(std::max(0.0, p.begin_s / width)); j < jobs && b < bins; ++b) {
+        const double t = std::min(span, (static_cast<double>(b) + 0.5) * width);
+        if (t >= p.end_s) break;
+        if (t >= p.begin_s) placed_in[b * jobs + j] = 1;
+      }
+    }
     for (std::size_t b = 0; b < bins; ++b) {
       double busy = 0, bytes = 0;
+      const double t = std::min(span, (static_cast<double>(b) + 0.5) * width);
       for (std::size_t j = 0; j < jobs; ++j) {
         const std::size_t at = (r * bins + b) * jobs + j;
-        if (busy_n[at] > 0) busy += busy_sum[at] / busy_n[at];
-        if (pool[at] > 0) bytes += pool[at];
+        const bool placed = placed_in[b * jobs + j] != 0;
+        if (busy_n[at] > 0)
+          last_busy[j] = busy_sum[at] / busy_n[at];
+        else if (!placed)
+          last_busy[j] = 0;
+        if (pool[at] >= 0)
+          last_pool[j] = pool[at];
+        else if (!placed)
+          last_pool[j] = 0;
+        busy += last_busy[j];
+        bytes += last_pool[j];
       }
-      const double t = std::min(span, (static_cast<double>(b) + 0.5) * width);
       u.x.push_back(t);
       u.y.push_back(busy);
       m.x.push_back(t);
