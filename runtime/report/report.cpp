@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -42,6 +43,15 @@ InputKind classify_input(const std::string& path, std::string& run_dir) {
     if (is_sched_run(path)) return InputKind::sched_run;
     if (is_training_run(path)) return InputKind::training_run;
     if (fs::is_empty(path, ec)) throw IoError(fmt::format("{}: empty directory; {}", path, kExpected));
+    // A folder of runs (runs/): name the runs in it.
+    std::vector<std::string> inside;
+    for (const auto& entry : fs::directory_iterator(path, ec))
+      if (entry.is_directory(ec) && (is_training_run(entry.path().string()) || is_sched_run(entry.path().string())))
+        inside.push_back(entry.path().filename().string());
+    std::sort(inside.begin(), inside.end());
+    if (!inside.empty())
+      throw IoError(fmt::format("{}: not a run itself, but holds {} run(s): give them as inputs ({}/{}{})", path,
+                                inside.size(), label_of(path), inside.front(), inside.size() > 1 ? " ..." : ""));
     throw IoError(fmt::format("{}: holds none of metrics.jsonl, train.log, events.jsonl, summary.json; {}", path, kExpected));
   }
   if (!fs::is_regular_file(st)) throw IoError(fmt::format("{}: not a regular file or a directory; {}", path, kExpected));

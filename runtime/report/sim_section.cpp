@@ -56,7 +56,7 @@ void completion_times(Page& page, const SimFile& sim) {
     for (std::size_t i = 0; i < sim.policies.size(); ++i) {
       std::vector<double> v = sim.policies[i].jct_s;
       std::sort(v.begin(), v.end());
-      XySeries s{sim.policies[i].name, "line", static_cast<int>(i), {}, {}, true, u.divisor == 1};
+      XySeries s{sim.policies[i].name, "line", static_cast<int>(i), {}, {}, true, false};  // shares: k / n
       for (std::size_t k = 0; k < v.size(); ++k) {
         s.x.push_back(v[k] / u.divisor);
         s.y.push_back(static_cast<double>(k + 1) / static_cast<double>(v.size()));

@@ -161,17 +161,25 @@ TEST(SchedRun, EventsGivePlacementsStopsAndQueueing) {
 {"event":"stopped","job":"a","step":7,"t":3.5}
 {"event":"start","job":"a","ranks":[0,1],"launch":2,"resume":true,"estimate_bytes":100,"t":4.5}
 {"event":"finished","job":"a","ranks":[0,1],"step":9,"measured_peak_bytes":80,"estimate_bytes":100,"t":6}
+{"event":"arrival","job":"b","t":6}
+{"event":"start","job":"b","ranks":[1],"launch":3,"resume":false,"estimate_bytes":100,"t":6.25}
+{"event":"failed","job":"b","ranks":[1],"step":2,"error":"rank 1: data error: x.h5:/dense row 3","t":7}
 {"event":"run_e)");
   const SchedRun run = read_sched_run(dir.path.string());
   EXPECT_EQ(run.ranks, 2);
   EXPECT_EQ(run.skipped_lines, 1);  // the cut last line
-  ASSERT_EQ(run.placements.size(), 4u);
+  ASSERT_EQ(run.placements.size(), 5u);
+  EXPECT_EQ(run.placements[4].ended_by, "failed");
+  EXPECT_EQ(run.placements[4].end_s, 7);
   EXPECT_EQ(run.placements[0].ended_by, "preempt");
   EXPECT_EQ(run.placements[0].ended_at_s, 3);
   EXPECT_EQ(run.placements[0].end_s, 3.5);  // it left its ranks at its checkpoint
   EXPECT_EQ(run.placements[2].ended_by, "finished");
   EXPECT_TRUE(run.placements[2].resumed);
-  ASSERT_EQ(run.jobs.size(), 1u);
+  ASSERT_EQ(run.jobs.size(), 2u);
+  EXPECT_EQ(run.jobs[1].state, "failed");
+  EXPECT_EQ(run.jobs[1].error, "rank 1: data error: x.h5:/dense row 3");
+  EXPECT_EQ(run.jobs[1].queued_s, 0.25);
   EXPECT_EQ(run.jobs[0].queued_s, 1 + (4.5 - 3.5));  // before its start and after its stop
   EXPECT_EQ(run.jobs[0].jct_s, 6);
   EXPECT_EQ(run.jobs[0].steps, 9);
@@ -197,6 +205,10 @@ TEST(ReportInputs, ErrorsNameTheCulprit) {
   EXPECT_NE(message((dir.path / "x.txt").string()).find("x.txt: not a file recmix report reads"), std::string::npos);
   write(dir.path / "blank.json", "");
   EXPECT_NE(message((dir.path / "blank.json").string()).find("blank.json: empty file"), std::string::npos);
+  fs::create_directories(dir.path / "runs" / "a");
+  write(dir.path / "runs" / "a" / "metrics.jsonl", "{}\n");
+  EXPECT_NE(message((dir.path / "runs").string()).find("runs: not a run itself, but holds 1 run(s)"), std::string::npos)
+      << message((dir.path / "runs").string());
   write(dir.path / "metrics.jsonl", "{}\n");
   EXPECT_EQ(classify_input((dir.path / "metrics.jsonl").string(), run_dir), InputKind::training_run);
   EXPECT_EQ(run_dir, dir.path.string());
@@ -220,4 +232,17 @@ TEST(ReportPage, TablesHoldTheRunsNumbers) {
   EXPECT_EQ(r.html.find("<script src"), std::string::npos);  // nothing to fetch
   EXPECT_NE(r.html.find("Chart.js v3"), std::string::npos);
   ASSERT_EQ(r.notes.size(), 2u);
+}
+
+TEST(ReportPage, SimulationWithPerJobTimesGetsItsWholeCdf) {
+  // Three jobs' completion times: the CDF steps through 1/3, 2/3 and 1 at 10, 20 and 60 s.
+  TempDir dir("sim");
+  write(dir.path / "sim.json",
+        R"({"trace":"t.csv","policies":[{"policy":"fifo","jobs":3,"avg_jct_s":30,"median_jct_s":20,"p99_jct_s":60,
+            "job_outcomes":[{"jct_s":20},{"arrival_s":5,"finish_s":65},{"jct_s":10}]}]})");
+  const Report r = build_report({(dir.path / "sim.json").string()}, "sim");
+  EXPECT_NE(r.html.find("Job completion time CDF per policy</figcaption>"), std::string::npos);
+  EXPECT_NE(r.html.find("<tr><td>fifo</td><td>10</td><td>0.333333</td></tr>"), std::string::npos);
+  EXPECT_NE(r.html.find("<tr><td>fifo</td><td>60</td><td>1</td></tr>"), std::string::npos);
+  EXPECT_NE(r.html.find("<tr><td>avg_jct_s</td><td>30</td></tr>"), std::string::npos);
 }
