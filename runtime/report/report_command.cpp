@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "data/h5.hpp"
@@ -38,8 +40,18 @@ void check_output(const ReportArgs& a) {
   if (S_ISDIR(st.st_mode)) throw IoError(a.output + ": is a directory; -o names the HTML file to write");
   if (!S_ISREG(st.st_mode)) throw IoError(a.output + ": is not a regular file; only a regular file can be replaced by a report");
   std::error_code ec;
-  for (const std::string& in : a.inputs)
-    if (fs::equivalent(in, a.output, ec)) throw IoError(a.output + ": is one of the inputs");
+  for (const std::string& in : a.inputs) {
+    // The input itself, or a file the report reads in an input directory (or a job's in it).
+    std::vector<fs::path> read = {in};
+    if (fs::is_directory(in, ec)) {
+      for (const char* name : {"metrics.jsonl", "train.log", "events.jsonl", "summary.json", "status.json"})
+        read.push_back(fs::path(in) / name);
+      for (const auto& job : fs::directory_iterator(fs::path(in) / "jobs", ec))
+        for (const char* name : {"metrics.jsonl", "train.log"}) read.push_back(job.path() / name);
+    }
+    for (const fs::path& p : read)
+      if (fs::equivalent(p, a.output, ec)) throw IoError(a.output + ": is one of the inputs (" + p.string() + ")");
+  }
   if (!a.force) throw IoError(a.output + ": already exists; --force replaces it");
 }
 

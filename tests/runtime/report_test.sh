@@ -139,6 +139,9 @@ head -c 300 sim.json > cut.json
 expect_error "cut.json: not valid JSON" cut.json -o x.html
 expect_error "train.html: already exists; --force replaces it" runs/a -o train.html
 expect_error "runs: is a directory" runs/a -o runs
+expect_error "runs/a/metrics.jsonl: is one of the inputs" runs/a -o runs/a/metrics.jsonl --force
+expect_error "runs/sched/jobs/beta/train.log: is one of the inputs" runs/sched -o runs/sched/jobs/beta/train.log --force
+expect_error "runs: not a run itself, but holds 4 run(s)" runs -o x.html
 test ! -e x.html || fail "a failed report left x.html"
 mkdir -p runs/cut
 head -n 20 runs/a/metrics.jsonl > runs/cut/metrics.jsonl

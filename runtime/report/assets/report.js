@@ -65,7 +65,8 @@
         interaction: { mode: 'nearest', intersect: kind !== 'xy' },
         scales: { x: x, y: y },
         plugins: {
-          legend: { position: 'bottom', labels: { usePointStyle: true, boxHeight: 8 } },
+          // Past two dozen series a legend hides the chart: the table beside it names them.
+          legend: { display: datasets.length <= 24, position: 'bottom', labels: { usePointStyle: true, boxHeight: 8 } },
           title: { display: false },
           tooltip: { callbacks: { label: function (ctx) {
             const raw = ctx.raw;
