@@ -4,7 +4,8 @@
 For each page: the time from navigation to the page's own "rendered" mark (report.js sets
 data-rendered on <html> after drawing every chart), console messages at warning or error level,
 uncaught exceptions, every network request other than the page itself, and per chart figure its
-data-drawn (points handed to Chart.js) and drawn canvas size. Optionally a full-page screenshot.
+data-drawn (points handed to Chart.js), canvas size, and the pixels its data paints (those that
+change when its datasets are hidden). Optionally a full-page screenshot.
 Talks to Chromium over --remote-debugging-pipe (the DevTools protocol), so no port is opened.
 
 Usage: report_browser.py [--chromium PATH] [--screenshot-dir DIR] PAGE.html...
@@ -129,6 +130,32 @@ def open_page(browser, path, screenshot_dir):
             request_url = params.get("request", {}).get("url", "")
             if request_url != url:
                 requests.append(request_url)
+    # After the page's own messages are collected: reading pixels back makes Chromium log advice.
+    pixels = browser.send("Runtime.evaluate", {"returnByValue": True, "expression": """
+        [...document.querySelectorAll('figure.chart canvas')].map((c) => {
+          // Pixels (every 4th) that change when the chart's datasets are hidden: the drawing of
+          // the data itself, not the axes, grid and labels.
+          const chart = Chart.getChart(c);
+          if (!chart) return 0;
+          const pixels = () => c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+          const legend = chart.options.plugins.legend.display;
+          chart.options.plugins.legend.display = false;  // hiding a dataset strikes its legend entry
+          chart.update('none');
+          const shown = pixels();
+          chart.data.datasets.forEach((d, i) => chart.setDatasetVisibility(i, false));
+          chart.update('none');
+          const hidden = pixels();
+          chart.data.datasets.forEach((d, i) => chart.setDatasetVisibility(i, true));
+          chart.options.plugins.legend.display = legend;
+          chart.update('none');
+          let n = 0;
+          for (let i = 0; i < shown.length; i += 16)
+            if (shown[i] !== hidden[i] || shown[i + 1] !== hidden[i + 1] || shown[i + 2] !== hidden[i + 2] ||
+                shown[i + 3] !== hidden[i + 3]) n++;
+          return n;
+        })"""}, session=session)["result"].get("value") or []
+    for figure, n in zip(state["figures"], pixels):
+        figure["data_pixels"] = n
     shot = None
     if screenshot_dir:
         height = browser.send("Runtime.evaluate", {"returnByValue": True,

@@ -192,7 +192,7 @@ for line in open(sys.argv[1]):
     for t in expected.get(page, []):
         if t not in titles: bad(page, f"no chart '{t}'")
     for f in p["figures"]:
-        if f["drawn"] <= 0 or f["width"] < 200 or f["height"] < 100:
+        if f["drawn"] <= 0 or f["width"] < 200 or f["height"] < 100 or f.get("data_pixels", 0) < 50:
             bad(page, f"chart '{f['title']}' is empty: {f}")
     if page == "big.html":
         print(f"big.html: loaded and drawn in {p['load_s']} s (page's own clock: {p['render_ms']} ms)")
