@@ -55,6 +55,9 @@ struct DeviceSpec {
   std::string gemm = "auto";            // cpu: auto | openblas | onednn
   std::uint64_t memory_capacity = 0;       // bytes of device memory; 0: unlimited
   std::uint64_t host_memory_capacity = 0;  // bytes of host-tier memory; 0: unlimited
+  // Set by recmix run, not a job-spec key: other jobs' device collectives share this rank's
+  // device, so the job's run in epochs (comm/epoch).
+  bool shared = false;
 };
 
 // The hot/cold tiers of the embedding tables (docs/embedding.md). Tiered when hot_fraction or

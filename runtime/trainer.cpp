@@ -15,6 +15,7 @@
 #include <string_view>
 #include <utility>
 
+#include "comm/epoch/epoch_communicator.hpp"
 #include "comm/nccl/nccl_communicator.hpp"
 #include "comm/staged/staged_communicator.hpp"
 #include "core/error.hpp"
@@ -148,6 +149,9 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   host_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::host, spec_.name,
                                                     spec_.device.host_memory_capacity);
   if (kind == device::BackendKind::cpu_strict) device_comm_ = comm::make_staged_communicator(comm_, *backend_);
+  // Co-located by recmix run: device collectives of several jobs on one device never interleave.
+  if (device_comm_ && spec_.device.shared)
+    device_comm_ = comm::make_epoch_communicator(std::move(device_comm_), comm_, backend_->device_index());
 
   const bool from_checkpoint = shape.has_value();
   std::int64_t bag_rows = 1;  // the longest bag of the data (sizes the staging slots of tiered tables)

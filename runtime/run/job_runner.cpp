@@ -117,6 +117,7 @@ void JobRunner::main() {
     spec.checkpoint.dir = (std::filesystem::path(p.run_dir) / "checkpoints").string();
     spec.device.threads = p.threads;
     spec.device.kind = p.device_kind;
+    spec.device.shared = true;  // device collectives in epochs: other jobs may share the device
     if (p.memory_share > 0 && (spec.device.memory_capacity == 0 || spec.device.memory_capacity > p.memory_share))
       spec.device.memory_capacity = p.memory_share;
     // Building the model allocates this rank's shards; a rank that fails here (its share is too
