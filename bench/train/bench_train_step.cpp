@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "bench/common/bench_util.hpp"
+#include "bench/common/kaggle_batch.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/random.hpp"
 #include "device/cpu/omp_wait_policy.hpp"
@@ -23,35 +24,6 @@
 #include "runtime/job_spec.hpp"
 
 using namespace recmix;
-
-namespace {
-
-// Global batch g's slice for this rank: one index per bag, uniform over each table, packed as the
-// trainer's reader gives them (int32, row-major).
-data::Batch make_batch(std::int64_t global_batch, int rank, int world, int tables, std::int64_t rows, int g) {
-  const std::int64_t base = global_batch / world, extra = global_batch % world;
-  const std::int64_t begin = rank * base + std::min<std::int64_t>(rank, extra);
-  const std::int64_t size = base + (rank < extra ? 1 : 0);
-  data::Batch b;
-  b.size = size;
-  b.dense.resize(size * 13);
-  b.labels.resize(size);
-  b.packed = true;
-  b.tables = tables;
-  b.one_hot.resize(size * tables);
-  for (std::int64_t i = 0; i < size; ++i) {
-    const std::uint64_t sample = static_cast<std::uint64_t>(g) * global_batch + begin + i;
-    for (int d = 0; d < 13; ++d) b.dense[i * 13 + d] = random::uniform(7, d, sample, 0.f, 5.f);
-    b.labels[i] = random::uniform01(8, 0, sample) < 0.25f ? 1.f : 0.f;
-  }
-  for (int t = 0; t < tables; ++t)
-    for (std::int64_t i = 0; i < size; ++i)
-      b.one_hot[i * tables + t] = static_cast<std::int32_t>(
-          random::hash(9, t, static_cast<std::uint64_t>(g) * global_batch + begin + i) % rows);
-  return b;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   device::cpu::ensure_passive_omp_wait_policy(argv);
@@ -127,7 +99,7 @@ int main(int argc, char** argv) {
     runtime::DlrmModel model(spec, table_rows, 13, *comm, *comm, *backend, pool, local, plan);
     constexpr int kBatches = 8;
     std::vector<data::Batch> data;
-    for (int g = 0; g < kBatches; ++g) data.push_back(make_batch(global_batch, rank, world, tables, rows, g));
+    for (int g = 0; g < kBatches; ++g) data.push_back(bench::make_batch(global_batch, rank, world, tables, rows, g));
 
     // The GEMM chain of the whole global batch on one rank with the same threads: the ceiling.
     device::MemoryPool chain_pool(*backend, device::Tier::device, "chain");
