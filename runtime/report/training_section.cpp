@@ -2,6 +2,7 @@
 // and time, one colour per run; checkpoints on the loss curves; the sharding plans.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/report/downsample.hpp"
@@ -63,9 +64,10 @@ void loss_charts(Page& page, const std::vector<TrainingRun>& runs) {
       if (!marks.x.empty()) c.series.push_back(std::move(marks));
     }
     if (c.series.empty()) continue;
+    const bool marks = std::any_of(runs.begin(), runs.end(), [](const TrainingRun& r) { return !r.checkpoints.empty(); });
     c.caption = fmt::format("Loss as logged (metrics.jsonl train records: the last step's loss at each log interval). "
-                            "Dashed: trailing mean over the last records (window {}). Triangles: checkpoints.",
-                            windows);
+                            "Dashed: trailing mean over the last records (window {}).{}",
+                            windows, marks ? " Triangles: checkpoints." : "");
     if (by_time) c.caption += " Training time: elapsed_s, continued across resumes.";
     add_xy_chart(page, c);
   }

@@ -41,7 +41,7 @@
       default:
         return { type: 'line', label: s.label, data: points, borderColor: s.style === 'faint' ? withAlpha(c, 0.4) : c,
           backgroundColor: c, borderWidth: s.style === 'dashed' ? 2 : 1.25, borderDash: s.style === 'dashed' ? [6, 3] : [],
-          pointRadius: points.length <= 60 ? 2.5 : 0, spanGaps: false, tension: 0 };
+          pointRadius: points.length <= 60 && s.style !== 'dashed' ? 2.5 : 0, spanGaps: false, tension: 0 };
     }
   }
 
