@@ -1,6 +1,7 @@
 #include "runtime/report/report.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -84,11 +85,15 @@ Report build_report(const std::vector<std::string>& inputs, const std::string& t
     kinds.emplace_back(k, k == InputKind::training_run || k == InputKind::sched_run ? dir : in);
   }
   for (const auto& [kind, path] : kinds) {
-    switch (kind) {
-      case InputKind::training_run: runs.push_back(read_training_run(path, path)); break;
-      case InputKind::sched_run: sched_runs.push_back(read_sched_run(path)); break;
-      case InputKind::sim_json: sims.push_back(read_sim_json(path)); break;
-      case InputKind::sim_timeline: timelines.push_back(read_sim_timeline(path)); break;
+    try {
+      switch (kind) {
+        case InputKind::training_run: runs.push_back(read_training_run(path, path)); break;
+        case InputKind::sched_run: sched_runs.push_back(read_sched_run(path)); break;
+        case InputKind::sim_json: sims.push_back(read_sim_json(path)); break;
+        case InputKind::sim_timeline: timelines.push_back(read_sim_timeline(path)); break;
+      }
+    } catch (const nlohmann::json::exception& e) {  // a field of another type than recmix writes
+      throw DataError(fmt::format("{}: not as recmix writes it: {}", path, e.what()));
     }
   }
   std::string heading = title;

@@ -130,87 +130,93 @@ SchedRun read_sched_run(const std::string& dir) {
                                         e.is_discarded() ? "not JSON (truncated?)" : "not an event (no \"event\" or \"t\")"));
         continue;
       }
-      const std::string kind = e["event"].get<std::string>();
-      const double t = e["t"].get<double>();
-      last_t = std::max(last_t, t);
-      const std::string job = string_or_empty(e, "job");
-      if (kind == "run_start") {
-        run.ranks = std::max(run.ranks, e.value("ranks", 0));
-        run.policy = string_or_empty(e, "policy");
-        run.memory_capacity_bytes = number_or_nan(e, "memory_capacity_bytes");
-      } else if (kind == "run_end") {
-        run_end = number_or_nan(e, "makespan_s");
-        if (!std::isfinite(run_end)) run_end = t;
-      } else if (job.empty()) {
-        continue;  // rejected files, terminating
-      } else if (kind == "submitted") {
-        JobTrack& tr = track(job);
-        tr.figures.estimate_bytes = number_or_nan(e, "estimate_bytes");
-        if (e.contains("ranks") && e["ranks"].is_number_integer()) tr.figures.ranks = std::to_string(e["ranks"].get<int>());
-      } else if (kind == "arrival") {
-        JobTrack& tr = track(job);
-        tr.figures.arrival_s = t;
-        tr.queued_since = t;
-      } else if (kind == "start") {
-        JobTrack& tr = track(job);
-        const std::vector<int> ranks = int_list(e, "ranks");
-        if (!std::isfinite(tr.figures.first_start_s)) tr.figures.first_start_s = t;
-        if (std::isfinite(tr.queued_since)) tr.figures.queued_s += t - tr.queued_since;
-        tr.queued_since = kNaN;
-        tr.figures.state = "running";
-        if (std::isfinite(number_or_nan(e, "estimate_bytes"))) tr.figures.estimate_bytes = number_or_nan(e, "estimate_bytes");
-        std::vector<std::string> names;
-        for (int r : ranks) {
-          names.push_back(std::to_string(r));
-          Placement p;
-          p.job = job;
-          p.rank = r;
-          p.begin_s = p.end_s = t;
-          p.ended_by = "running";
-          p.resumed = e.value("resume", false);
-          tr.open.push_back(run.placements.size());
-          run.placements.push_back(p);
-          run.ranks = std::max(run.ranks, r + 1);
-        }
-        tr.figures.ranks = join(names, ",");
-      } else if (kind == "sample") {
-        JobTrack& tr = track(job);
-        (void)tr;
-        RankSample s;
-        s.t = t;
-        s.job = static_cast<int>(std::find(run.job_names.begin(), run.job_names.end(), job) - run.job_names.begin());
-        s.rank = e.value("rank", 0);
-        s.busy_share = number_or_nan(e, "busy_share");
-        s.pool_current_bytes = number_or_nan(e, "pool_current_bytes");
-        s.pool_peak_bytes = number_or_nan(e, "pool_peak_bytes");
-        s.gpu_util = number_or_nan(e, "gpu_util");
-        run.samples.push_back(s);
-        run.ranks = std::max(run.ranks, s.rank + 1);
-      } else if (kind == "preempt" || kind == "move_apart" || kind == "stop") {
-        JobTrack& tr = track(job);
-        end_open(tr, t, kind, false);  // the job runs on until its checkpoint ("stopped")
-        tr.stopping = true;
-        ++tr.figures.preemptions;
-      } else if (kind == "stopped") {
-        JobTrack& tr = track(job);
-        end_open(tr, t, "stop", true);
-        tr.stopping = false;
-        tr.figures.state = "queued";
-        tr.queued_since = t;
-      } else if (kind == "finished" || kind == "failed" || kind == "stuck" || kind == "memory_restart") {
-        JobTrack& tr = track(job);
-        end_open(tr, t, kind, true);
-        if (kind == "memory_restart") {
+      try {  // a field of another type than the event kind documents: the line is skipped
+        const std::string kind = e["event"].get<std::string>();
+        const double t = e["t"].get<double>();
+        last_t = std::max(last_t, t);
+        const std::string job = string_or_empty(e, "job");
+        if (kind == "run_start") {
+          run.ranks = std::max(run.ranks, e.value("ranks", 0));
+          run.policy = string_or_empty(e, "policy");
+          run.memory_capacity_bytes = number_or_nan(e, "memory_capacity_bytes");
+        } else if (kind == "run_end") {
+          run_end = number_or_nan(e, "makespan_s");
+          if (!std::isfinite(run_end)) run_end = t;
+        } else if (job.empty()) {
+          continue;  // rejected files, terminating
+        } else if (kind == "submitted") {
+          JobTrack& tr = track(job);
+          tr.figures.estimate_bytes = number_or_nan(e, "estimate_bytes");
+          if (e.contains("ranks") && e["ranks"].is_number_integer()) tr.figures.ranks = std::to_string(e["ranks"].get<int>());
+        } else if (kind == "arrival") {
+          JobTrack& tr = track(job);
+          tr.figures.arrival_s = t;
+          tr.queued_since = t;
+        } else if (kind == "start") {
+          JobTrack& tr = track(job);
+          const std::vector<int> ranks = int_list(e, "ranks");
+          if (!std::isfinite(tr.figures.first_start_s)) tr.figures.first_start_s = t;
+          if (std::isfinite(tr.queued_since)) tr.figures.queued_s += t - tr.queued_since;
+          tr.queued_since = kNaN;
+          tr.figures.state = "running";
+          if (std::isfinite(number_or_nan(e, "estimate_bytes"))) tr.figures.estimate_bytes = number_or_nan(e, "estimate_bytes");
+          std::vector<std::string> names;
+          for (int r : ranks) {
+            names.push_back(std::to_string(r));
+            Placement p;
+            p.job = job;
+            p.rank = r;
+            p.begin_s = p.end_s = t;
+            p.ended_by = "running";
+            p.resumed = e.value("resume", false);
+            tr.open.push_back(run.placements.size());
+            run.placements.push_back(p);
+            run.ranks = std::max(run.ranks, r + 1);
+          }
+          tr.figures.ranks = join(names, ",");
+        } else if (kind == "sample") {
+          JobTrack& tr = track(job);
+          (void)tr;
+          RankSample s;
+          s.t = t;
+          s.job = static_cast<int>(std::find(run.job_names.begin(), run.job_names.end(), job) - run.job_names.begin());
+          s.rank = e.value("rank", 0);
+          s.busy_share = number_or_nan(e, "busy_share");
+          s.pool_current_bytes = number_or_nan(e, "pool_current_bytes");
+          s.pool_peak_bytes = number_or_nan(e, "pool_peak_bytes");
+          s.gpu_util = number_or_nan(e, "gpu_util");
+          run.samples.push_back(s);
+          run.ranks = std::max(run.ranks, s.rank + 1);
+        } else if (kind == "preempt" || kind == "move_apart" || kind == "stop") {
+          JobTrack& tr = track(job);
+          end_open(tr, t, kind, false);  // the job runs on until its checkpoint ("stopped")
+          tr.stopping = true;
+          ++tr.figures.preemptions;
+        } else if (kind == "stopped") {
+          JobTrack& tr = track(job);
+          end_open(tr, t, "stop", true);
+          tr.stopping = false;
           tr.figures.state = "queued";
           tr.queued_since = t;
-          continue;
+        } else if (kind == "finished" || kind == "failed" || kind == "stuck" || kind == "memory_restart") {
+          JobTrack& tr = track(job);
+          end_open(tr, t, kind, true);
+          if (kind == "memory_restart") {
+            tr.figures.state = "queued";
+            tr.queued_since = t;
+            continue;
+          }
+          tr.figures.state = kind == "stuck" ? "failed" : kind;
+          tr.figures.steps = e.value("step", tr.figures.steps);
+          if (std::isfinite(number_or_nan(e, "measured_peak_bytes")))
+            tr.figures.measured_peak_bytes = number_or_nan(e, "measured_peak_bytes");
+          if (e.contains("error") && e["error"].is_string()) tr.figures.error = e["error"].get<std::string>();
+          if (std::isfinite(tr.figures.arrival_s)) tr.figures.jct_s = t - tr.figures.arrival_s;
         }
-        tr.figures.state = kind == "stuck" ? "failed" : kind;
-        tr.figures.steps = e.value("step", tr.figures.steps);
-        if (std::isfinite(number_or_nan(e, "measured_peak_bytes")))
-          tr.figures.measured_peak_bytes = number_or_nan(e, "measured_peak_bytes");
-        if (e.contains("error") && e["error"].is_string()) tr.figures.error = e["error"].get<std::string>();
-        if (std::isfinite(tr.figures.arrival_s)) tr.figures.jct_s = t - tr.figures.arrival_s;
+      } catch (const nlohmann::json::exception& x) {
+        ++run.skipped_lines;
+        if (reasons.size() < kReasonsShown)
+          reasons.push_back(fmt::format("line {}: a field of the wrong type ({})", run.event_lines, x.what()));
       }
     }
     if (in.bad()) throw IoError(fmt::format("{}: read error after line {}", events_path.string(), run.event_lines));

@@ -164,10 +164,14 @@ TEST(SchedRun, EventsGivePlacementsStopsAndQueueing) {
 {"event":"arrival","job":"b","t":6}
 {"event":"start","job":"b","ranks":[1],"launch":3,"resume":false,"estimate_bytes":100,"t":6.25}
 {"event":"failed","job":"b","ranks":[1],"step":2,"error":"rank 1: data error: x.h5:/dense row 3","t":7}
+{"event":"sample","job":"b","rank":"one","t":6.5}
 {"event":"run_e)");
   const SchedRun run = read_sched_run(dir.path.string());
   EXPECT_EQ(run.ranks, 2);
-  EXPECT_EQ(run.skipped_lines, 1);  // the cut last line
+  EXPECT_EQ(run.skipped_lines, 2);  // a rank that is not a number, and the cut last line
+  ASSERT_EQ(run.notes.size(), 5u) << run.notes.front();  // also: no run_end, no summary.json, no jobs/a, jobs/b
+  EXPECT_NE(run.notes[0].find("line 12: a field of the wrong type"), std::string::npos) << run.notes[0];
+  EXPECT_NE(run.notes[0].find("line 13: not JSON"), std::string::npos) << run.notes[0];
   ASSERT_EQ(run.placements.size(), 5u);
   EXPECT_EQ(run.placements[4].ended_by, "failed");
   EXPECT_EQ(run.placements[4].end_s, 7);
@@ -205,6 +209,14 @@ TEST(ReportInputs, ErrorsNameTheCulprit) {
   EXPECT_NE(message((dir.path / "x.txt").string()).find("x.txt: not a file recmix report reads"), std::string::npos);
   write(dir.path / "blank.json", "");
   EXPECT_NE(message((dir.path / "blank.json").string()).find("blank.json: empty file"), std::string::npos);
+  // A sim file whose cluster is not as recmix writes it: one error naming the file.
+  write(dir.path / "odd.json", R"({"policies":[{"policy":"fifo"}],"cluster":{"nodes":"two"}})");
+  try {
+    build_report({(dir.path / "odd.json").string()}, "");
+    ADD_FAILURE() << "no error";
+  } catch (const recmix::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("odd.json: not as recmix writes it"), std::string::npos) << e.what();
+  }
   fs::create_directories(dir.path / "runs" / "a");
   write(dir.path / "runs" / "a" / "metrics.jsonl", "{}\n");
   EXPECT_NE(message((dir.path / "runs").string()).find("runs: not a run itself, but holds 1 run(s)"), std::string::npos)
