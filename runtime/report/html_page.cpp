@@ -24,7 +24,9 @@ void append_coordinates(std::string& out, const std::vector<double>& v) {
   out += ']';
 }
 
-std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
+// Names come from the inputs: bytes that are not UTF-8 become U+FFFD instead of an error.
+std::string json_dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string json_string(const std::string& s) { return json_dump(s); }
 
 // JSON inside <script>: "</" would end the element.
 std::string script_safe(std::string s) {
@@ -71,7 +73,7 @@ std::string Page::chart_html(const Chart& c) {
   std::string j = "{\"id\":" + json_string(id) + ",\"title\":" + json_string(c.title) +
                   ",\"x_label\":" + json_string(c.x_label) + ",\"y_label\":" + json_string(c.y_label) +
                   ",\"y_log\":" + (c.y_log ? "true" : "false") + ",\"y_zero\":" + (c.y_from_zero ? "true" : "false") + ",\"categories\":" +
-                  nlohmann::json(c.categories).dump() + ",\"series\":[";
+                  json_dump(c.categories) + ",\"series\":[";
   std::size_t points = 0;
   for (std::size_t i = 0; i < c.series.size(); ++i) {
     const Series& s = c.series[i];

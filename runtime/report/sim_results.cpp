@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -39,6 +40,12 @@ double to_double(const std::string& text, bool& ok) {
   }
 }
 
+std::uintmax_t fs_size(const std::string& path) {
+  std::error_code ec;
+  const std::uintmax_t n = std::filesystem::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
 }  // namespace
 
 double SimPolicy::metric(const std::string& key) const {
@@ -61,9 +68,13 @@ bool is_sim_timeline(const std::string& path) {
 SimFile read_sim_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw IoError(fmt::format("{}: cannot read", path));
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded())
-    throw DataError(fmt::format("{}: not valid JSON (truncated?); expected the file recmix sim --json writes", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw DataError(fmt::format("{}: not valid JSON (byte {}: {}); expected the file recmix sim --json writes", path,
+                                e.byte, e.byte >= fs_size(path) ? "the file ends early, truncated?" : "see the file"));
+  }
   if (!j.is_object() || !j.contains("policies") || !j["policies"].is_array())
     throw DataError(fmt::format("{}: no \"policies\" array; expected the file recmix sim --json writes", path));
   SimFile f;

@@ -136,7 +136,7 @@ expect_error "empty: empty directory" empty -o x.html
 echo "hello" > notes.txt
 expect_error "notes.txt: not a file recmix report reads" notes.txt -o x.html
 head -c 300 sim.json > cut.json
-expect_error "cut.json: not valid JSON" cut.json -o x.html
+expect_error "cut.json: not valid JSON (byte 301: the file ends early, truncated?)" cut.json -o x.html
 expect_error "train.html: already exists; --force replaces it" runs/a -o train.html
 expect_error "runs: is a directory" runs/a -o runs
 expect_error "runs/a/metrics.jsonl: is one of the inputs" runs/a -o runs/a/metrics.jsonl --force

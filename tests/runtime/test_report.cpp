@@ -253,6 +253,11 @@ TEST(ReportPage, SimulationWithPerJobTimesGetsItsWholeCdf) {
         R"({"trace":"t.csv","policies":[{"policy":"fifo","jobs":3,"avg_jct_s":30,"median_jct_s":20,"p99_jct_s":60,
             "job_outcomes":[{"jct_s":20},{"arrival_s":5,"finish_s":65},{"jct_s":10}]}]})");
   const Report r = build_report({(dir.path / "sim.json").string()}, "sim");
+  // A run's name (its path) that is not UTF-8 is drawn with a replacement character, not refused.
+  const fs::path latin1 = dir.path / "caf\xe9";
+  fs::create_directories(latin1);
+  write(latin1 / "metrics.jsonl", "{\"type\":\"train\",\"step\":1,\"loss\":0.5}\n");
+  EXPECT_NE(build_report({latin1.string()}, "").html.find("caf\xef\xbf\xbd"), std::string::npos);
   EXPECT_NE(r.html.find("Job completion time CDF per policy</figcaption>"), std::string::npos);
   EXPECT_NE(r.html.find("<tr><td>fifo</td><td>10</td><td>0.333333</td></tr>"), std::string::npos);
   EXPECT_NE(r.html.find("<tr><td>fifo</td><td>60</td><td>1</td></tr>"), std::string::npos);
