@@ -16,6 +16,7 @@ void validate(const ClusterSpec& spec) {
                  "cluster: intra/inter-node bandwidth must be positive");
   RECMIX_REQUIRE(spec.max_jobs_per_gpu >= 1 && spec.max_jobs_per_gpu <= 8, ConfigError,
                  "cluster: max_jobs_per_gpu must be in 1..8");
+  RECMIX_REQUIRE(spec.cores_per_gpu >= 0, ConfigError, "cluster: cores_per_gpu must not be negative");
 }
 
 ClusterState::ClusterState(ClusterSpec spec) : spec_(std::move(spec)) {
@@ -38,10 +39,19 @@ bool ClusterState::fits(const Job& job, std::span<const int> gpus) const {
     if (g < 0 || g >= gpu_count()) return false;
     for (std::size_t k = 0; k < i; ++k)
       if (gpus[k] == g) return false;
-    if (static_cast<int>(gpus_[g].jobs.size()) >= spec_.max_jobs_per_gpu) return false;
-    if (gpus_[g].memory_used + job.profile.peak_memory_bytes > spec_.gpu_memory_bytes) return false;
+    if (!fits_gpu(job, g)) return false;
   }
   return !running_.count(job.id);
+}
+
+bool ClusterState::fits_gpu(const Job& job, int g) const {
+  const Gpu& gpu = gpus_[g];
+  if (static_cast<int>(gpu.jobs.size()) >= spec_.max_jobs_per_gpu) return false;
+  if (gpu.memory_used + job.profile.peak_memory_bytes > spec_.gpu_memory_bytes) return false;
+  if (spec_.cores_per_gpu > 0 && gpu.cores_used + job.cores > spec_.cores_per_gpu) return false;
+  for (JobId other : job.avoid)
+    if (std::find(gpu.jobs.begin(), gpu.jobs.end(), other) != gpu.jobs.end()) return false;
+  return true;
 }
 
 void ClusterState::unindex(int gpu) {
@@ -88,6 +98,7 @@ bool ClusterState::place(const Job& job, std::span<const int> gpus, double now) 
     gpu.jobs.push_back(job.id);
     gpu.types.push_back(job.type);
     gpu.memory_used += job.profile.peak_memory_bytes;
+    gpu.cores_used += job.cores;
     for (std::size_t k = 0; k < kResourceCount; ++k) gpu.demand.share[k] += job.profile.util.share[k];
     reindex(g);
   }
@@ -109,6 +120,7 @@ RunningJob ClusterState::remove(JobId id) {
     gpu.jobs.erase(gpu.jobs.begin() + pos);
     gpu.types.erase(gpu.types.begin() + pos);
     gpu.memory_used -= r.job->profile.peak_memory_bytes;
+    gpu.cores_used -= r.job->cores;
     for (std::size_t k = 0; k < kResourceCount; ++k) gpu.demand.share[k] -= r.job->profile.util.share[k];
     if (gpu.jobs.empty()) {
       gpu.memory_used = 0;  // no drift from floating-point sums

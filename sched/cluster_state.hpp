@@ -28,6 +28,8 @@ struct ClusterSpec {
   double inter_node_bandwidth = 25e9;   // bytes/s per GPU (NIC share)
   std::string machine = "a100-dgx";     // machine model the DLRM profiles are computed for
   int max_jobs_per_gpu = 2;             // co-location degree allowed
+  // Host cores each GPU's jobs may use together (recmix run's cores_per_rank); 0: not counted.
+  int cores_per_gpu = 0;
   int gpu_count() const { return nodes * gpus_per_node; }
 };
 // Throws ConfigError naming the field when out of range (gpus_per_node must be 1..64).
@@ -44,6 +46,8 @@ struct Job {
   double slowdown_limit = 0;    // 0: the policy's default
   JobProfile profile;
   int type = -1;                // job type in the interference model
+  int cores = 0;                // host cores it uses beside each of its GPUs (with cores_per_gpu)
+  std::vector<JobId> avoid;     // jobs it must not share a GPU with (moved apart from them)
   // Maintained by the simulator / runtime:
   double attained_gpu_s = 0;    // GPU-seconds received before the current run
   double first_start_s = -1;
@@ -71,8 +75,11 @@ class ClusterState {
   bool is_free(int gpu) const { return gpus_[gpu].jobs.empty(); }
   const UtilisationVector& demand(int gpu) const { return gpus_[gpu].demand; }
 
-  // True when every GPU listed has memory and a co-location slot for `job` (and no GPU repeats).
+  // True when every GPU listed has memory, a co-location slot and cores for `job`, none runs a
+  // job it avoids, and no GPU repeats.
   bool fits(const Job& job, std::span<const int> gpus) const;
+  // The same for one GPU of a placement: memory, a slot, cores, no avoided job on it.
+  bool fits_gpu(const Job& job, int gpu) const;
   // Places a running job; returns false (and changes nothing) when it does not fit.
   bool place(const Job& job, std::span<const int> gpus, double now);
   // Removes a running job from its GPUs; returns its record.
@@ -102,6 +109,7 @@ class ClusterState {
  private:
   struct Gpu {
     double memory_used = 0;
+    int cores_used = 0;
     std::vector<JobId> jobs;
     std::vector<int> types;
     UtilisationVector demand;

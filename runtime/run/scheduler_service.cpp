@@ -87,26 +87,20 @@ struct SchedulerService::Record {
   int preemptions = 0;
   double share = 0;             // bytes its pool may hold on each rank
   std::vector<double> recent_shared;  // the last step times measured while co-located
-  std::set<sched::JobId> avoid;       // jobs it was moved apart from
   bool moved_apart = false;
   bool out_of_memory = false;   // a rank of the current launch ran out of its share
   int memory_restarts = 0;
 };
 
-// Policies' actions applied to the live ranks: a start must also fit the ranks' cores; an
-// accepted start or preemption is sent to the executors at once.
+// Policies' actions applied to the live ranks: an accepted start or preemption is sent to the
+// executors at once.
 class SchedulerService::LiveActions final : public sched::Actions {
  public:
   explicit LiveActions(SchedulerService& s) : s_(s) {}
   bool start(const sched::Job& job, std::span<const int> gpus) override {
     Record& r = *s_.records_.at(static_cast<std::size_t>(job.id));
-    for (int g : gpus) {
-      if (g < 0 || g >= static_cast<int>(s_.threads_used_.size()) ||
-          s_.threads_used_[g] + r.job.spec.device.threads > s_.options_.cores_per_rank)
-        return false;
-      for (auto other : s_.cluster_->jobs_on(g))  // not next to a job it was moved away from
-        if (r.avoid.count(other)) return false;
-    }
+    // The ranks' cores and the jobs it was moved apart from are the cluster state's to check
+    // (sched::ClusterState::fits), as in the simulator, so a replay refuses the same starts.
     if (!s_.cluster_->place(job, gpus, s_.now())) return false;
     s_.start(r, std::vector<int>(gpus.begin(), gpus.end()));
     return true;
@@ -132,6 +126,7 @@ SchedulerService::SchedulerService(ControlPlane& plane, RunOptions options)
   spec.gpu_memory_bytes = static_cast<double>(cfg.memory_capacity ? cfg.memory_capacity : kDefaultRankCapacity);
   spec.max_jobs_per_gpu = cfg.colocation_limit;
   spec.host_cores = options_.cores_per_rank * plane_.size();
+  spec.cores_per_gpu = options_.cores_per_rank;
   spec.machine = options_.machine;
   cluster_ = std::make_unique<sched::ClusterState>(spec);
   sched::PolicyOptions po;
@@ -212,6 +207,7 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
     r.sjob.profile = profile;
     r.sjob.work_s = profile.solo_step_s * static_cast<double>(sspec.steps);
     r.sjob.type = model_.type_index(r.job.spec.name);
+    r.sjob.cores = r.job.spec.device.threads;
     model_.set_utilisation(r.sjob.type, profile.util);
     r.estimate = profile.peak_memory_bytes;
     r.share = std::min(capacity, std::ceil(r.estimate * options_.jobs.scheduler.memory_headroom));
@@ -492,7 +488,8 @@ void SchedulerService::move_apart_if_slowed(Record& r) {
   std::vector<std::string> names;
   for (int g : r.ranks)
     for (auto other : cluster_->jobs_on(g))
-      if (other != r.sjob.id && r.avoid.insert(other).second) {
+      if (other != r.sjob.id && std::find(r.sjob.avoid.begin(), r.sjob.avoid.end(), other) == r.sjob.avoid.end()) {
+        r.sjob.avoid.push_back(other);
         model_.observe(r.sjob.type, records_[static_cast<std::size_t>(other)]->sjob.type, slowdown);
         names.push_back(records_[static_cast<std::size_t>(other)]->job.spec.name);
       }

@@ -13,8 +13,11 @@ std::vector<int> find_shared_placement(const ClusterState& cluster, const Job& j
     const std::set<std::pair<double, int>>* gpus;
   };
   std::vector<Group> groups;
+  // Only GPUs that hold the job (memory, slot, cores, no job it avoids) are candidates.
+  const auto fits = [&](int gpu) { return cluster.fits_gpu(job, gpu); };
   for (const auto& [type, gpus] : cluster.shareable_by_type()) {
-    const auto it = gpus.lower_bound({need, -1});
+    auto it = gpus.lower_bound({need, -1});
+    while (it != gpus.end() && !fits(it->second)) ++it;
     if (it == gpus.end()) continue;
     const double s = score(it->second);
     if (std::isfinite(s)) groups.push_back({s, &gpus});
@@ -24,7 +27,7 @@ std::vector<int> find_shared_placement(const ClusterState& cluster, const Job& j
     int scanned = 0;
     for (auto it = cluster.shareable().lower_bound({need, -1});
          it != cluster.shareable().end() && scanned < scan_limit; ++it) {
-      if (cluster.jobs_on(it->second).size() < 2) continue;
+      if (cluster.jobs_on(it->second).size() < 2 || !fits(it->second)) continue;
       ++scanned;
       const double s = score(it->second);
       if (std::isfinite(s)) singles.emplace_back(s, it->second);
@@ -40,7 +43,7 @@ std::vector<int> find_shared_placement(const ClusterState& cluster, const Job& j
     if (take_group) {
       for (auto it = groups[gi].gpus->lower_bound({need, -1});
            it != groups[gi].gpus->end() && static_cast<int>(out.size()) < job.gpus; ++it)
-        out.push_back(it->second);
+        if (fits(it->second)) out.push_back(it->second);
       ++gi;
     } else {
       out.push_back(singles[si++].second);

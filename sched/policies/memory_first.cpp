@@ -19,7 +19,7 @@ class MemoryFirst final : public Policy {
           const double need = job.profile.peak_memory_bytes;
           for (auto it = cluster.shareable().lower_bound({need, -1});
                it != cluster.shareable().end() && static_cast<int>(gpus.size()) < job.gpus; ++it)
-            gpus.push_back(it->second);
+            if (cluster.fits_gpu(job, it->second)) gpus.push_back(it->second);
           if (static_cast<int>(gpus.size()) < job.gpus) gpus = find_free_placement(cluster, job, true);
           return gpus;
         });

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "core/error.hpp"
 #include "sched/sim/ground_truth.hpp"
@@ -25,6 +26,7 @@ RunReplay read_run_events(const std::string& events_path) {
   RunReplay run;
   std::map<std::string, JobId> ids;
   std::map<JobId, double> running_since;
+  std::set<JobId> moving;  // moved apart, not yet stopped
   bool started = false;
   std::string line;
   int number = 0;
@@ -53,6 +55,7 @@ RunReplay read_run_events(const std::string& events_path) {
         run.options.slowdown_limit = e.value("slowdown_limit", run.options.slowdown_limit);
         run.options.las_threshold_gpu_s = e.value("las_threshold_s", run.options.las_threshold_gpu_s);
         run.options.las_lease_s = e.value("las_lease_s", run.options.las_lease_s);
+        run.cluster.cores_per_gpu = e.value("cores_per_rank", 0);
       } else if ((kind == "submitted" || kind == "rejected") && e.contains("id")) {
         const JobId id = e.at("id").get<JobId>();
         if (run.names.size() <= static_cast<std::size_t>(id)) run.names.resize(static_cast<std::size_t>(id) + 1);
@@ -65,6 +68,7 @@ RunReplay read_run_events(const std::string& events_path) {
         job.gpus = e.at("ranks").get<int>();
         job.arrival_s = e.at("arrival_s").get<double>();
         job.priority = e.value("priority", 0);
+        job.cores = e.value("threads", 0);
         const auto& p = e.at("profile");
         job.profile.type = p.at("type").get<std::string>();
         job.profile.solo_step_s = p.at("solo_step_s").get<double>();
@@ -88,6 +92,28 @@ RunReplay read_run_events(const std::string& events_path) {
             if (j.id == id) j.work_s += t - running_since[id];
           running_since.erase(id);
         }
+      } else if (kind == "move_apart") {  // a stop outside the policy: requeued at its "stopped"
+        const JobId id = ids.at(e.at("job").get<std::string>());
+        ExternalStop x;
+        x.job = id;
+        x.stop_s = x.requeue_s = t;
+        x.slowdown = e.at("slowdown").get<double>();
+        for (const auto& name : e.at("partners")) x.avoid.push_back(ids.at(name.get<std::string>()));
+        run.moves.push_back(std::move(x));
+        moving.insert(id);
+        if (auto it = running_since.find(id); it != running_since.end()) {
+          for (auto& j : run.jobs)
+            if (j.id == id) j.work_s += t - it->second;
+          running_since.erase(it);
+        }
+      } else if (kind == "stopped" && moving.count(ids.at(e.at("job").get<std::string>()))) {
+        const JobId id = ids.at(e.at("job").get<std::string>());
+        moving.erase(id);
+        for (auto it = run.moves.rbegin(); it != run.moves.rend(); ++it)
+          if (it->job == id) {
+            it->requeue_s = t;
+            break;
+          }
       } else if (kind == "finished" || kind == "failed" || kind == "memory_restart") {
         const JobId id = ids.at(e.at("job").get<std::string>());
         if (auto it = running_since.find(id); it != running_since.end()) {
@@ -123,6 +149,7 @@ ReplayResult replay_run(const RunReplay& run) {
   options.measured_runtimes = true;
   options.learn_online = false;
   options.restart_overhead_s = 0;
+  options.external_stops = run.moves;
   const SimResult sim = simulate(run.cluster, std::move(jobs), *policy, truth, model, options);
   ReplayResult r;
   r.live = run.live;

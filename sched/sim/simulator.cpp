@@ -17,7 +17,7 @@ constexpr double kEps = 1e-9;
 
 struct Event {
   double time;
-  int kind;  // 0 finish, 1 wake
+  int kind;  // 0 finish, 1 wake, 2 external stop, 3 external requeue (job: the stop's index)
   std::size_t job;
   std::uint64_t version;
   bool operator>(const Event& o) const { return time > o.time || (time == o.time && kind > o.kind); }
@@ -55,6 +55,13 @@ class Simulation final : public Actions {
     result_.decisions.reserve(jobs_.size());  // at least one start per job
     const double span = jobs_.empty() ? 0 : jobs_.back().arrival_s;
     interval_ = options_.timeline_interval_s > 0 ? options_.timeline_interval_s : std::max(60.0, span / 1000.0);
+    for (std::size_t k = 0; k < options_.external_stops.size(); ++k) {
+      const ExternalStop& x = options_.external_stops[k];
+      RECMIX_REQUIRE(index_.count(x.job) && x.requeue_s >= x.stop_s, ConfigError,
+                     "simulate: an external stop names an unknown job or requeues it before it stops");
+      events_.push({x.stop_s, 2, k, 0});
+      events_.push({x.requeue_s, 3, k, 0});
+    }
   }
 
   SimResult run() {
@@ -78,6 +85,11 @@ class Simulation final : public Actions {
         ++result_.events;
         if (e.kind == 1) {
           pending_wakes_.erase(e.time);
+          changed = true;
+        } else if (e.kind == 2) {
+          external_stop(options_.external_stops[e.job]);
+        } else if (e.kind == 3) {
+          external_requeue(options_.external_stops[e.job]);
           changed = true;
         } else if (state_[e.job].running && state_[e.job].version == e.version) {
           finish(e.job);
@@ -158,6 +170,41 @@ class Simulation final : public Actions {
     ++s.version;
     s.queued_since = now_;
     preempted_.push_back(i);
+  }
+
+  // A replayed move-apart: the job leaves its GPUs as a preemption does, but not as a decision of
+  // the policy's, and stays out of the queue until the live job's checkpoint was reported.
+  void external_stop(const ExternalStop& x) {
+    const std::size_t i = index_.at(x.job);
+    RunState& s = state_[i];
+    if (!s.running) return;
+    settle(i);
+    const RunningJob r = cluster_.remove(x.job);
+    for (int g : r.gpus) dirty_.push_back(g);
+    effective_sum_ -= s.rate * jobs_[i].gpus;
+    jobs_[i].attained_gpu_s += jobs_[i].gpus * (now_ - r.start_s);
+    ++jobs_[i].preemptions;
+    s.needed += options_.restart_overhead_s;
+    s.running = false;
+    s.rate = 0;
+    ++s.version;
+    if (jobs_[i].type < 0) return;  // no type: nothing to learn
+    for (JobId other : x.avoid)
+      if (const auto o = index_.find(other); o != index_.end() && jobs_[o->second].type >= 0)
+        model_.observe(jobs_[i].type, jobs_[o->second].type, x.slowdown);
+    model_.refit();
+  }
+
+  void external_requeue(const ExternalStop& x) {
+    const std::size_t i = index_.at(x.job);
+    RunState& s = state_[i];
+    if (s.running || s.finished || s.in_queue) return;
+    for (JobId other : x.avoid)
+      if (std::find(jobs_[i].avoid.begin(), jobs_[i].avoid.end(), other) == jobs_[i].avoid.end())
+        jobs_[i].avoid.push_back(other);
+    s.in_queue = true;
+    s.queued_since = now_;
+    requeue(&jobs_[i]);
   }
 
   void wake_at(double time) override {

@@ -17,6 +17,17 @@
 
 namespace recmix::sched {
 
+// A stop the scheduler service made outside the policy (recmix run's move-apart), for replays: at
+// stop_s the job leaves its GPUs (no round runs for that alone) and the interference model
+// observes `slowdown` against the types of the jobs in `avoid`; at requeue_s (when the live job
+// reported its checkpoint) it is queued again, never to share a GPU with those jobs while they run.
+struct ExternalStop {
+  JobId job = 0;
+  double stop_s = 0, requeue_s = 0;
+  std::vector<JobId> avoid;
+  double slowdown = 1;
+};
+
 struct SimOptions {
   double restart_overhead_s = 60;   // solo seconds of work a job redoes after a preemption
   double timeline_interval_s = 0;   // 0: span / 1000, at least 60 s
@@ -24,6 +35,7 @@ struct SimOptions {
   // Replaying a live run: every job runs at rate 1 for its work_s (its measured run time, which
   // already holds whatever its co-runners cost it), whoever shares its GPUs.
   bool measured_runtimes = false;
+  std::vector<ExternalStop> external_stops;  // replays only
   int observations_per_pair = 3;    // online observations kept per (type, co-runner type)
   int refit_every = 50;             // refit after this many new observations
   // Called every progress_every_events events (simulated time, finished jobs, total jobs).

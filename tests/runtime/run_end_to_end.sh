@@ -267,6 +267,28 @@ PY
 [[ -n "$moved" ]] || { cat apart.err; fail "no job was moved apart, or not every job finished"; }
 grep -q "moving it apart" apart.err || fail "the move is not reported on the console"
 same_as_solo apart 1 "$moved"  # moved apart = never moved
+# Live = simulated with a move-apart: the replay stops the job where the live service did (outside
+# the policy), queues it again when its checkpoint was reported, and keeps it off its partner's
+# rank, as the live ranks did.
+"$recmix" sim --replay apart > replay.out 2>&1 || { cat replay.out; fail "the move-apart run: live != simulated"; }
+grep -q "the same decisions in the same order" replay.out || { cat replay.out; fail "no replay verdict (move-apart)"; }
+
+# Live = simulated where cores refuse starts: three one-thread jobs on two ranks of one core each,
+# co-location allowed: the third cannot share a rank's only core and waits for the first to end,
+# in the live run and in its replay alike.
+job core-a 21 "[8]" "[8, 1]" 64 300
+job core-b 22 "[8]" "[8, 1]" 64 500
+job core-c 23 "[8]" "[8, 1]" 64 200
+for name in core-a core-b core-c; do run_spec $name 'ranks = 1'; done
+printf 'include = ["run-core-a.toml", "run-core-b.toml", "run-core-c.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\ncolocation_limit = 2\nslowdown_limit = 100\n' > cores.toml
+"${mpirun[@]}" -np 2 "$recmix" run cores.toml --run-dir cores > cores.out 2> cores.err || { cat cores.err; fail "the one-core run failed"; }
+$py - cores <<'PY' || { cat cores.err; fail "a job shared a one-core rank"; }
+import json, sys
+s = json.load(open(f"{sys.argv[1]}/summary.json"))
+sys.exit(0 if all(j["state"] == "finished" and not j["partners"] for j in s["jobs"]) else 1)
+PY
+"$recmix" sim --replay cores > replay.out 2>&1 || { cat replay.out; fail "the one-core run: live != simulated"; }
+grep -q "the same decisions in the same order" replay.out || { cat replay.out; fail "no replay verdict (cores)"; }
 
 # Preemption: with las, the long two-rank job is demoted once it has had 0.2 rank-seconds, and
 # the short job's arrival takes a rank from it: it stops with a checkpoint at a step all its

@@ -59,6 +59,32 @@ TEST(ClusterState, IndexesFollowPlacements) {
   EXPECT_DOUBLE_EQ(c.memory_used(0), 0.0);
 }
 
+TEST(ClusterState, CoresAndAvoidedJobsRefusePlacements) {
+  ClusterSpec spec = small(1, 2);
+  spec.cores_per_gpu = 2;
+  ClusterState c(spec);
+  Job a = job(1, 1, 1), b = job(2, 1, 1), d = job(3, 1, 1);
+  a.cores = 2;
+  b.cores = 1;
+  d.cores = 1;
+  ASSERT_TRUE(c.place(a, std::vector<int>{0}, 0));
+  EXPECT_FALSE(c.fits(b, std::vector<int>{0}));  // 2 + 1 cores > 2
+  ASSERT_TRUE(c.place(b, std::vector<int>{1}, 0));
+  d.avoid = {2};
+  EXPECT_FALSE(c.fits(d, std::vector<int>{1}));  // cores fit (1 + 1), but b is avoided
+  d.avoid.clear();
+  EXPECT_TRUE(c.fits(d, std::vector<int>{1}));
+  Job e = job(4, 1, 1);
+  e.cores = 1;
+  EXPECT_FALSE(c.fits_gpu(e, 0));
+  c.remove(1);
+  EXPECT_TRUE(c.fits(e, std::vector<int>{0}));  // a's cores are back
+  spec.cores_per_gpu = 0;  // not counted
+  ClusterState unlimited(spec);
+  ASSERT_TRUE(unlimited.place(a, std::vector<int>{0}, 0));
+  EXPECT_TRUE(unlimited.fits(b, std::vector<int>{0}));
+}
+
 TEST(ClusterState, RejectsBadSpecs) {
   ClusterSpec s = small(1, 65);
   EXPECT_THROW(ClusterState{s}, ConfigError);

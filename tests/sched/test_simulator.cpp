@@ -181,6 +181,35 @@ TEST(Simulator, ProgressRatesChangeWithCoLocation) {
   EXPECT_NEAR(r.avg_effective_util, 200.0 / 200.0, 1e-9);  // always one GPU's worth of work
 }
 
+TEST(Simulator, ExternalStopsMoveAJobApartAsALiveRunDoes) {
+  // 2 GPUs, memory-first packs (first fit), replay rates (1 whoever shares). A (0 s, 100 s) and
+  // B (0 s, 100 s) share GPU 0; C (5 s, 10 s) finds GPU 0 full (two jobs) and runs on GPU 1 until
+  // 15 s. At 20 s the service moves B apart from A (its GPU is freed, no round), and requeues it
+  // at 22 s: GPU 0 has room but holds A, which B avoids, so B starts on GPU 1 with 20 s of work
+  // done and finishes at 22 + 80 = 102. The move is not one of the policy's decisions.
+  InterferenceOptions io;
+  io.alpha = 0;
+  InterferenceModel model(io);
+  SlowdownTruth truth(model, 0.0, 1);
+  auto packing = make_policy("memory-first");
+  SimOptions options;
+  options.measured_runtimes = true;
+  options.restart_overhead_s = 0;
+  options.external_stops = {{2, 20.0, 22.0, {1}, 1.5}};
+  const SimResult r =
+      simulate(one_node(2), {job(1, 0, 100, 1), job(2, 0, 100, 1), job(3, 5, 10, 1)}, *packing, truth, model, options);
+  ASSERT_EQ(r.decisions.size(), 4u);
+  EXPECT_EQ(r.decisions[0].decision.gpus, std::vector<int>{0});
+  EXPECT_EQ(r.decisions[1].decision.gpus, std::vector<int>{0});
+  EXPECT_EQ(r.decisions[2].decision.job, 3);
+  EXPECT_EQ(r.decisions[2].decision.gpus, std::vector<int>{1});
+  EXPECT_EQ(r.decisions[3].decision.job, 2);
+  EXPECT_NEAR(r.decisions[3].time_s, 22.0, 1e-9);
+  EXPECT_EQ(r.decisions[3].decision.gpus, std::vector<int>{1});
+  EXPECT_NEAR(outcome(r, 2).finish_s, 102.0, 1e-6);
+  EXPECT_NEAR(outcome(r, 1).finish_s, 100.0, 1e-6);
+}
+
 TEST(Simulator, RefusesAndCountsStartsPastMemory) {
   // A policy that ignores memory: tries to put every job on GPU 0.
   struct Greedy final : Policy {
