@@ -108,6 +108,13 @@ bool ClusterState::place(const Job& job, std::span<const int> gpus, double now) 
   return true;
 }
 
+void ClusterState::set_job_utilisation(Job& job, const UtilisationVector& util) {
+  if (const auto it = running_.find(job.id); it != running_.end())
+    for (int g : it->second.gpus)
+      for (std::size_t k = 0; k < kResourceCount; ++k) gpus_[g].demand.share[k] += util.share[k] - job.profile.util.share[k];
+  job.profile.util = util;
+}
+
 RunningJob ClusterState::remove(JobId id) {
   auto it = running_.find(id);
   RECMIX_REQUIRE(it != running_.end(), ConfigError, "job " + std::to_string(id) + " is not running");

@@ -82,6 +82,8 @@ class ClusterState {
   bool fits_gpu(const Job& job, int gpu) const;
   // Places a running job; returns false (and changes nothing) when it does not fit.
   bool place(const Job& job, std::span<const int> gpus, double now);
+  // Replaces job's utilisation (a measured profile); a running job's GPUs' demand follows.
+  void set_job_utilisation(Job& job, const UtilisationVector& util);
   // Removes a running job from its GPUs; returns its record.
   RunningJob remove(JobId job);
   const RunningJob* running(JobId job) const;

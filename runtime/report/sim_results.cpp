@@ -114,6 +114,15 @@ SimFile read_sim_json(const std::string& path) {
         if (std::isfinite(jct)) sp.jct_s.push_back(jct);
         if (o.contains("queued_s") && o["queued_s"].is_number()) sp.queued_s.push_back(o["queued_s"].get<double>());
       }
+    } else if (p.contains("jct_percentiles_s") && p["jct_percentiles_s"].is_array() && p["jct_percentiles_s"].size() > 1) {
+      for (const auto& v : p["jct_percentiles_s"])
+        if (v.is_number()) sp.jct_s.push_back(v.get<double>());
+      sp.jct_percentiles = sp.jct_s.size() == p["jct_percentiles_s"].size();
+      if (!sp.jct_percentiles) {
+        f.notes.push_back(fmt::format("{}: {}'s jct_percentiles_s holds a value that is not a number; not drawn", path,
+                                      sp.name));
+        sp.jct_s.clear();
+      }
     }
     f.policies.push_back(std::move(sp));
   }

@@ -16,6 +16,9 @@ struct SimPolicy {
   // Per-job completion and queueing times, where the file holds them (a "job_outcomes" array of
   // objects with jct_s or arrival_s and finish_s, and queued_s); empty otherwise.
   std::vector<double> jct_s, queued_s;
+  // jct_s holds the 0th..100th percentiles the file gives (recmix sim's jct_percentiles_s), not
+  // every job's time: a point k of n is at level k / (n - 1).
+  bool jct_percentiles = false;
 };
 
 struct SimFile {

@@ -52,14 +52,21 @@ void completion_times(Page& page, const SimFile& sim) {
     c.x_label = fmt::format("job completion time ({})", u.name);
     c.x_name = fmt::format("JCT ({})", u.name);
     c.y_label = c.y_name = "share of jobs completed within";
-    c.caption = "Empirical CDF of every finished job's completion time (finish - arrival).";
+    const bool from_percentiles =
+        std::any_of(sim.policies.begin(), sim.policies.end(), [](const SimPolicy& p) { return p.jct_percentiles; });
+    c.caption = from_percentiles
+                    ? "CDF of each policy's finished jobs' completion times (finish - arrival), drawn through the "
+                      "0th, 1st, ..., 100th percentiles recmix sim writes (every job where the file lists them)."
+                    : "Empirical CDF of every finished job's completion time (finish - arrival).";
     for (std::size_t i = 0; i < sim.policies.size(); ++i) {
       std::vector<double> v = sim.policies[i].jct_s;
       std::sort(v.begin(), v.end());
-      XySeries s{sim.policies[i].name, "line", static_cast<int>(i), {}, {}, true, false};  // shares: k / n
+      XySeries s{sim.policies[i].name, "line", static_cast<int>(i), {}, {}, true, false};
       for (std::size_t k = 0; k < v.size(); ++k) {
         s.x.push_back(v[k] / u.divisor);
-        s.y.push_back(static_cast<double>(k + 1) / static_cast<double>(v.size()));
+        // Percentiles: the k-th of n is at level k / (n - 1); every job: the k-th of n at (k + 1) / n.
+        s.y.push_back(sim.policies[i].jct_percentiles ? static_cast<double>(k) / static_cast<double>(v.size() - 1)
+                                                      : static_cast<double>(k + 1) / static_cast<double>(v.size()));
       }
       c.series.push_back(std::move(s));
     }

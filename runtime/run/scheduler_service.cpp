@@ -88,6 +88,7 @@ struct SchedulerService::Record {
   double share = 0;             // bytes its pool may hold on each rank
   std::vector<double> recent_shared;  // the last step times measured while co-located
   bool moved_apart = false;
+  bool profile_measured = false;  // its compute share comes from its own samples
   bool out_of_memory = false;   // a rank of the current launch ran out of its share
   int memory_restarts = 0;
 };
@@ -473,6 +474,29 @@ void SchedulerService::stop_job(Record& r, nlohmann::json e) {
   for (int g : r.ranks) plane_.send_to_executor(g, {"stop", r.sjob.id, -1, {{"launch", r.launch}}});
 }
 
+// The first sample a job's first rank takes alone replaces the roofline's compute share in its
+// profile with a measured one: on a GPU, the device's kernel time (NVML's gpu_util, the device's
+// own view, meaningful while the job is alone on it); on the CPU, the share of the interval the
+// job's main thread was busy, times its threads over the rank's cores (its other threads are
+// taken to be as busy). The ranks' demand and the interference model follow at once, in the
+// live run and in its replay (event profile_measured).
+void SchedulerService::measure_profile(Record& r, const nlohmann::json& sample) {
+  sched::UtilisationVector util = r.sjob.profile.util;
+  const double roofline = util[sched::Resource::compute];
+  std::string source = "gpu_util";
+  double compute = sample.value("gpu_util", -1.0);
+  if (compute < 0) {
+    source = "busy_share";
+    compute = sample.value("busy_share", 0.0) * r.job.spec.device.threads / std::max(1, options_.cores_per_rank);
+  }
+  util[sched::Resource::compute] = std::clamp(compute, 0.0, 1.0);
+  cluster_->set_job_utilisation(r.sjob, util);
+  model_.set_utilisation(r.sjob.type, util);
+  r.profile_measured = true;
+  event({{"event", "profile_measured"}, {"job", r.job.spec.name}, {"source", source}, {"util", util.share},
+         {"roofline_compute", roofline}});
+}
+
 // A job measured slower next to its partners than alone by more than the slowdown limit (the
 // mean of its last three co-located samples against the mean of its samples alone) is moved
 // apart, once: the interference model learns the slowdown, the job stops with a checkpoint and
@@ -587,6 +611,7 @@ void SchedulerService::handle(const Message& m) {
       event({{"event", "estimate_below_peak"}, {"level", "error"}, {"job", r.job.spec.name}, {"rank", rank},
              {"estimate_bytes", r.estimate}, {"measured_peak_bytes", pool_peak}});
     }
+    if (first_rank && !colocated && !r.profile_measured) measure_profile(r, m.body);
     if (first_rank) move_apart_if_slowed(r);
   } else if (m.kind == "failing") {  // a rank failed by itself; its report follows once its peers know
     note_failure(r, m.body.value("rank", m.from), m.body);

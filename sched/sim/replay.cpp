@@ -92,6 +92,13 @@ RunReplay read_run_events(const std::string& events_path) {
             if (j.id == id) j.work_s += t - running_since[id];
           running_since.erase(id);
         }
+      } else if (kind == "profile_measured") {
+        ProfileUpdate u;
+        u.job = ids.at(e.at("job").get<std::string>());
+        u.time_s = t;
+        const auto util = e.at("util").get<std::vector<double>>();
+        for (std::size_t r = 0; r < std::min(util.size(), kResourceCount); ++r) u.util.share[r] = util[r];
+        run.profiles.push_back(u);
       } else if (kind == "move_apart") {  // a stop outside the policy: requeued at its "stopped"
         const JobId id = ids.at(e.at("job").get<std::string>());
         ExternalStop x;
@@ -150,6 +157,7 @@ ReplayResult replay_run(const RunReplay& run) {
   options.learn_online = false;
   options.restart_overhead_s = 0;
   options.external_stops = run.moves;
+  options.profile_updates = run.profiles;
   const SimResult sim = simulate(run.cluster, std::move(jobs), *policy, truth, model, options);
   ReplayResult r;
   r.live = run.live;

@@ -21,6 +21,7 @@ struct RunReplay {
   std::vector<Job> jobs;          // ids as in the live run; work_s is the measured run time
   std::vector<TimedDecision> live;  // the live scheduler service's starts and preemptions
   std::vector<ExternalStop> moves;  // its move-aparts (stops outside the policy), replayed as such
+  std::vector<ProfileUpdate> profiles;  // the utilisation it measured, applied when it did
   std::vector<std::string> names;   // job name by id ("" for ids that never became jobs)
 };
 

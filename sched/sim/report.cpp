@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 
 namespace recmix::sched {
@@ -42,7 +44,29 @@ std::string format_table(const std::vector<SimResult>& results) {
   return out;
 }
 
+namespace {
+
+// The 0th, 1st, ..., 100th percentiles of values (nearest rank on the sorted values): a CDF of
+// bounded size however many jobs the trace has. Empty for no values.
+std::vector<double> percentiles(std::vector<double> values) {
+  std::vector<double> out;
+  if (values.empty()) return out;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  for (int p = 0; p <= 100; ++p)
+    out.push_back(values[std::min(n - 1, static_cast<std::size_t>(std::ceil(p / 100.0 * n)) - (p > 0 ? 1 : 0))]);
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const SimResult& r) {
+  std::vector<double> jct, queued;
+  for (const auto& o : r.outcomes) {
+    if (o.finish_s < 0) continue;  // did not finish
+    jct.push_back(o.finish_s - o.arrival_s);
+    queued.push_back(o.queued_s);
+  }
   return {{"policy", r.policy},
           {"jobs", r.jobs},
           {"makespan_s", r.makespan_s},
@@ -64,7 +88,9 @@ nlohmann::json to_json(const SimResult& r) {
           {"events", r.events},
           {"rounds", r.rounds},
           {"online_observations", r.online_observations},
-          {"wall_s", r.wall_s}};
+          {"wall_s", r.wall_s},
+          {"jct_percentiles_s", percentiles(std::move(jct))},
+          {"queued_percentiles_s", percentiles(std::move(queued))}};
 }
 
 void write_timeline_csv(std::ostream& out, const std::vector<SimResult>& results, int gpu_count) {

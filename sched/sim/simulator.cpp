@@ -17,7 +17,8 @@ constexpr double kEps = 1e-9;
 
 struct Event {
   double time;
-  int kind;  // 0 finish, 1 wake, 2 external stop, 3 external requeue (job: the stop's index)
+  int kind;  // 0 finish, 1 wake, 2 external stop, 3 external requeue (job: the stop's index),
+             // 4 profile update (job: the update's index)
   std::size_t job;
   std::uint64_t version;
   bool operator>(const Event& o) const { return time > o.time || (time == o.time && kind > o.kind); }
@@ -62,6 +63,11 @@ class Simulation final : public Actions {
       events_.push({x.stop_s, 2, k, 0});
       events_.push({x.requeue_s, 3, k, 0});
     }
+    for (std::size_t k = 0; k < options_.profile_updates.size(); ++k) {
+      RECMIX_REQUIRE(index_.count(options_.profile_updates[k].job), ConfigError,
+                     "simulate: a profile update names an unknown job");
+      events_.push({options_.profile_updates[k].time_s, 4, k, 0});
+    }
   }
 
   SimResult run() {
@@ -91,6 +97,13 @@ class Simulation final : public Actions {
         } else if (e.kind == 3) {
           external_requeue(options_.external_stops[e.job]);
           changed = true;
+        } else if (e.kind == 4) {
+          const ProfileUpdate& u = options_.profile_updates[e.job];
+          Job& j = jobs_[index_.at(u.job)];
+          cluster_.set_job_utilisation(j, u.util);
+          if (j.type >= 0) model_.set_utilisation(j.type, u.util);
+          if (const RunningJob* r = cluster_.running(j.id))
+            for (int g : r->gpus) dirty_.push_back(g);
         } else if (state_[e.job].running && state_[e.job].version == e.version) {
           finish(e.job);
           changed = true;

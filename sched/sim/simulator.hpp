@@ -28,6 +28,14 @@ struct ExternalStop {
   double slowdown = 1;
 };
 
+// A job's utilisation measured by the live run (recmix run's profile_measured), for replays: at
+// time_s it replaces the job's profile and its type's entry in the interference model.
+struct ProfileUpdate {
+  JobId job = 0;
+  double time_s = 0;
+  UtilisationVector util;
+};
+
 struct SimOptions {
   double restart_overhead_s = 60;   // solo seconds of work a job redoes after a preemption
   double timeline_interval_s = 0;   // 0: span / 1000, at least 60 s
@@ -36,6 +44,7 @@ struct SimOptions {
   // already holds whatever its co-runners cost it), whoever shares its GPUs.
   bool measured_runtimes = false;
   std::vector<ExternalStop> external_stops;  // replays only
+  std::vector<ProfileUpdate> profile_updates;  // replays only
   int observations_per_pair = 3;    // online observations kept per (type, co-runner type)
   int refit_every = 50;             // refit after this many new observations
   // Called every progress_every_events events (simulated time, finished jobs, total jobs).

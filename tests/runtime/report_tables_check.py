@@ -171,6 +171,19 @@ def main(work):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 got = by_metric.get(k, [None] * (i + 1))[i]
                 check(got is not None and float(got) == float(v), f"sim.html: {p['policy']} {k} {got} != {v}")
+    # Each policy's CDF runs through the 101 percentiles the JSON holds, from level 0 to 1 (six
+    # policies: more points than a table lists, so their figures: count, first, last).
+    head, rows = table(t, "Job completion time CDF per policy: figures over every point", "sim.html")
+    by_policy = {r[0]: r for r in rows}
+    for p in sim["policies"]:
+        want = p.get("jct_percentiles_s", [])
+        r = by_policy.get(p["policy"])
+        check(len(want) == 101 and r is not None and r[1] == "101", f"sim.html: {p['policy']}: CDF points {r}")
+        if r is not None and len(want) == 101:
+            unit = 3600.0 if "(h)" in head[2] else 1.0
+            check(abs(float(r[2]) * unit - want[0]) <= 1e-4 * max(1.0, want[0]) and
+                  abs(float(r[3]) * unit - want[-1]) <= 1e-4 * max(1.0, want[-1]) and
+                  float(r[4]) == 0 and float(r[5]) == 1, f"sim.html: {p['policy']}: CDF ends {r} against {want[0]}, {want[-1]}")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

@@ -169,7 +169,7 @@ expected = {
     "run.html": ["Placements per rank", "Utilisation per rank over time", "Device memory per rank over time",
                  "Queueing and completion time per job", "Memory estimate against measured peak per job",
                  "Training loss against step", "Eval AUC against step"],
-    "sim.html": ["Job completion time CDF per policy (median and 99th percentile)",
+    "sim.html": ["Job completion time CDF per policy",
                  "Completion and queueing time per policy", "Utilisation per policy", "GPU utilisation over time",
                  "Effective utilisation over time", "Queued jobs over time", "Running jobs over time"],
 }

@@ -246,6 +246,20 @@ TEST(ReportPage, TablesHoldTheRunsNumbers) {
   ASSERT_EQ(r.notes.size(), 2u);
 }
 
+TEST(ReportPage, SimulationPercentilesDrawTheCdfThroughThem) {
+  // recmix sim's 101 percentiles of the completion times (here 10 s x p): the k-th is at level k/100.
+  TempDir dir("simp");
+  std::string pct;
+  for (int p = 0; p <= 100; ++p) pct += (p ? "," : "") + std::to_string(10 * p);
+  write(dir.path / "sim.json", R"({"trace":"t.csv","policies":[{"policy":"las","jobs":9,"avg_jct_s":500,)"
+                               R"("median_jct_s":500,"p99_jct_s":990,"jct_percentiles_s":[)" + pct + "]}]}");
+  const Report r = build_report({(dir.path / "sim.json").string()}, "sim");
+  EXPECT_NE(r.html.find("drawn through the 0th, 1st, ..., 100th percentiles"), std::string::npos);
+  EXPECT_NE(r.html.find("<tr><td>las</td><td>500</td><td>0.5</td></tr>"), std::string::npos);
+  EXPECT_NE(r.html.find("<tr><td>las</td><td>1000</td><td>1</td></tr>"), std::string::npos);
+  EXPECT_NE(r.html.find("<tr><td>las</td><td>0</td><td>0</td></tr>"), std::string::npos);
+}
+
 TEST(ReportPage, SimulationWithPerJobTimesGetsItsWholeCdf) {
   // Three jobs' completion times: the CDF steps through 1/3, 2/3 and 1 at 10, 20 and 60 s.
   TempDir dir("sim");

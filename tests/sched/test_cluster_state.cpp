@@ -85,6 +85,27 @@ TEST(ClusterState, CoresAndAvoidedJobsRefusePlacements) {
   EXPECT_TRUE(unlimited.fits(b, std::vector<int>{0}));
 }
 
+TEST(ClusterState, AMeasuredUtilisationMovesTheDemandOfItsGpus) {
+  ClusterState c(small(1, 2));
+  Job a = job(1, 2, 1), b = job(2, 1, 1);
+  a.profile.util[Resource::compute] = 0.8;
+  b.profile.util[Resource::compute] = 0.1;
+  ASSERT_TRUE(c.place(a, std::vector<int>{0, 1}, 0));
+  ASSERT_TRUE(c.place(b, std::vector<int>{1}, 0));
+  UtilisationVector measured = a.profile.util;
+  measured[Resource::compute] = 0.3;
+  c.set_job_utilisation(a, measured);
+  EXPECT_DOUBLE_EQ(a.profile.util[Resource::compute], 0.3);
+  EXPECT_NEAR(c.demand(0)[Resource::compute], 0.3, 1e-12);
+  EXPECT_NEAR(c.demand(1)[Resource::compute], 0.4, 1e-12);
+  c.remove(1);  // removes what it now counts for
+  EXPECT_NEAR(c.demand(1)[Resource::compute], 0.1, 1e-12);
+  Job idle = job(3, 1, 1);
+  c.set_job_utilisation(idle, measured);  // not running: its profile only
+  EXPECT_DOUBLE_EQ(idle.profile.util[Resource::compute], 0.3);
+  EXPECT_NEAR(c.demand(0)[Resource::compute], 0.0, 1e-12);
+}
+
 TEST(ClusterState, RejectsBadSpecs) {
   ClusterSpec s = small(1, 65);
   EXPECT_THROW(ClusterState{s}, ConfigError);

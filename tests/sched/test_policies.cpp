@@ -24,8 +24,8 @@ ClusterSpec spec(int nodes, int per_node) {
 Job make_job(JobId id, int gpus, double mem_gib, double arrival = 0, int type = -1) {
   Job j;
   j.id = id;
-  j.name = "j";
-  j.name += std::to_string(id);
+  j.name = std::to_string(id);
+  j.name.insert(j.name.begin(), 'j');
   j.gpus = gpus;
   j.arrival_s = arrival;
   j.type = type;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "sched/sim/report.hpp"
 #include "sched/sim/simulator.hpp"
 #include "sched/sim/workload.hpp"
 
@@ -208,6 +209,31 @@ TEST(Simulator, ExternalStopsMoveAJobApartAsALiveRunDoes) {
   EXPECT_EQ(r.decisions[3].decision.gpus, std::vector<int>{1});
   EXPECT_NEAR(outcome(r, 2).finish_s, 102.0, 1e-6);
   EXPECT_NEAR(outcome(r, 1).finish_s, 100.0, 1e-6);
+}
+
+TEST(SimReport, JsonCarriesThePercentilesOfFinishedJobsCompletionTimes) {
+  SimResult r;
+  r.policy = "fifo";
+  for (double jct : {40.0, 10.0, 30.0, 20.0}) {
+    JobOutcome o;
+    o.arrival_s = 5;
+    o.finish_s = 5 + jct;
+    o.queued_s = jct / 10;
+    r.outcomes.push_back(o);
+  }
+  JobOutcome unfinished;
+  unfinished.finish_s = -1;
+  r.outcomes.push_back(unfinished);
+  const auto j = to_json(r);
+  const auto p = j.at("jct_percentiles_s").get<std::vector<double>>();
+  ASSERT_EQ(p.size(), 101u);
+  EXPECT_EQ(p[0], 10);    // the smallest
+  EXPECT_EQ(p[25], 10);   // nearest rank: ceil(0.25 x 4) = 1st
+  EXPECT_EQ(p[26], 20);
+  EXPECT_EQ(p[50], 20);   // 2nd
+  EXPECT_EQ(p[75], 30);
+  EXPECT_EQ(p[100], 40);  // the largest
+  EXPECT_EQ(j.at("queued_percentiles_s").get<std::vector<double>>()[100], 4);
 }
 
 TEST(Simulator, RefusesAndCountsStartsPastMemory) {
