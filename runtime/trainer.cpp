@@ -250,6 +250,22 @@ std::string Trainer::latest_checkpoint() const {
   return all.empty() ? std::string() : all.back();
 }
 
+void Trainer::remove_unfinished_checkpoints(spdlog::logger& log) const {
+  if (!fs::exists(spec_.checkpoint.dir)) return;
+  static const std::regex pattern("ckpt-[0-9]+\\.h5\\.tmp");
+  for (auto& e : fs::directory_iterator(spec_.checkpoint.dir)) {
+    if (!e.is_regular_file() || !std::regex_match(e.path().filename().string(), pattern)) continue;
+    std::error_code ec;
+    const auto bytes = e.file_size(ec);
+    fs::remove(e.path(), ec);
+    if (ec)
+      log.warn("could not remove the unfinished checkpoint {}: {}", e.path().string(), ec.message());
+    else
+      log.warn("removed the unfinished checkpoint {} ({}), left by a write that never completed", e.path().string(),
+               device::format_bytes(bytes));
+  }
+}
+
 void Trainer::prune_checkpoints() const {
   auto all = checkpoints();
   for (std::size_t i = 0; i + spec_.checkpoint.keep < all.size(); ++i) fs::remove(all[i]);
@@ -306,18 +322,45 @@ TrainResult Trainer::train(const TrainOptions& options) {
       spec_.train.steps > 0 ? spec_.train.steps : spec_.train.epochs * reader.batches_per_epoch();
 
   std::int64_t step = 0;
-  // "latest" and "auto" take the newest checkpoint; without one, "latest" is an error and "auto"
-  // starts at step 0.
+  // A write that never finished (the process was killed in it) leaves a temporary file behind.
+  if (rank == 0) remove_unfinished_checkpoints(*log);
+  // "latest" and "auto" take the newest checkpoint that loads, saying which they skipped and why;
+  // without any, "latest" is an error and "auto" starts at step 0.
   const bool latest = options.resume == "latest" || options.resume == "auto";
-  const std::string path = latest ? latest_checkpoint() : options.resume;
-  if (path.empty() && options.resume == "latest")
-    throw IoError(fmt::format("--resume: no checkpoint in '{}'", spec_.checkpoint.dir));
-  if (path.empty() && options.resume == "auto")
-    log->info("no checkpoint in '{}' to resume from: starting at step 0", spec_.checkpoint.dir);
-  if (!path.empty()) {
-    step = load(path);
+  std::string resumed_from;
+  if (latest) {
+    const auto all = checkpoints();
+    std::string newest_error;
+    for (auto it = all.rbegin(); it != all.rend() && resumed_from.empty(); ++it) {
+      std::string why;
+      try {
+        step = load(*it);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      std::int32_t failed = why.empty() ? 0 : 1;  // every rank moves on together
+      comm_.all_reduce_sum(&failed, &failed, 1, comm::DataType::i32);
+      if (failed == 0) {
+        resumed_from = *it;
+        break;
+      }
+      if (newest_error.empty()) newest_error = why.empty() ? "another rank could not load it" : why;
+      log->warn("not resuming from {}: {}", *it, why.empty() ? "another rank could not load it" : why);
+    }
+    if (resumed_from.empty() && !all.empty())
+      throw IoError(fmt::format("--resume: none of the {} checkpoint(s) in '{}' loads (the newest: {})", all.size(),
+                                spec_.checkpoint.dir, newest_error));
+    if (all.empty() && options.resume == "latest")
+      throw IoError(fmt::format("--resume: no checkpoint in '{}'", spec_.checkpoint.dir));
+    if (all.empty()) log->info("no checkpoint in '{}' to resume from: starting at step 0", spec_.checkpoint.dir);
+  } else if (!options.resume.empty()) {
+    step = load(options.resume);
+    resumed_from = options.resume;
+  }
+  step = resumed_from.empty() ? 0 : step;
+  if (!resumed_from.empty()) {
     reader.seek(resume_position_);
-    log->info("resumed from {} at step {} (epoch {}, batch {})", path, step, resume_position_.epoch,
+    log->info("resumed from {} at step {} (epoch {}, batch {})", resumed_from, step, resume_position_.epoch,
               resume_position_.batch);
   }
   log->info("job '{}': {} rank(s), {}, {} tables, {} dense features, global batch {}, {} steps ({} per epoch)",

@@ -16,6 +16,10 @@
 #include "embedding/sharding_plan.hpp"
 #include "runtime/job_spec.hpp"
 
+namespace spdlog {
+class logger;
+}
+
 namespace recmix::runtime {
 
 class DlrmModel;
@@ -98,6 +102,7 @@ class Trainer {
   std::vector<std::string> checkpoints() const;
   std::string latest_checkpoint() const;
   void prune_checkpoints() const;
+  void remove_unfinished_checkpoints(spdlog::logger& log) const;  // ckpt-*.h5.tmp (rank 0, at start)
 
   JobSpec spec_;
   comm::Communicator& comm_;

@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/stop_signals.hpp"
 #include "runtime/demo.hpp"
 #include "runtime/mpi_session.hpp"
 #include "runtime/run/control_plane.hpp"
@@ -29,21 +29,6 @@
 namespace recmix::cli {
 namespace fs = std::filesystem;
 namespace {
-
-// Set by SIGTERM, SIGINT or SIGUSR1 (Slurm signals every task with SIGTERM; mpirun forwards only
-// SIGUSR1, which launch/recmix-mpirun sends on SIGTERM): the run checkpoints
-// every running job and ends; `recmix run FILE --resume RUN_DIR` continues it.
-std::atomic<bool> g_terminate{false};
-extern "C" void on_terminate_signal(int) { g_terminate.store(true); }
-
-void catch_termination() {
-  struct sigaction action {};
-  action.sa_handler = on_terminate_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGUSR1, &action, nullptr);  // what mpirun forwards (launch/recmix-mpirun sends it)
-}
 
 struct RunArgs {
   std::string jobs_file;
@@ -142,11 +127,11 @@ void run_run(const RunArgs& a) {
   // Several jobs' backends in one process: OpenBLAS's process-wide count stays at one thread,
   // each job's threads come from OpenMP and its dense replicas.
   device::pin_process_blas_threads(1);
-  catch_termination();
+  const std::atomic<bool>& terminate = install_stop_signals();  // checkpoint every running job and end
   const int cores = cores_per_rank(runtime::local_ranks());
   runtime::run::ControlPlane plane;
   if (plane.rank() != 0) {
-    runtime::run::Executor(plane, &g_terminate).run();
+    runtime::run::Executor(plane, &terminate).run();
     return;
   }
   runtime::run::RunOptions options;
@@ -155,14 +140,14 @@ void run_run(const RunArgs& a) {
   options.cores_per_rank = options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank : cores;
   options.quiet = a.quiet;
   options.device_kind = a.device;
-  options.terminate = &g_terminate;
+  options.terminate = &terminate;
   options.resume = !a.resume_dir.empty();
   std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s) of %d core(s), policy %s, run directory %s\n",
                options.jobs.jobs.size(), plane.size(), options.cores_per_rank, options.jobs.scheduler.policy.c_str(),
                run_dir.c_str());
-  std::thread executor([&plane] {
+  std::thread executor([&plane, &terminate] {
     try {
-      runtime::run::Executor(plane, &g_terminate).run();
+      runtime::run::Executor(plane, &terminate).run();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "recmix: rank 0 executor: %s\n", e.what());
       runtime::abort_other_ranks_on_failure();
@@ -198,7 +183,7 @@ void run_run(const RunArgs& a) {
     std::printf("interrupted: every running job stopped with a checkpoint; continue with\n  recmix run %s --resume %s\n",
                 a.demo ? "--demo" : a.jobs_file.c_str(), run_dir.c_str());
     std::fflush(stdout);
-    std::exit(3);
+    std::exit(kStoppedBySignal);
   }
 }
 

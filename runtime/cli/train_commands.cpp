@@ -2,13 +2,16 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/stop_signals.hpp"
 #include "runtime/demo.hpp"
 #include "runtime/job_spec.hpp"
 #include "runtime/mpi_session.hpp"
@@ -62,11 +65,28 @@ void run_train(const TrainArgs& a) {
   runtime::TrainOptions options;
   options.resume = a.resume_latest ? "latest" : a.resume;
   options.stop_after = a.stop_after;
-  runtime::Trainer trainer(spec, *comm);
-  auto result = trainer.train(options);
+  // A stop signal on any rank stops every rank at the same step (the trainer's status word), with
+  // a checkpoint; the command then exits with kStoppedBySignal.
+  const std::atomic<bool>& stop = install_stop_signals();
+  options.stop_requested = [&stop] { return stop.load(); };
+  runtime::TrainResult result;
+  {
+    runtime::Trainer trainer(spec, *comm);
+    result = trainer.train(options);
+  }
   if (comm->rank() == 0 && result.eval)
     std::printf("final: step %lld  loss %.6f  eval AUC %.6f  logloss %.6f\n", static_cast<long long>(result.steps),
                 result.last_loss, result.eval->auc, result.eval->log_loss);
+  if (result.stopped && a.stop_after == 0) {  // stopped by a signal, its checkpoint written
+    if (comm->rank() == 0) {
+      const std::string by = *stop_signal_name() ? fmt::format("{} on rank 0", stop_signal_name()) : "a signal to another rank";
+      std::fprintf(stderr, "recmix train: stopped at step %lld by %s; checkpoint %s\ncontinue with: recmix train %s --resume auto\n",
+                   static_cast<long long>(result.steps), by.c_str(), result.last_checkpoint.c_str(),
+                   a.demo ? "--demo" : a.job_file.c_str());
+      std::fflush(stderr);
+    }
+    std::exit(kStoppedBySignal);  // MPI is finalised at exit
+  }
 }
 
 void run_eval(const EvalArgs& a) {
@@ -95,7 +115,10 @@ void add_train_commands(CLI::App& app) {
   train->add_option("job", targs->job_file, "Job spec file (TOML)")->check(CLI::ExistingFile);
   train->add_flag("--demo", targs->demo,
                   "Run the built-in example: a small synthetic dataset (generated into the run directory) and model");
-  auto* resume = train->add_option("--resume", targs->resume, "Resume from this checkpoint file");
+  auto* resume = train->add_option("--resume", targs->resume,
+                                   "Resume from this checkpoint file, or 'auto': from the newest checkpoint of the job "
+                                   "that loads, or from step 0 when it has none (the one command for every start of a "
+                                   "requeued job)");
   train->add_flag("--resume-latest", targs->resume_latest, "Resume from the newest checkpoint of the job")->excludes(resume);
   train->add_option("--steps", targs->steps, "Override train.steps (total steps)")->check(CLI::NonNegativeNumber);
   train->add_option("--stop-after", targs->stop_after,

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# No lost work in recmix train: a SIGTERM to a 2-rank run (through launch/recmix-mpirun, which
+# hands it to the ranks as SIGUSR1) stops both ranks at the same step with a checkpoint and exit
+# status 3, though the job writes no periodic checkpoints. `--resume auto` then removes a
+# checkpoint left unfinished (ckpt-*.h5.tmp), skips a damaged newest checkpoint for the one before
+# it (saying which and why), and ends with the weights of an uninterrupted run, bit for bit. On a
+# job with no checkpoint, `--resume auto` starts at step 0 and says so. A single process stopped
+# by SIGINT does the same; a second SIGINT ends it at once.
+# Usage: train_signals.sh <recmix binary> <source dir>
+set -euo pipefail
+recmix=$1 src=$2
+work=$(mktemp -d /tmp/recmix-signals-XXXXXX)
+trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"' EXIT
+mpirun=("$src/launch/recmix-mpirun")
+py=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$work"
+
+"$recmix" data synth -o train.h5 --rows 20k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null
+cat > job.toml <<'TOML'
+name = "sig"
+seed = 7
+[model]
+embedding_dim = 8
+bottom_mlp = [64, 32, 8]
+top_mlp = [64, 1]
+[optimizer]
+dense = "adagrad"
+sparse = "rowwise_adagrad"
+lr = 0.05
+[data]
+train = "train.h5"
+[train]
+batch_size = 64
+steps = 20000
+log_interval_s = 0.2
+[checkpoint]
+interval = 0
+TOML
+final=checkpoints/ckpt-000020000.h5
+
+"${mpirun[@]}" -np 2 "$recmix" train job.toml --run-dir full > full.out 2>&1 || { cat full.out; fail "the uninterrupted run"; }
+
+# wait_for_steps <run dir>: until the run's log shows a training step (the handlers are in place).
+wait_for_steps() {
+  for _ in $(seq 1 600); do
+    grep -q "step [0-9]*/20000" "$1/train.log" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "no training step in $1/train.log"
+}
+
+"${mpirun[@]}" -np 2 "$recmix" train job.toml --run-dir cut > cut.out 2>&1 &
+pid=$!
+wait_for_steps cut
+
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 3 ]] || { cat cut.out; fail "a run stopped by SIGTERM exited with $rc, not 3"; }
+grep -q "stopped at step [0-9]* by SIGUSR1 on rank 0" cut.out || { cat cut.out; fail "the stop is not reported"; }
+ckpt=$(ls cut/checkpoints/ckpt-*.h5 | tail -1)
+step=$(basename "$ckpt" .h5 | sed 's/ckpt-0*//')
+(( step > 0 && step < 20000 )) || fail "the stop's checkpoint is at step $step"
+echo "stopped by SIGTERM at step $step of 20000, checkpoint $(basename "$ckpt")"
+
+# What a killed run leaves: a temporary file of a write that never completed, and a damaged
+# newest checkpoint (cut short).
+head -c 4096 "$ckpt" > cut/checkpoints/ckpt-000019999.h5.tmp
+damaged=$(printf 'cut/checkpoints/ckpt-%09d.h5' $((step + 1)))
+head -c 2000 "$ckpt" > "$damaged"
+"${mpirun[@]}" -np 2 "$recmix" train job.toml --run-dir cut --resume auto > resume.out 2>&1 || {
+  cat resume.out; fail "--resume auto after a stop"; }
+grep -q "removed the unfinished checkpoint .*ckpt-000019999.h5.tmp" cut/train.log || { cat cut/train.log; fail "the unfinished checkpoint was not removed by name"; }
+[[ ! -e cut/checkpoints/ckpt-000019999.h5.tmp ]] || fail "the unfinished checkpoint is still there"
+grep -q "not resuming from $damaged" cut/train.log || { cat cut/train.log; fail "the damaged checkpoint was not skipped by name"; }
+grep -q "resumed from $ckpt at step $step" cut/train.log || { cat cut/train.log; fail "not resumed from the checkpoint before the damaged one"; }
+$py - full/$final cut/$final <<'PY' || fail "the stopped and resumed run's weights differ from the uninterrupted run's"
+import h5py, sys
+def datasets(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+a, b = datasets(sys.argv[1]), datasets(sys.argv[2])
+bad = sorted(set(a) ^ set(b)) + [k for k in a if k in b and a[k].tobytes() != b[k].tobytes()]
+print("stopped + resumed = uninterrupted, bit for bit" if a and not bad else f"differ: {bad[:5]}")
+sys.exit(0 if a and not bad else 1)
+PY
+
+# --resume auto on a job that has no checkpoint starts at step 0.
+"$recmix" train job.toml --run-dir fresh --steps 20 --resume auto > fresh.out 2>&1 || { cat fresh.out; fail "--resume auto without a checkpoint"; }
+grep -q "no checkpoint in 'fresh/checkpoints' to resume from: starting at step 0" fresh/train.log || {
+  cat fresh/train.log; fail "--resume auto does not say it starts at step 0"; }
+[[ -f fresh/checkpoints/ckpt-000000020.h5 ]] || fail "the fresh run has no final checkpoint"
+
+# One process, Ctrl-C: stops with a checkpoint and status 3. Twice: ends at once, by SIGINT.
+"$recmix" train job.toml --run-dir ctrlc > ctrlc.out 2>&1 &
+pid=$!
+wait_for_steps ctrlc
+kill -INT "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 3 ]] && grep -q "stopped at step [0-9]* by SIGINT on rank 0" ctrlc.out || { cat ctrlc.out; fail "Ctrl-C: status $rc"; }
+"$recmix" train job.toml --run-dir twice > twice.out 2>&1 &
+pid=$!
+wait_for_steps twice
+kill -INT "$pid"
+kill -INT "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 130 || $rc == 3 ]] || { cat twice.out; fail "two Ctrl-C: status $rc"; }
+echo "train_signals: all checks passed"
