@@ -35,6 +35,13 @@ class IoError : public Error {
   const char* kind() const noexcept override { return "I/O error"; }
 };
 
+// Training produced values that are not finite (loss, parameters, optimizer state).
+class DivergedError : public Error {
+ public:
+  using Error::Error;
+  const char* kind() const noexcept override { return "numerical error"; }
+};
+
 // A device call failed, or a backend is not available in this build.
 class DeviceError : public Error {
  public:

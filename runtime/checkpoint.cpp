@@ -3,6 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "comm/mpi/mpi_handle.hpp"
@@ -73,21 +79,48 @@ void write_device_rows(device::Backend& backend, device::Stream& stream, hid_t d
   });
 }
 
+// The first value of rows [first, first + n) x cols at p that is not finite, as an error
+// message naming the checkpoint, the dataset and the row; "" when every value is finite.
+std::string non_finite_in(const float* p, hsize_t first, hsize_t n, hsize_t cols, const std::string& where) {
+  for (hsize_t i = 0; i < n * cols; ++i)
+    if (!std::isfinite(p[i]))
+      return fmt::format("{} row {} holds {}", where, first + i / cols, p[i]);
+  return {};
+}
+
 // Reads rows [first, first + count) of a [* x cols] float dataset into device memory after
-// checking its shape.
+// checking its shape; every value must be finite (a diverged or damaged model is refused).
 void read_device_rows(device::Backend& backend, device::Stream& stream, hid_t file, const std::string& name,
                       hsize_t first, hsize_t count, hsize_t cols, float* out, const std::string& path,
                       bool host = false) {
   auto dset = open_float_rows(file, name, first, count, cols, path);
+  const std::string where = fmt::format("{}: /{}", path, name);
+  auto require_finite = [&](const float* p, hsize_t from, hsize_t n) {
+    if (auto bad = non_finite_in(p, from, n, cols, where); !bad.empty())
+      throw DataError(bad + ": not a model to train or evaluate (diverged or damaged)");
+  };
   if (host || backend.host_accessible(device::Tier::device)) {
     h5::read_rows(dset, first, count, out);
+    require_finite(out, first, count);
     return;
   }
   for_each_piece(count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
     h5::read_rows(dset, first + r, n, host.data());
+    require_finite(host.data(), first + r, n);
     backend.copy(out + r * cols, host.data(), host.size() * sizeof(float), stream);
     stream.synchronize();  // the next piece reuses the host buffer
   });
+}
+
+// fsync of a file or a directory; a failure is an IoError naming it.
+void sync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    throw IoError(fmt::format("cannot sync '{}' to disk: {}", path, std::strerror(err)));
+  }
+  ::close(fd);
 }
 
 h5::File open_checkpoint(const std::string& path) {
@@ -104,9 +137,58 @@ h5::File open_checkpoint(const std::string& path) {
 
 }  // namespace
 
+std::string first_non_finite(DlrmModel& model, bool dense_only) {
+  device::Backend& backend = model.backend();
+  auto stream = backend.create_stream();
+  const bool direct = backend.host_accessible(device::Tier::device);
+  auto scan = [&](const float* p, hsize_t rows, hsize_t cols, const std::string& name, bool host) -> std::string {
+    if (host || direct) return non_finite_in(p, 0, rows, cols, name);
+    std::string bad;
+    for_each_piece(rows, cols, [&](hsize_t r, hsize_t n, std::vector<float>& buffer) {
+      if (!bad.empty()) return;
+      backend.copy(buffer.data(), p + r * cols, buffer.size() * sizeof(float), *stream);
+      stream->synchronize();
+      bad = non_finite_in(buffer.data(), r, n, cols, name);
+    });
+    return bad;
+  };
+  for (auto& p : model.dense_parameters())
+    if (auto bad = scan(p.value, p.count, 1, "dense parameter " + p.name, false); !bad.empty()) return bad;
+  if (dense_only) return {};
+  for (auto& s : model.dense_optimizer().state())
+    if (auto bad = scan(s.value, s.count, 1, "dense optimizer state " + s.name, false); !bad.empty()) return bad;
+  for (auto& shard : model.embedding().local_shards()) {
+    const hsize_t n = shard.row_end - shard.row_begin;
+    if (n == 0) continue;
+    if (auto bad = scan(shard.weights, n, shard.dim, fmt::format("embedding table {} (rows from {})", shard.table,
+                                                                  shard.row_begin), shard.host_memory);
+        !bad.empty())
+      return bad;
+    for (std::size_t i = 0; i < shard.state.size(); ++i)
+      if (auto bad = scan(shard.state[i].second, n, shard.state_counts[i] / n,
+                          fmt::format("embedding table {} {} (rows from {})", shard.table, shard.state[i].first,
+                                      shard.row_begin),
+                          shard.host_memory);
+          !bad.empty())
+        return bad;
+  }
+  return {};
+}
+
 void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta, comm::Communicator& comm) {
   const std::string tmp = path + ".tmp";
   const int rank = comm.rank();
+  // A diverged model is not written: the newest checkpoint stays the last good one. Every rank
+  // scans what it holds and the ranks agree, so they all stop together.
+  const std::string bad = first_non_finite(model, false);
+  std::int32_t bad_ranks = bad.empty() ? 0 : 1;
+  comm.all_reduce_sum(&bad_ranks, &bad_ranks, 1, comm::DataType::i32);
+  if (bad_ranks > 0)
+    throw DivergedError(fmt::format("training diverged: at step {} {}; {} not written", meta.step,
+                                    bad.empty() ? fmt::format("{} other rank(s) hold a value that is not finite",
+                                                              bad_ranks)
+                                                : bad,
+                                    path));
   auto state_layout = embedding_state_layout(model);
   auto parent = std::filesystem::path(path).parent_path();
   if (rank == 0 && !parent.empty()) std::filesystem::create_directories(parent);
@@ -170,9 +252,13 @@ void save_checkpoint(const std::string& path, DlrmModel& model, const Checkpoint
   }
   comm.barrier();
   if (rank == 0) {
+    // On disk before it takes the name, and the name on disk after: a power cut leaves the old
+    // checkpoint or the new one, whole.
+    sync_path(tmp);
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) throw IoError(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+    sync_path(parent.empty() ? std::string(".") : parent.string());
   }
   comm.barrier();
 }
@@ -188,6 +274,17 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
   m.table_rows = h5::read_int_vector_attribute(file, "table_rows");
   m.num_dense = static_cast<int>(h5::read_int_attribute(file, "num_dense"));
   m.job_spec = h5::read_string_attribute(file, "job_spec");
+  // A step count, data position or shape no run can have written: the file is damaged.
+  auto require = [&](bool ok, const char* attribute, std::int64_t value, const char* rule) {
+    if (!ok) throw DataError(fmt::format("{}: attribute {} = {} {}: the checkpoint is damaged", path, attribute, value, rule));
+  };
+  require(m.step >= 0, "step", m.step, "is negative");
+  require(m.position.epoch >= 0 && m.position.epoch <= m.step, "data_epoch", m.position.epoch,
+          "is not in 0..step (an epoch takes a step at least)");
+  require(m.position.batch >= 0, "data_batch", m.position.batch, "is negative");
+  require(m.world_size >= 1, "world_size", m.world_size, "is not positive");
+  require(m.num_dense >= 0, "num_dense", m.num_dense, "is negative");
+  for (auto rows : m.table_rows) require(rows > 0, "table_rows", rows, "holds a table without rows");
   return m;
 }
 

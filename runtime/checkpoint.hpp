@@ -26,7 +26,14 @@ struct CheckpointMeta {
 inline constexpr const char* kCheckpointFormat = "recmix-checkpoint";
 inline constexpr int kCheckpointVersion = 1;
 
-// Collective over comm (an MPI communicator). Overwrites path atomically.
+// The first value the model holds on this rank that is not finite (dense parameters; unless
+// dense_only, also the dense optimizer state and this rank's embedding shards with their state),
+// as "<tensor> row <r> holds <value>"; "" when every value is finite. Device memory is read
+// through host staging.
+std::string first_non_finite(DlrmModel& model, bool dense_only);
+
+// Collective over comm (an MPI communicator). Overwrites path atomically. A model holding a value
+// that is not finite on any rank is not written: every rank throws DivergedError.
 void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta,
                      comm::Communicator& comm);
 // Reads only the metadata (any rank, no communication).

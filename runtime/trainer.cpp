@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <string_view>
 #include <utility>
@@ -203,12 +204,14 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   // that rank of that job throw at that step, as a crash would: `after` (the default) right after
   // the step, between two steps' collectives; `mid` inside the step, after its forward exchange
   // and before its backward collectives; `checkpoint` in that step's checkpoint write, before the
-  // file is opened (which its peers then wait for inside parallel HDF5).
+  // file is opened (which its peers then wait for inside parallel HDF5); `nan` puts a NaN in the
+  // first row of the rank's last embedding shard after that step (a divergence the loss need not show).
   if (const char* fault = std::getenv("RECMIX_FAULT_INJECTION")) {
     std::string text(fault);
     using namespace std::string_view_literals;
     for (const auto& [suffix, where] : {std::pair{":mid"sv, FaultWhere::mid},
                                         std::pair{":checkpoint"sv, FaultWhere::checkpoint},
+                                        std::pair{":nan"sv, FaultWhere::nan},
                                         std::pair{":after"sv, FaultWhere::after}})
       if (text.size() > suffix.size() && text.ends_with(suffix)) {
         fault_where_ = where;
@@ -464,9 +467,22 @@ TrainResult Trainer::train(const TrainOptions& options) {
     resume_position_ = after_batch;
     if (fault_where_ == FaultWhere::after && fault_step_ == step)
       throw Error(fmt::format("fault injected after step {} (RECMIX_FAULT_INJECTION)", step));
+    if (fault_where_ == FaultWhere::nan && fault_step_ == step) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      const auto shards = model_->embedding().local_shards();
+      if (!shards.empty()) {
+        if (shards.back().host_memory || backend_->host_accessible(device::Tier::device)) {
+          shards.back().weights[0] = nan;
+        } else {
+          auto s = backend_->create_stream();
+          backend_->copy(shards.back().weights, &nan, sizeof(float), *s);
+          s->synchronize();
+        }
+      }
+    }
     if (!std::isfinite(loss))
-      throw Error(fmt::format("training diverged: the loss is {} at step {} (learning rate {} too high?)", loss, step,
-                              spec_.optimizer.lr));
+      throw DivergedError(fmt::format("training diverged: the loss is {} at step {} (learning rate {} too high?)", loss,
+                                      step, spec_.optimizer.lr));
     auto now = Clock::now();
     if (options.on_step) {
       StepSample sample;
@@ -481,6 +497,12 @@ TrainResult Trainer::train(const TrainOptions& options) {
     }
     double since = std::chrono::duration<double>(now - last_log).count();
     if (rank == 0 && (since >= spec_.train.log_interval_s || step == total_steps)) {
+      // A ReLU maps NaN to 0, so the loss can stay finite while the weights are not: the dense
+      // parameters (the same on every rank) are checked at each log line; everything a rank
+      // holds is checked before each checkpoint (save_checkpoint).
+      if (const std::string bad = first_non_finite(*model_, true); !bad.empty())
+        throw DivergedError(fmt::format("training diverged: at step {} {} (learning rate {} too high?)", step, bad,
+                                        spec_.optimizer.lr));
       double elapsed = std::chrono::duration<double>(now - start).count();
       double rate = steps_since_log * spec_.train.batch_size / std::max(since, 1e-9);
       double eta = (total_steps - step) * (elapsed / steps_this_run);

@@ -250,7 +250,10 @@ TEST(ReportPage, SimulationPercentilesDrawTheCdfThroughThem) {
   // recmix sim's 101 percentiles of the completion times (here 10 s x p): the k-th is at level k/100.
   TempDir dir("simp");
   std::string pct;
-  for (int p = 0; p <= 100; ++p) pct += (p ? "," : "") + std::to_string(10 * p);
+  for (int p = 0; p <= 100; ++p) {
+    if (p > 0) pct += ',';
+    pct += std::to_string(10 * p);
+  }
   write(dir.path / "sim.json", R"({"trace":"t.csv","policies":[{"policy":"las","jobs":9,"avg_jct_s":500,)"
                                R"("median_jct_s":500,"p99_jct_s":990,"jct_percentiles_s":[)" + pct + "]}]}");
   const Report r = build_report({(dir.path / "sim.json").string()}, "sim");

@@ -5,7 +5,8 @@
 # checkpoint left unfinished (ckpt-*.h5.tmp), skips a damaged newest checkpoint for the one before
 # it (saying which and why), and ends with the weights of an uninterrupted run, bit for bit. On a
 # job with no checkpoint, `--resume auto` starts at step 0 and says so. A single process stopped
-# by SIGINT does the same; a second SIGINT ends it at once.
+# by SIGINT does the same; a second SIGINT ends it at once. A checkpoint holding a NaN or an
+# impossible data position is refused by name; a diverging run stops without writing one.
 # Usage: train_signals.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$1 src=$2
@@ -87,6 +88,29 @@ bad = sorted(set(a) ^ set(b)) + [k for k in a if k in b and a[k].tobytes() != b[
 print("stopped + resumed = uninterrupted, bit for bit" if a and not bad else f"differ: {bad[:5]}")
 sys.exit(0 if a and not bad else 1)
 PY
+
+# A checkpoint holding a NaN, or a data position no run could have written, is refused by name.
+cp "full/$final" nan.h5
+cp "full/$final" epoch.h5
+$py - nan.h5 epoch.h5 <<'PY'
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    f["embedding/1/weights"][5, 2] = float("nan")
+with h5py.File(sys.argv[2], "r+") as f:
+    f.attrs["data_epoch"] = 10**6
+PY
+"$recmix" eval nan.h5 train.h5 > nan.out 2>&1 && fail "a checkpoint holding a NaN was evaluated"
+grep -q "nan.h5: /embedding/1/weights row 5 holds nan" nan.out || { cat nan.out; fail "the NaN is not named"; }
+"$recmix" eval epoch.h5 train.h5 > epoch.out 2>&1 && fail "a checkpoint at epoch 10^6 was evaluated"
+grep -q "epoch.h5: attribute data_epoch = 1000000 is not in 0..step" epoch.out || { cat epoch.out; fail "the bad epoch is not named"; }
+# A run that diverges where the loss does not show it (a NaN put into rank 1's embedding shard
+# after the last step, by the trainer's test hook) stops with one error on both ranks and writes
+# no checkpoint.
+RECMIX_FAULT_INJECTION=sig:50:1:nan "${mpirun[@]}" -np 2 "$recmix" train job.toml --run-dir diverge --steps 50 \
+  > diverge.out 2>&1 && fail "a diverging run exited 0"
+grep -q "numerical error: training diverged: at step 50 embedding table .* holds nan" diverge.out || {
+  cat diverge.out; fail "the divergence is not reported by tensor and row"; }
+[[ -z "$(ls diverge/checkpoints 2>/dev/null)" ]] || fail "a diverged run wrote a checkpoint: $(ls diverge/checkpoints)"
 
 # --resume auto on a job that has no checkpoint starts at step 0.
 "$recmix" train job.toml --run-dir fresh --steps 20 --resume auto > fresh.out 2>&1 || { cat fresh.out; fail "--resume auto without a checkpoint"; }
