@@ -175,20 +175,21 @@ std::string first_non_finite(DlrmModel& model, bool dense_only) {
   return {};
 }
 
-void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta, comm::Communicator& comm) {
-  const std::string tmp = path + ".tmp";
-  const int rank = comm.rank();
-  // A diverged model is not written: the newest checkpoint stays the last good one. Every rank
-  // scans what it holds and the ranks agree, so they all stop together.
+void require_finite_model(DlrmModel& model, comm::Communicator& comm, std::int64_t step, const std::string& path) {
   const std::string bad = first_non_finite(model, false);
   std::int32_t bad_ranks = bad.empty() ? 0 : 1;
   comm.all_reduce_sum(&bad_ranks, &bad_ranks, 1, comm::DataType::i32);
   if (bad_ranks > 0)
-    throw DivergedError(fmt::format("training diverged: at step {} {}; {} not written", meta.step,
+    throw DivergedError(fmt::format("training diverged: at step {} {}; {} not written", step,
                                     bad.empty() ? fmt::format("{} other rank(s) hold a value that is not finite",
                                                               bad_ranks)
                                                 : bad,
                                     path));
+}
+
+void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta, comm::Communicator& comm) {
+  const std::string tmp = path + ".tmp";
+  const int rank = comm.rank();
   auto state_layout = embedding_state_layout(model);
   auto parent = std::filesystem::path(path).parent_path();
   if (rank == 0 && !parent.empty()) std::filesystem::create_directories(parent);

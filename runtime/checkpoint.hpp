@@ -32,8 +32,12 @@ inline constexpr int kCheckpointVersion = 1;
 // through host staging.
 std::string first_non_finite(DlrmModel& model, bool dense_only);
 
-// Collective over comm (an MPI communicator). Overwrites path atomically. A model holding a value
-// that is not finite on any rank is not written: every rank throws DivergedError.
+// Collective: every rank scans what it holds (first_non_finite) and the ranks agree; when any
+// holds a value that is not finite, every rank throws DivergedError naming the step, the tensor
+// and the row (on the rank that has it) and `path`, which is then not to be written.
+void require_finite_model(DlrmModel& model, comm::Communicator& comm, std::int64_t step, const std::string& path);
+
+// Collective over comm (an MPI communicator). Overwrites path atomically.
 void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta,
                      comm::Communicator& comm);
 // Reads only the metadata (any rank, no communication).

@@ -395,6 +395,9 @@ TrainResult Trainer::train(const TrainOptions& options) {
   };
   auto do_checkpoint = [&](std::int64_t at_step) {
     std::string path = checkpoint_path(at_step);
+    // A diverged model is not written: the newest checkpoint stays the last good one. Agreed
+    // before the write (and outside recmix run's write grant), so every rank stops together.
+    require_finite_model(*model_, comm_, at_step, path);
     if (options.collective_io)
       options.collective_io([&] { save(path, at_step); });
     else

@@ -1,7 +1,7 @@
 // Divergence checks on the model: first_non_finite names the first tensor and row holding a value
 // that is not finite (dense parameters; with everything, the optimizer state and this rank's
-// embedding shards), and save_checkpoint refuses to write such a model on every rank at once, even
-// when only one rank's shard holds the value, leaving no file behind. At 1 and 2 ranks.
+// embedding shards), and require_finite_model stops every rank at once before a checkpoint of such a
+// model is written, even when only one rank's shard holds the value. At 1 and 2 ranks.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -82,7 +82,8 @@ TEST(ModelHealth, ADivergedModelIsNotCheckpointedOnAnyRank) {
   if (f.comm->rank() == f.comm->size() - 1) f.model.embedding().local_shards().back().weights[0] = kNaN;
   int threw = 0;
   try {
-    save_checkpoint(path, f.model, meta, *f.comm);
+    require_finite_model(f.model, *f.comm, meta.step, path);
+    save_checkpoint(path, f.model, meta, *f.comm);  // not reached
   } catch (const DivergedError& e) {
     threw = 1;
     if (f.comm->rank() == f.comm->size() - 1)
