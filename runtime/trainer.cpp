@@ -1,6 +1,7 @@
 #include "runtime/trainer.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -288,6 +289,27 @@ void Trainer::save(const std::string& path, std::int64_t step) {
   save_checkpoint(path, *model_, meta, comm_);
 }
 
+// Resuming with another seed or global batch size is not the same run continued: the data
+// order and the position in it change. Refused unless allowed, and then logged.
+void Trainer::check_resume_settings(const std::string& path, bool allowed, spdlog::logger& log) const {
+  const CheckpointMeta meta = read_checkpoint_meta(path);
+  std::vector<std::string> changes;
+  if (meta.seed != spec_.seed) changes.push_back(fmt::format("seed {} (this job: {})", meta.seed, spec_.seed));
+  try {
+    const JobSpec saved = parse_job_spec(meta.job_spec, path + " (job spec)");
+    if (saved.train.batch_size != spec_.train.batch_size)
+      changes.push_back(fmt::format("global batch {} (this job: {})", saved.train.batch_size, spec_.train.batch_size));
+  } catch (const Error& e) {
+    log.warn("{}: its job spec cannot be read back ({}); the batch size is not compared", path, e.what());
+  }
+  if (changes.empty()) return;
+  const std::string what = fmt::format("{} was saved with {}", path, fmt::format("{}", fmt::join(changes, ", ")));
+  if (!allowed)
+    throw ConfigError(what + ": resuming would not continue that run (the data order and position change); resume "
+                             "with --allow-changes to do it anyway, or start afresh");
+  log.warn("{}: resuming anyway (--allow-changes)", what);
+}
+
 std::int64_t Trainer::load(const std::string& path) {
   auto meta = read_checkpoint_meta(path);
   if (meta.num_dense != num_dense_)
@@ -362,6 +384,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   }
   step = resumed_from.empty() ? 0 : step;
   if (!resumed_from.empty()) {
+    check_resume_settings(resumed_from, options.allow_changes, *log);
     reader.seek(resume_position_);
     log->info("resumed from {} at step {} (epoch {}, batch {})", resumed_from, step, resume_position_.epoch,
               resume_position_.batch);

@@ -54,6 +54,7 @@ struct TrainResult {
 struct TrainOptions {
   std::string resume;        // "" (none), "latest", "auto" (latest if any, else step 0) or a checkpoint path
   std::int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps in this run; 0: never
+  bool allow_changes = false;   // resume a checkpoint saved with another seed or global batch size
   bool quiet = false;        // no progress lines (tests)
 
   // Hooks of the co-location runtime (runtime/run/); recmix train leaves them empty.
@@ -103,6 +104,7 @@ class Trainer {
   std::string latest_checkpoint() const;
   void prune_checkpoints() const;
   void remove_unfinished_checkpoints(spdlog::logger& log) const;  // ckpt-*.h5.tmp (rank 0, at start)
+  void check_resume_settings(const std::string& path, bool allowed, spdlog::logger& log) const;
 
   JobSpec spec_;
   comm::Communicator& comm_;

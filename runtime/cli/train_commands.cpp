@@ -25,6 +25,7 @@ struct TrainArgs {
   bool demo = false;
   std::string resume;
   bool resume_latest = false;
+  bool allow_changes = false;
   std::int64_t steps = -1;
   std::int64_t stop_after = 0;
   int threads = 0;
@@ -65,6 +66,7 @@ void run_train(const TrainArgs& a) {
   runtime::TrainOptions options;
   options.resume = a.resume_latest ? "latest" : a.resume;
   options.stop_after = a.stop_after;
+  options.allow_changes = a.allow_changes;
   // A stop signal on any rank stops every rank at the same step (the trainer's status word), with
   // a checkpoint; the command then exits with kStoppedBySignal.
   const std::atomic<bool>& stop = install_stop_signals();
@@ -120,6 +122,9 @@ void add_train_commands(CLI::App& app) {
                                    "that loads, or from step 0 when it has none (the one command for every start of a "
                                    "requeued job)");
   train->add_flag("--resume-latest", targs->resume_latest, "Resume from the newest checkpoint of the job")->excludes(resume);
+  train->add_flag("--allow-changes", targs->allow_changes,
+                  "Resume a checkpoint saved with another seed or global batch size (refused otherwise: the data "
+                  "order and position would change)");
   train->add_option("--steps", targs->steps, "Override train.steps (total steps)")->check(CLI::NonNegativeNumber);
   train->add_option("--stop-after", targs->stop_after,
                     "Stop after this many steps of this run, writing a checkpoint (to resume later)")

@@ -6,7 +6,8 @@
 # it (saying which and why), and ends with the weights of an uninterrupted run, bit for bit. On a
 # job with no checkpoint, `--resume auto` starts at step 0 and says so. A single process stopped
 # by SIGINT does the same; a second SIGINT ends it at once. A checkpoint holding a NaN or an
-# impossible data position is refused by name; a diverging run stops without writing one.
+# impossible data position is refused by name; a diverging run stops without writing one; a
+# resume with another seed or batch size is refused unless --allow-changes.
 # Usage: train_signals.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$1 src=$2
@@ -117,6 +118,15 @@ grep -q "numerical error: training diverged: at step 50 embedding table .* holds
 grep -q "no checkpoint in 'fresh/checkpoints' to resume from: starting at step 0" fresh/train.log || {
   cat fresh/train.log; fail "--resume auto does not say it starts at step 0"; }
 [[ -f fresh/checkpoints/ckpt-000000020.h5 ]] || fail "the fresh run has no final checkpoint"
+
+# Resuming with another seed or batch size is refused, naming both, unless --allow-changes.
+sed -e 's/^seed = 7$/seed = 8/' -e 's/^batch_size = 64$/batch_size = 32/' job.toml > changed.toml
+"$recmix" train changed.toml --run-dir fresh --steps 30 --resume auto > changed.out 2>&1 && fail "a changed job resumed"
+grep -q "ckpt-000000020.h5 was saved with seed 7 (this job: 8), global batch 64 (this job: 32): resuming would not continue" \
+  changed.out || { cat changed.out; fail "the changed settings are not named"; }
+"$recmix" train changed.toml --run-dir fresh --steps 30 --resume auto --allow-changes > allowed.out 2>&1 || {
+  cat allowed.out; fail "--allow-changes did not resume"; }
+grep -q "resuming anyway (--allow-changes)" fresh/train.log || fail "the allowed change is not logged"
 
 # One process, Ctrl-C: stops with a checkpoint and status 3. Twice: ends at once, by SIGINT.
 "$recmix" train job.toml --run-dir ctrlc > ctrlc.out 2>&1 &
