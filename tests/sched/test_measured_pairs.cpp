@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "sched/measured_pairs.hpp"
+#include "tests/sched/scratch_dir.hpp"
 
 using namespace recmix;
 using namespace recmix::sched;
@@ -18,13 +19,8 @@ namespace {
 
 // A scratch folder of its own, removed at the end.
 struct Scratch {
-  fs::path dir;
-  Scratch() {
-    std::string templ = (fs::temp_directory_path() / "recmix-pairs-XXXXXX").string();
-    if (!mkdtemp(templ.data())) std::abort();
-    dir = templ;
-  }
-  ~Scratch() { fs::remove_all(dir); }
+  test::ScratchDir scratch;
+  const fs::path& dir = scratch.path;
   std::string run(const std::string& name, const std::string& events) const {
     fs::create_directories(dir / name);
     std::ofstream(dir / name / "events.jsonl") << events;

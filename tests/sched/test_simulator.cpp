@@ -11,6 +11,7 @@
 #include "sched/sim/report.hpp"
 #include "sched/sim/simulator.hpp"
 #include "sched/sim/workload.hpp"
+#include "tests/sched/scratch_dir.hpp"
 
 namespace recmix::sched {
 namespace {
@@ -71,7 +72,8 @@ TEST(Simulator, FifoReproducesHandComputedJcts) {
 
 TEST(Simulator, FifoOnASmallTraceFileReproducesHandComputedJcts) {
   // The same three jobs as above, read from the simulator's own CSV and mapped by --mix trace.
-  const auto path = std::filesystem::temp_directory_path() / "recmix_sched_fifo_trace.csv";
+  const test::ScratchDir scratch;
+  const auto path = scratch.path / "recmix_sched_fifo_trace.csv";
   std::ofstream(path) << "arrival_s,duration_s,gpus,type\n"
                          "0,100,1,dlrm-small\n"
                          "10,50,2,dlrm-small\n"
@@ -103,7 +105,8 @@ TEST(Simulator, FifoOnASmallTraceFileReproducesHandComputedJcts) {
 
 TEST(Workload, RepeatedTraceGivesNCopiesShiftedBySpan) {
   // Arrivals 5, 25, 105 s are read as 0, 20, 100: span 100 s. Copy k arrives 100 k s later.
-  const auto path = std::filesystem::temp_directory_path() / "recmix_sched_repeat_trace.csv";
+  const test::ScratchDir scratch;
+  const auto path = scratch.path / "recmix_sched_repeat_trace.csv";
   std::ofstream(path) << "arrival_s,duration_s,gpus,type\n"
                          "25,70,2,dlrm-small\n"
                          "5,30,1,dlrm-medium\n"

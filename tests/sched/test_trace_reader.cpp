@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "sched/sim/cluster_config.hpp"
 #include "sched/sim/trace_reader.hpp"
+#include "tests/sched/scratch_dir.hpp"
 
 namespace recmix::sched {
 namespace {
@@ -18,8 +19,10 @@ std::string traces_dir() {
   return std::string(shared ? shared : "../shared") + "/traces";
 }
 
+// Files in a scratch folder of this test program's own, removed when it exits.
 std::string write_temp(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / ("recmix_sched_" + name);
+  static const test::ScratchDir scratch;
+  const auto path = scratch.path / ("recmix_sched_" + name);
   std::ofstream(path) << text;
   return path.string();
 }
