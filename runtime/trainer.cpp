@@ -372,6 +372,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
       if (newest_error.empty()) newest_error = why.empty() ? "another rank could not load it" : why;
       log->warn("not resuming from {}: {}", *it, why.empty() ? "another rank could not load it" : why);
     }
+    if (resumed_from.empty()) step = 0;  // a load that failed on another rank may have set it
     if (resumed_from.empty() && !all.empty())
       throw IoError(fmt::format("--resume: none of the {} checkpoint(s) in '{}' loads (the newest: {})", all.size(),
                                 spec_.checkpoint.dir, newest_error));
@@ -382,7 +383,6 @@ TrainResult Trainer::train(const TrainOptions& options) {
     step = load(options.resume);
     resumed_from = options.resume;
   }
-  step = resumed_from.empty() ? 0 : step;
   if (!resumed_from.empty()) {
     check_resume_settings(resumed_from, options.allow_changes, *log);
     reader.seek(resume_position_);

@@ -18,6 +18,7 @@
 #include "sched/machine_model.hpp"
 #include "sched/memory_estimator.hpp"
 #include "runtime/run/job_runner.hpp"
+#include "runtime/run/scheduler_record.hpp"
 
 namespace recmix::runtime::run {
 namespace fs = std::filesystem;
@@ -29,7 +30,6 @@ double wall_seconds() {
 
 constexpr std::uint64_t kDefaultRankCapacity = 8ull << 30;
 
-bool terminal(const std::string& state) { return state == "finished" || state == "failed" || state == "rejected"; }
 
 // The scheduler's view of a trainer job spec: the model shape with the dataset's tables.
 sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
@@ -60,38 +60,6 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
 
 }  // namespace
 
-struct SchedulerService::Record {
-  RunJob job;
-  sched::Job sjob;
-  double estimate = 0;
-  std::string state = "pending";  // pending, queued, running, stopping, finished, failed, rejected
-  std::vector<int> ranks;
-  int launch = -1;
-  int reports = 0;
-  bool failed = false;          // a rank of the current launch reported a failure
-  double failed_at = -1;        // when the first rank of this launch reported it
-  bool error_from_peer = false;
-  bool resume = false;
-  double first_start = -1, finish = -1, queued_since = -1, queued_s = 0;
-  double last_sample_t = -1;
-  double last_start = -1;
-  std::string error;
-  std::set<std::string> partners;
-  std::int64_t step = 0, total_steps = 0;
-  double loss = 0;
-  std::map<int, std::size_t> peak_by_rank;
-  double alone_sum = 0, shared_sum = 0;  // step seconds from the job's rank-0 samples
-  int alone_n = 0, shared_n = 0;
-  nlohmann::json eval;
-  bool estimate_below_peak = false;
-  int preemptions = 0;
-  double share = 0;             // bytes its pool may hold on each rank
-  std::vector<double> recent_shared;  // the last step times measured while co-located
-  bool moved_apart = false;
-  bool profile_measured = false;  // its compute share comes from its own samples
-  bool out_of_memory = false;   // a rank of the current launch ran out of its share
-  int memory_restarts = 0;
-};
 
 // Policies' actions applied to the live ranks: an accepted start or preemption is sent to the
 // executors at once.
@@ -666,95 +634,6 @@ void SchedulerService::schedule_round() {
   ++rounds_;
   round_seconds_ += took;
   round_max_s_ = std::max(round_max_s_, took);
-}
-
-void SchedulerService::progress_line(bool force) {
-  const double t = now();
-  if (options_.quiet || (!force && t - last_progress_ < 5.0)) return;
-  last_progress_ = t;
-  std::string running, queued;
-  int done = 0;
-  for (const auto& r : records_) {
-    if (r->state == "running" || r->state == "stopping") {
-      const double pct = r->total_steps > 0 ? 100.0 * r->step / r->total_steps : 0;
-      std::string eta = "?";
-      if (r->step > 0 && r->first_start >= 0) {
-        const double rate = r->step / std::max(1e-9, t - r->first_start - 0.0);
-        eta = fmt::format("{:.0f}s", (r->total_steps - r->step) / std::max(rate, 1e-9));
-      }
-      running += fmt::format("{}{} {:.0f}% ETA {}", running.empty() ? "" : ", ", r->job.spec.name, pct, eta);
-    } else if (r->state == "queued" || r->state == "pending") {
-      queued += fmt::format("{}{}", queued.empty() ? "" : ", ", r->job.spec.name);
-    } else {
-      ++done;
-    }
-  }
-  std::fprintf(stderr, "[%7.1fs] running: %s | queued: %s | ended %d/%zu\n", t, running.empty() ? "-" : running.c_str(),
-               queued.empty() ? "-" : queued.c_str(), done, records_.size());
-}
-
-void SchedulerService::write_status() const {
-  nlohmann::json jobs = nlohmann::json::array();
-  const double t = now();
-  for (const auto& r : records_) {
-    nlohmann::json j = {{"name", r->job.spec.name}, {"state", r->state}, {"ranks", r->ranks},
-                        {"step", r->step},          {"total_steps", r->total_steps}};
-    if (r->state == "running" && r->step > 0 && r->first_start >= 0)
-      j["eta_s"] = (r->total_steps - r->step) * (t - r->first_start) / r->step;
-    if (!r->error.empty()) j["error"] = r->error;
-    jobs.push_back(j);
-  }
-  const nlohmann::json status = {{"time_s", t},
-                                 {"ranks", plane_.size()},
-                                 {"policy", std::string(policy_->name())},
-                                 {"finished", std::all_of(records_.begin(), records_.end(),
-                                                          [](const auto& r) { return terminal(r->state); })},
-                                 {"jobs", jobs}};
-  const fs::path path = fs::path(options_.run_dir) / "status.json";
-  const fs::path tmp = path.string() + ".tmp";
-  std::ofstream(tmp) << status.dump(2) << '\n';
-  fs::rename(tmp, path);
-}
-
-nlohmann::json SchedulerService::summary() const {
-  const double makespan = now();
-  nlohmann::json jobs = nlohmann::json::array();
-  double samples = 0;
-  for (const auto& r : records_) {
-    std::size_t peak = 0;
-    for (auto& [rank, bytes] : r->peak_by_rank) peak = std::max(peak, bytes);
-    const double batch = static_cast<double>(r->job.spec.train.batch_size);
-    nlohmann::json j = {{"name", r->job.spec.name},
-                        {"state", r->state},
-                        {"ranks", r->ranks},
-                        {"steps", r->step},
-                        {"loss", r->loss},
-                        {"queued_s", r->first_start >= 0 ? nlohmann::json(r->queued_s) : nlohmann::json(nullptr)},
-                        {"jct_s", r->finish >= 0 && r->first_start >= 0 ? r->finish - r->sjob.arrival_s : -1},
-                        {"partners", std::vector<std::string>(r->partners.begin(), r->partners.end())},
-                        {"samples_per_s_alone", r->alone_n ? batch * r->alone_n / r->alone_sum : 0.0},
-                        {"samples_per_s_colocated", r->shared_n ? batch * r->shared_n / r->shared_sum : 0.0},
-                        {"estimate_bytes", r->estimate},
-                        {"measured_peak_bytes", peak},
-                        {"estimate_below_peak", r->estimate_below_peak},
-                        {"preemptions", r->preemptions},
-                        {"memory_restarts", r->memory_restarts}};
-    if (!r->error.empty()) j["error"] = r->error;
-    if (!r->eval.is_null()) j["eval"] = r->eval;
-    if (r->state == "finished") samples += batch * static_cast<double>(r->step);
-    jobs.push_back(j);
-  }
-  nlohmann::json ranks = nlohmann::json::array();
-  for (int g = 0; g < plane_.size(); ++g)
-    ranks.push_back({{"rank", g}, {"busy_share", makespan > 0 ? busy_s_[g] / makespan : 0.0},
-                     {"peak_bytes", rank_peak_[g]}});
-  const nlohmann::json control = {{"rounds", rounds_},
-                                  {"mean_round_ms", rounds_ ? 1e3 * round_seconds_ / rounds_ : 0.0},
-                                  {"max_round_ms", 1e3 * round_max_s_},
-                                  {"messages_received", messages_in_}};
-  return {{"policy", std::string(policy_->name())}, {"ranks", plane_.size()}, {"makespan_s", makespan},
-          {"control_plane", control},
-          {"samples_per_s", makespan > 0 ? samples / makespan : 0.0}, {"jobs", jobs}, {"rank_usage", ranks}};
 }
 
 nlohmann::json SchedulerService::run() {

@@ -27,6 +27,14 @@ RunReplay read_run_events(const std::string& events_path) {
   std::map<std::string, JobId> ids;
   std::map<JobId, double> running_since;
   std::set<JobId> moving;  // moved apart, not yet stopped
+  // A run segment of job id ends at t: its measured time counts towards the job's work.
+  auto end_segment = [&](JobId id, double t) {
+    const auto it = running_since.find(id);
+    if (it == running_since.end()) return;
+    for (auto& j : run.jobs)
+      if (j.id == id) j.work_s += t - it->second;
+    running_since.erase(it);
+  };
   bool started = false;
   std::string line;
   int number = 0;
@@ -87,11 +95,7 @@ RunReplay read_run_events(const std::string& events_path) {
           running_since[id] = t;
         }
         run.live.push_back({t, d});
-        if (kind == "preempt") {  // the simulator frees the GPUs at the decision
-          for (auto& j : run.jobs)
-            if (j.id == id) j.work_s += t - running_since[id];
-          running_since.erase(id);
-        }
+        if (kind == "preempt") end_segment(id, t);  // the simulator frees the GPUs at the decision
       } else if (kind == "profile_measured") {
         ProfileUpdate u;
         u.job = ids.at(e.at("job").get<std::string>());
@@ -108,11 +112,7 @@ RunReplay read_run_events(const std::string& events_path) {
         for (const auto& name : e.at("partners")) x.avoid.push_back(ids.at(name.get<std::string>()));
         run.moves.push_back(std::move(x));
         moving.insert(id);
-        if (auto it = running_since.find(id); it != running_since.end()) {
-          for (auto& j : run.jobs)
-            if (j.id == id) j.work_s += t - it->second;
-          running_since.erase(it);
-        }
+        end_segment(id, t);
       } else if (kind == "stopped" && moving.count(ids.at(e.at("job").get<std::string>()))) {
         const JobId id = ids.at(e.at("job").get<std::string>());
         moving.erase(id);
@@ -122,12 +122,7 @@ RunReplay read_run_events(const std::string& events_path) {
             break;
           }
       } else if (kind == "finished" || kind == "failed" || kind == "memory_restart") {
-        const JobId id = ids.at(e.at("job").get<std::string>());
-        if (auto it = running_since.find(id); it != running_since.end()) {
-          for (auto& j : run.jobs)
-            if (j.id == id) j.work_s += t - it->second;
-          running_since.erase(it);
-        }
+        end_segment(ids.at(e.at("job").get<std::string>()), t);
       }
     } catch (const nlohmann::json::exception& x) {
       throw DataError(fmt::format("{}:{}: '{}' event lacks a field ({})", events_path, number, kind, x.what()));
