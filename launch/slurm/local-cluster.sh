@@ -9,7 +9,8 @@
 #   launch/slurm/local-cluster.sh env    <state-dir>   # prints "export SLURM_CONF=..." for clients
 #
 # Clients (srun, sbatch, squeue, scontrol) find the cluster through SLURM_CONF=<state-dir>/slurm.conf.
-# Ports: RECMIX_SLURM_PORT (slurmctld, default 6817) and the next one (slurmd).
+# Ports: RECMIX_SLURM_PORT (slurmctld, default 6817) and the next one (slurmd), on 127.0.0.1 only
+# (srun and slurmstepd too); munged answers on a Unix socket in the state directory.
 # Needs Debian's slurm-wlm and munge (scripts/install-deps.sh --with-slurm).
 set -euo pipefail
 
@@ -74,6 +75,9 @@ ClusterName=recmix-local
 SlurmctldHost=${node}(127.0.0.1)
 SlurmctldPort=${port}
 SlurmdPort=$((port + 1))
+# Loopback only: slurmctld binds to its ControlAddr (127.0.0.1 above), slurmd, srun and the other
+# daemons and clients to the node's NodeAddr (127.0.0.1 below) instead of every address.
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 SlurmUser=${user}
 SlurmdUser=${user}
 AuthType=auth/munge

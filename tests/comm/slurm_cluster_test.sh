@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts a one-node Slurm cluster (launch/slurm/local-cluster.sh), runs a 2-rank MPI program
 # under srun and through sbatch with launch/slurm/recmix.sbatch, checks that the ranks formed
-# one job, and always stops the cluster. Exits 77 (skipped) when Slurm or munge is missing.
+# one job, checks that the daemons listen on 127.0.0.1 only, and always stops the cluster. Exits 77 (skipped) when Slurm or munge is missing.
 # With a fail_one_rank binary, also checks that a rank failing under srun ends the whole step.
 #   slurm_cluster_test.sh <source-dir> <rank_report binary> [<MPI test binary> [<fail_one_rank binary>]]
 set -uo pipefail
@@ -33,6 +33,36 @@ start=$SECONDS
 echo "cluster up in $((SECONDS - start)) s"
 export SLURM_CONF="$state/slurm.conf"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+# The daemons listen on loopback only: every TCP or UDP socket that munged, slurmctld or slurmd
+# listens on is bound to 127.0.0.1 (munged has none; it answers on a Unix socket).
+check_loopback() {
+  if ! command -v ss >/dev/null 2>&1; then
+    echo "note: ss not found (iproute2); listening addresses not checked"
+    return
+  fi
+  local sockets name pid line addr count
+  sockets=$(ss -H -l -t -u -n -p 2>&1) || { fail "ss -ltunp failed: $sockets"; return; }
+  for name in munged slurmctld slurmd; do
+    pid=$(cat "$state/pids/$name.pid" 2>/dev/null)
+    [[ "$pid" =~ ^[0-9]+$ ]] || { fail "no PID recorded for $name"; continue; }
+    count=0
+    while read -r line; do
+      [[ -n "$line" ]] || continue
+      # Netid State Recv-Q Send-Q Local-Address:Port Peer-Address:Port Process
+      addr=$(awk '{print $5}' <<<"$line")
+      count=$((count + 1))
+      [[ "${addr%:*}" == 127.0.0.1 ]] || fail "$name (pid $pid) listens on $addr, not on loopback only"
+    done < <(grep -E "pid=$pid," <<<"$sockets")
+    if [[ $name == munged ]]; then
+      ((count == 0)) && echo "$name (pid $pid): no TCP or UDP socket"
+    else
+      ((count > 0)) || fail "$name (pid $pid) listens on no port that ss shows"
+    fi
+    ((count == 0)) || echo "$name (pid $pid): $count listening socket(s) checked"
+  done
+}
+check_loopback
 
 # Both ranks of one job report size 2 and the same sum (0 + 1).
 check_ranks() {  # check_ranks <label> <output>
