@@ -126,14 +126,20 @@ MeasuredPairs read_pairs_csv(const std::string& path) {
   return out;
 }
 
+UtilisationVector measured_utilisation(const MeasuredType& t) {
+  UtilisationVector u;
+  u[Resource::compute] = std::min(1.0, t.dense_share + t.embedding_share);
+  u[Resource::host_cpu] = std::min(1.0, t.busy_share);
+  u[Resource::network] = std::min(1.0, t.allreduce_share);
+  return u;
+}
+
 PairDataset to_pair_dataset(const MeasuredPairs& pairs, std::string source) {
   PairDataset d;
   d.source = std::move(source);
   for (const auto& t : pairs.types) {
     SoloProfile p;
-    p.util[Resource::compute] = std::min(1.0, t.dense_share + t.embedding_share);
-    p.util[Resource::host_cpu] = std::min(1.0, t.busy_share);
-    p.util[Resource::network] = std::min(1.0, t.allreduce_share);
+    p.util = measured_utilisation(t);
     p.speed = 1.0 / t.solo_step_s;
     d.solo[t.type] = p;
   }

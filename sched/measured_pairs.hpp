@@ -49,6 +49,10 @@ MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs);
 void write_pairs_csv(const MeasuredPairs& pairs, std::ostream& out);
 MeasuredPairs read_pairs_csv(const std::string& path);
 
+// A type's utilisation vector from its solo line: compute = dense + embedding shares, host_cpu =
+// busy share, network = all-reduce share, each at most 1 (all 0 when the line has no parts).
+UtilisationVector measured_utilisation(const MeasuredType& type);
+
 // As the simulator's pair data: slowdown per (type, other), solo speed = 1 / step time, and the
 // utilisation vector compute = dense + embedding shares, host_cpu = busy share, network =
 // all-reduce share (the CPU backend's view of where a step goes).

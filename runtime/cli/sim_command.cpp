@@ -40,6 +40,7 @@ struct SimArgs {
   double restart_overhead = 60;
   bool quiet = false;
   std::string replay;
+  std::vector<std::string> pairs, pairs_types;  // measured pair files; NAME=TYPE aliases
 };
 
 // recmix sim --replay RUN_DIR: the live run's decisions against the simulator's on the same jobs.
@@ -127,6 +128,10 @@ void run_sim(const SimArgs& a) {
   const std::string trace_path = resolve_trace(a.trace, a.traces_dir);
   const sched::Trace trace = sched::read_trace(trace_path, sched::parse_trace_format(a.trace_format));
   auto env = sched::make_environment(cluster, a.traces_dir.empty() ? default_traces_dir(trace_path) : a.traces_dir);
+  RECMIX_REQUIRE(a.pairs_types.empty() || !a.pairs.empty(), ConfigError,
+                 "--pairs-type maps the type names of measured pair files: give them with --pairs");
+  sched::add_measured_pairs(*env, a.pairs, sched::parse_type_aliases(a.pairs_types));
+  for (const auto& w : env->pairs.warnings) std::fprintf(stderr, "recmix sim: warning: %s\n", w.c_str());
   sched::WorkloadOptions wo;
   wo.mix = a.mix;
   wo.seed = a.seed;
@@ -137,6 +142,15 @@ void run_sim(const SimArgs& a) {
   std::fprintf(stderr, "recmix sim: %zu jobs from %s (%s), %zu skipped, %zu too large for this cluster; %d nodes x %d GPUs (%s)\n",
                workload.jobs.size(), trace_path.c_str(), std::string(sched::trace_format_name(trace.format)).c_str(),
                trace.skipped, workload.unplaceable, cluster.nodes, cluster.gpus_per_node, cluster.machine.c_str());
+  if (!env->pairs.empty()) {
+    std::string mapped;
+    for (const auto& [name, type] : env->pairs.mapping)
+      mapped += fmt::format("{}{}{}{}", mapped.empty() ? "" : ", ", name, name == type ? "" : " as " + type,
+                            env->pairs.profiles.count(type) ? " (measured profile)" : "");
+    std::fprintf(stderr, "recmix sim: %zu measured pairs of %zu types from %zu file(s): %s\n",
+                 env->pairs.dataset.pairs.size(), env->pairs.mapping.size(), a.pairs.size(),
+                 mapped.empty() ? "no type of the simulator" : mapped.c_str());
+  }
   std::vector<sched::SimResult> results;
   for (const auto& name : names) {
     auto policy = sched::make_policy(name, a.policy_options);
@@ -156,7 +170,15 @@ void run_sim(const SimArgs& a) {
     if (!a.quiet) std::fprintf(stderr, "\r  %s: done in %.1f s%40s\n", name.c_str(), results.back().wall_s, "");
   }
   // With --json -, stdout carries the JSON alone (the table goes to stderr).
-  (a.json == "-" ? std::cerr : std::cout) << sched::format_table(results);
+  std::ostream& text = a.json == "-" ? std::cerr : std::cout;
+  text << sched::format_table(results);
+  const auto types = sched::job_type_truth(*env, workload);
+  text << "\n" << sched::format_ground_truth(types, results);
+  std::vector<sched::HeldOutRow> held_out;
+  if (!env->pairs.empty()) {
+    held_out = sched::held_out_rows(env->measured, 0.2, 42);
+    text << "\ninterference model, held-out error (unordered pairs 80/20, seed 42):\n" << sched::format_held_out(held_out);
+  }
   if (!a.json.empty()) {
     nlohmann::json j;
     j["trace"] = trace_path;
@@ -167,6 +189,12 @@ void run_sim(const SimArgs& a) {
                     {"max_jobs_per_gpu", cluster.max_jobs_per_gpu}};
     j["unplaceable_jobs"] = workload.unplaceable;
     for (const auto& r : results) j["policies"].push_back(sched::to_json(r));
+    j["job_types"] = sched::ground_truth_json(types, results);
+    j["pairs_files"] = a.pairs;
+    j["pairs_mapping"] = env->pairs.mapping;
+    j["pairs_warnings"] = env->pairs.warnings;
+    j["held_out"] = nlohmann::json::array();
+    for (const auto& row : held_out) j["held_out"].push_back(sched::to_json(row));
     if (a.json == "-") {
       std::cout << j.dump(2) << "\n";
     } else {
@@ -223,6 +251,12 @@ void add_sim_command(CLI::App& app) {
   sim->add_option("--pack-free-fraction", args->policy_options.pack_free_fraction, "Pack only below this share of free GPUs");
   sim->add_option("--dispatch-interval", args->policy_options.dispatch_interval_s, "Complementary: seconds between rounds");
   sim->add_option("--restart-cost", args->restart_overhead, "Seconds of work a preempted job redoes");
+  sim->add_option("--pairs", args->pairs,
+                  "Measured pair file of recmix pairs (repeatable): the ground-truth slowdowns and profiles of the "
+                  "job types it covers, and more pairs for the interference model")
+      ->check(CLI::ExistingFile);
+  sim->add_option("--pairs-type", args->pairs_types,
+                  "NAME=TYPE: the measured type NAME of the pair files is the simulator's job type TYPE (repeatable)");
   sim->add_option("--json", args->json, "Write metrics as JSON to a file ('-' for stdout)");
   sim->add_option("--timeline-csv", args->timeline_csv, "Write the GPU utilisation timeline as CSV");
   sim->add_flag("--quiet", args->quiet, "No progress line");

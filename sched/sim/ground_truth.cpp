@@ -9,6 +9,7 @@ namespace recmix::sched {
 SlowdownTruth::SlowdownTruth(const InterferenceModel& types, double noise_sigma, std::uint64_t seed)
     : prior_(types.options()), types_(types.type_count()) {
   measured_.assign(types_ * types_, NAN);
+  source_.assign(types_ * types_, kFormula);
   noise_.resize(types_ * types_);
   for (std::size_t i = 0; i < noise_.size(); ++i)
     noise_[i] = static_cast<double>(random::normal(seed, 11, i, 0.0f, static_cast<float>(noise_sigma)));
@@ -22,8 +23,41 @@ void SlowdownTruth::add_measured(const PairDataset& data, const InterferenceMode
     sum[a * types_ + b] += p.slowdown;
     count[a * types_ + b] += 1;
   }
+  const int index = static_cast<int>(sources_.size());
+  sources_.push_back(data.source);
   for (std::size_t i = 0; i < sum.size(); ++i)
-    if (count[i] > 0) measured_[i] = sum[i] / count[i];
+    if (count[i] > 0) {
+      measured_[i] = sum[i] / count[i];
+      source_[i] = index;
+    }
+}
+
+int SlowdownTruth::measured_cell(const Job& job, std::span<const Job* const> co_runners) const {
+  if (co_runners.size() != 1) return -1;  // alone, or three jobs or more: no pair measures it
+  const int other = co_runners[0]->type;
+  if (job.type < 0 || other < 0 || static_cast<std::size_t>(job.type) >= types_ ||
+      static_cast<std::size_t>(other) >= types_)
+    return -1;
+  const std::size_t cell = static_cast<std::size_t>(job.type) * types_ + static_cast<std::size_t>(other);
+  return std::isnan(measured_[cell]) ? -1 : static_cast<int>(cell);
+}
+
+int SlowdownTruth::source(const Job& job, std::span<const Job* const> co_runners) const {
+  const int cell = measured_cell(job, co_runners);
+  return cell < 0 ? kFormula : source_[static_cast<std::size_t>(cell)];
+}
+
+std::string SlowdownTruth::type_source(int type) const {
+  if (type < 0 || static_cast<std::size_t>(type) >= types_) return "formula";
+  std::vector<bool> used(sources_.size(), false);
+  for (std::size_t other = 0; other < types_; ++other) {
+    const int s = source_[static_cast<std::size_t>(type) * types_ + other];
+    if (s != kFormula) used[static_cast<std::size_t>(s)] = true;
+  }
+  std::string out;
+  for (std::size_t s = 0; s < sources_.size(); ++s)
+    if (used[s] && out.find(sources_[s]) == std::string::npos) out += (out.empty() ? "" : "+") + sources_[s];
+  return out.empty() ? "formula" : out;
 }
 
 double SlowdownTruth::pair(const Job& job, const Job& other) const {
@@ -33,11 +67,9 @@ double SlowdownTruth::pair(const Job& job, const Job& other) const {
 
 double SlowdownTruth::slowdown(const Job& job, std::span<const Job* const> co_runners) const {
   if (co_runners.empty()) return 1.0;
+  if (const int cell = measured_cell(job, co_runners); cell >= 0)
+    return std::max(1.0, measured_[static_cast<std::size_t>(cell)]);
   const bool typed = job.type >= 0 && static_cast<std::size_t>(job.type) < types_;
-  if (co_runners.size() == 1 && typed && co_runners[0]->type >= 0) {
-    const double m = measured_[job.type * types_ + co_runners[0]->type];
-    if (!std::isnan(m)) return std::max(1.0, m);
-  }
   std::vector<UtilisationVector> others;
   others.reserve(co_runners.size());
   double log_noise = 0;

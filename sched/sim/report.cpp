@@ -6,6 +6,8 @@
 #include <cmath>
 #include <functional>
 
+#include "core/error.hpp"
+
 namespace recmix::sched {
 
 std::string format_table(const std::vector<SimResult>& results) {
@@ -58,6 +60,14 @@ std::vector<double> percentiles(std::vector<double> values) {
   return out;
 }
 
+// {type: {pair_data, formula}}: co-located groups by where the ground truth took the slowdown.
+nlohmann::json ground_truth_groups(const SimResult& r) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [type, use] : r.ground_truth)
+    out[type] = {{"pair_data", use.pair_data_groups}, {"formula", use.formula_groups}};
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const SimResult& r) {
@@ -88,9 +98,123 @@ nlohmann::json to_json(const SimResult& r) {
           {"events", r.events},
           {"rounds", r.rounds},
           {"online_observations", r.online_observations},
+          {"ground_truth_groups", ground_truth_groups(r)},
           {"wall_s", r.wall_s},
           {"jct_percentiles_s", percentiles(std::move(jct))},
           {"queued_percentiles_s", percentiles(std::move(queued))}};
+}
+
+std::vector<JobTypeTruth> job_type_truth(const SimEnvironment& env, const Workload& workload) {
+  std::vector<JobTypeTruth> out;
+  for (const auto& [type, jobs] : workload.types) {
+    JobTypeTruth t;
+    t.type = type;
+    t.jobs = jobs;
+    t.profile = profile_source(env, type);
+    t.ground_truth = env.truth ? env.truth->type_source(env.model.find_type(type)) : "formula";
+    for (const auto& [name, mapped] : env.pairs.mapping)
+      if (mapped == type) t.measured_as.push_back(name);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+namespace {
+
+const GroundTruthUse* use_of(const SimResult& r, const std::string& type) {
+  const auto it = r.ground_truth.find(type);
+  return it == r.ground_truth.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+std::string format_ground_truth(const std::vector<JobTypeTruth>& types, const std::vector<SimResult>& results) {
+  const std::string header = "job type (formula / co-located groups)";
+  std::vector<std::string> names;
+  std::size_t width = header.size();
+  for (const auto& t : types) {
+    std::string name = t.type;
+    for (const auto& m : t.measured_as)
+      if (m != t.type) name += " (" + m + ")";
+    width = std::max(width, name.size());
+    names.push_back(std::move(name));
+  }
+  std::string out = fmt::format("{:<{}} {:>7} {:>9} {:>13}", header, width, "jobs", "profile", "ground truth");
+  for (const auto& r : results) out += fmt::format(" {:>19}", r.policy);
+  out += "\n";
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const JobTypeTruth& t = types[i];
+    out += fmt::format("{:<{}} {:>7} {:>9} {:>13}", names[i], width, t.jobs, t.profile, t.ground_truth);
+    for (const auto& r : results) {
+      const GroundTruthUse* u = use_of(r, t.type);
+      out += fmt::format(" {:>19}", u ? fmt::format("{} / {}", u->formula_groups, u->formula_groups + u->pair_data_groups)
+                                      : std::string("0 / 0"));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::json ground_truth_json(const std::vector<JobTypeTruth>& types, const std::vector<SimResult>& results) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& t : types) {
+    nlohmann::json fallbacks = nlohmann::json::object();
+    for (const auto& r : results) {
+      const GroundTruthUse* u = use_of(r, t.type);
+      fallbacks[r.policy] = t.ground_truth == "formula" || !u ? 0 : u->formula_groups;
+    }
+    out[t.type] = {{"jobs", t.jobs},
+                   {"profile", t.profile},
+                   {"ground_truth", t.ground_truth},
+                   {"measured_as", t.measured_as},
+                   {"formula_fallbacks", fallbacks}};
+  }
+  return out;
+}
+
+std::vector<HeldOutRow> held_out_rows(const std::vector<PairDataset>& datasets, double test_fraction,
+                                      std::uint64_t seed) {
+  std::vector<HeldOutRow> rows;
+  for (const auto& d : datasets) {
+    HeldOutRow row;
+    row.source = d.source;
+    try {
+      row.report = evaluate_held_out(d, test_fraction, seed);
+    } catch (const Error& e) {
+      row.error = e.what();
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string format_held_out(const std::vector<HeldOutRow>& rows) {
+  std::string out = fmt::format("{:<12} {:>8} {:>9} {:>11} {:>11} {:>11} {:>7} {:>10}\n", "pair data", "train",
+                                "held-out", "MAE mean", "MAE prior", "MAE model", "MAPE", "within 10%");
+  for (const auto& r : rows) {
+    if (!r.error.empty()) {
+      out += fmt::format("{:<12} {}\n", r.source, r.error);
+      continue;
+    }
+    const HeldOutReport& h = r.report;
+    out += fmt::format("{:<12} {:>8} {:>9} {:>11.3f} {:>11.3f} {:>11.3f} {:>6.1f}% {:>9.0f}%\n", r.source,
+                       h.train_pairs, h.test_pairs, h.mean_baseline_mae, h.prior_mae, h.model_mae,
+                       100 * h.model_mape, 100 * h.model_within_10pct);
+  }
+  return out;
+}
+
+nlohmann::json to_json(const HeldOutRow& r) {
+  if (!r.error.empty()) return {{"source", r.source}, {"error", r.error}};
+  const HeldOutReport& h = r.report;
+  return {{"source", r.source},
+          {"train_pairs", h.train_pairs},
+          {"held_out_pairs", h.test_pairs},
+          {"mae_training_mean", h.mean_baseline_mae},
+          {"mae_prior", h.prior_mae},
+          {"mae_model", h.model_mae},
+          {"mape_model", h.model_mape},
+          {"within_10pct_model", h.model_within_10pct}};
 }
 
 void write_timeline_csv(std::ostream& out, const std::vector<SimResult>& results, int gpu_count) {

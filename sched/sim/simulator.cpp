@@ -354,6 +354,7 @@ class Simulation final : public Actions {
       const auto& on = cluster_.jobs_on(g);
       for (JobId id : on) affected.push_back(index_[id]);
       if (learn_ && on.size() == 2) observe_pair(on[0], on[1]);
+      if (on.size() >= 2 && !options_.measured_runtimes) count_group(on);
     }
     dirty_.clear();
     std::sort(affected.begin(), affected.end());
@@ -385,6 +386,19 @@ class Simulation final : public Actions {
     if (learn_ && new_observations_ >= options_.refit_every) {
       model_.refit();
       new_observations_ = 0;
+    }
+  }
+
+  // Where the ground truth takes each member's slowdown in the group of jobs on one GPU.
+  void count_group(const std::vector<JobId>& on) {
+    std::vector<const Job*> co;
+    for (JobId id : on) {
+      const Job& job = jobs_[index_[id]];
+      co.clear();
+      for (JobId other : on)
+        if (other != id) co.push_back(&jobs_[index_[other]]);
+      GroundTruthUse& use = result_.ground_truth[job.profile.type];
+      ++(truth_.source(job, co) == SlowdownTruth::kFormula ? use.formula_groups : use.pair_data_groups);
     }
   }
 

@@ -7,6 +7,7 @@
 // interference model online. The simulator refuses (and counts) any start past a GPU's memory.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,15 @@ struct TimelinePoint {
   double effective_util = 0;   // sum over running jobs of rate x GPUs / all GPUs
 };
 
+// Co-located groups of one job type by where the ground truth took each member's slowdown: a
+// group is the set of jobs sharing a GPU, counted each time a GPU's set of jobs changes and
+// holds two jobs or more, once per member of the type. formula_groups of a type that pair data
+// covers are its fallbacks (a pair not measured, or three jobs or more).
+struct GroundTruthUse {
+  std::size_t pair_data_groups = 0;  // the measured slowdown of the pair (measured, lucid, gavel)
+  std::size_t formula_groups = 0;    // the contention formula
+};
+
 // A start or preemption the policy made, and when.
 struct TimedDecision {
   double time_s = 0;
@@ -96,6 +106,7 @@ struct SimResult {
   std::size_t events = 0, rounds = 0;
   std::size_t online_observations = 0;
   double wall_s = 0;
+  std::map<std::string, GroundTruthUse> ground_truth;  // by job type (Job::profile.type)
   std::vector<JobOutcome> outcomes;   // by job id order of the workload
   std::vector<TimedDecision> decisions;  // every accepted start and preemption, in order
   std::vector<TimelinePoint> timeline;

@@ -65,6 +65,11 @@ std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, con
 
 namespace {
 
+bool is_dlrm_preset(const std::string& type) {
+  const auto& names = dlrm_preset_names();
+  return std::find(names.begin(), names.end(), type) != names.end();
+}
+
 std::string draw_weighted(const std::map<std::string, double>& weights, double u) {
   double total = 0;
   for (const auto& [name, w] : weights) total += w;
@@ -76,12 +81,30 @@ std::string draw_weighted(const std::map<std::string, double>& weights, double u
   return weights.rbegin()->first;
 }
 
-bool is_dlrm_preset(const std::string& type) {
-  const auto& names = dlrm_preset_names();
-  return std::find(names.begin(), names.end(), type) != names.end();
+}  // namespace
+
+void add_measured_pairs(SimEnvironment& env, const std::vector<std::string>& files,
+                        const std::map<std::string, std::string>& aliases) {
+  if (files.empty()) return;
+  const MergedPairs merged = read_pairs_files(files);
+  const auto is_sim_type = [&](const std::string& name) {
+    return is_dlrm_preset(name) || env.library.find(name) != nullptr;
+  };
+  env.pairs = map_measured_pairs(merged, files, is_sim_type, aliases);
+  for (const auto& [type, profile] : env.pairs.profiles)
+    env.model.set_utilisation(env.model.type_index(type), profile.util);
+  add_pairs(env.model, env.pairs.dataset);
+  env.model.refit();
+  env.measured.push_back(env.pairs.dataset);  // last: its pairs override the public data's
 }
 
-}  // namespace
+std::string profile_source(const SimEnvironment& env, const std::string& type) {
+  if (env.pairs.profiles.count(type)) return "measured";
+  if (is_dlrm_preset(type)) return "roofline";
+  for (const auto& data : env.measured)
+    if (data.source != env.pairs.dataset.source && data.solo.count(type)) return data.source;
+  return "trace";
+}
 
 Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvironment& env,
                         const WorkloadOptions& options) {
@@ -140,6 +163,10 @@ Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvir
     if (job.profile.peak_memory_bytes > cluster.gpu_memory_bytes || tj.gpus > cluster.gpu_count()) {
       ++w.unplaceable;
       continue;
+    }
+    if (const auto m = env.pairs.profiles.find(type); m != env.pairs.profiles.end()) {
+      job.profile.util = m->second.util;
+      job.profile.solo_step_s = m->second.solo_step_s;
     }
     job.profile.type = type;
     job.type = env.model.type_index(type);

@@ -16,6 +16,7 @@
 #include "sched/pair_data.hpp"
 #include "sched/profile_library.hpp"
 #include "sched/sim/ground_truth.hpp"
+#include "sched/sim/measured_input.hpp"
 #include "sched/sim/trace_reader.hpp"
 
 namespace recmix::sched {
@@ -45,14 +46,29 @@ struct SimEnvironment {
   ProfileLibrary library;
   InterferenceModel model;              // what the policies use (calibrated offline, learned online)
   std::unique_ptr<SlowdownTruth> truth; // what the simulator applies
-  std::vector<PairDataset> measured;    // pair data loaded (Lucid, Gavel)
+  std::vector<PairDataset> measured;    // pair data loaded (Lucid, Gavel, then recmix's "measured")
   std::vector<std::string> other_types; // non-DLRM types a mix draws from
+  MeasuredInput pairs;                  // the --pairs files, mapped onto the simulator's types
 };
 
 // Loads the pair data found in traces_dir (lucid_*.csv, gavel_throughputs.json) into a new
 // environment for `cluster`. Missing files are skipped; "other" types then come only from what
 // was found (a mix needing them throws ConfigError).
 std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir);
+
+// Loads measured pair files (recmix pairs) into `env`, after make_environment and before
+// build_workload: their pairs become ground truth (overriding Lucid / Gavel values of the same
+// pair), observations of the interference model (refit), and a type's solo line with its parts
+// replaces that type's utilisation vector and solo step time (peak memory and communication
+// share stay the roofline's). Type names are mapped as measured_input.hpp says; unknown ones
+// end up in env.pairs.warnings. Nothing happens for no files.
+void add_measured_pairs(SimEnvironment& env, const std::vector<std::string>& files,
+                        const std::map<std::string, std::string>& aliases = {});
+
+// Where the simulator's profile of `type` comes from: "measured" (a --pairs file), "roofline"
+// (a DLRM preset), the pair data's source holding its solo profile ("lucid", "gavel-v100"), or
+// "trace" (a profile the trace carries, as Muri's).
+std::string profile_source(const SimEnvironment& env, const std::string& type);
 
 struct Workload {
   std::vector<Job> jobs;          // by arrival
