@@ -224,13 +224,26 @@ void add_pairs(InterferenceModel& model, const PairDataset& data) {
 HeldOutReport evaluate_held_out(const PairDataset& data, double test_fraction, std::uint64_t seed,
                                 const InterferenceOptions& options) {
   RECMIX_REQUIRE(test_fraction > 0 && test_fraction < 1, ConfigError, "held-out fraction must be in (0, 1)");
-  // Unordered pair -> held out or not.
-  std::map<std::pair<std::string, std::string>, bool> held;
+  // Unordered pair -> its draw, in order of first appearance, and whether it is held out.
+  std::map<std::pair<std::string, std::string>, double> draw;
   std::uint64_t counter = 0;
   for (const auto& p : data.pairs) {
     auto key = std::minmax(p.type, p.other);
-    if (!held.count({key.first, key.second}))
-      held[{key.first, key.second}] = static_cast<double>(random::uniform01(seed, 0, counter++)) < test_fraction;
+    if (!draw.count({key.first, key.second}))
+      draw[{key.first, key.second}] = static_cast<double>(random::uniform01(seed, 0, counter++));
+  }
+  std::map<std::pair<std::string, std::string>, bool> held;
+  for (const auto& [key, u] : draw) held[key] = u < test_fraction;
+  // A few pairs (a handful of measured DLRM types) may all fall on one side: then the pair with
+  // the smallest draw is held out, or the one with the largest is trained on. Larger datasets
+  // split exactly as the draws say.
+  if (draw.size() >= 2) {
+    const auto by_draw = [](const auto& a, const auto& b) { return a.second < b.second; };
+    const auto has = [&](bool side) {
+      return std::any_of(held.begin(), held.end(), [&](const auto& h) { return h.second == side; });
+    };
+    if (!has(true)) held[std::min_element(draw.begin(), draw.end(), by_draw)->first] = true;
+    if (!has(false)) held[std::max_element(draw.begin(), draw.end(), by_draw)->first] = false;
   }
   PairDataset train = data, test = data;
   train.pairs.clear();

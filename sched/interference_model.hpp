@@ -90,6 +90,7 @@ class InterferenceModel {
 
 // Held-out evaluation on a measured pair dataset: unordered pairs are split at random (both
 // directions of a pair fall on the same side); models are fitted on the training side only.
+// With two unordered pairs or more each side gets at least one; fewer is a DataError.
 struct HeldOutReport {
   std::size_t train_pairs = 0, test_pairs = 0;
   double mean_baseline_mae = 0;   // predict the training mean slowdown
