@@ -116,6 +116,15 @@ grep -q "memory violations *0 *0 *0 *0 *0 *0" "$work/sim.out" || { cat "$work/si
 # A trace by name, and --json - with stdout carrying the JSON alone.
 "$recmix" sim --trace philly --traces-dir "$shared/traces" --gpus 64 --max-jobs 100 --policy fifo --quiet --json - \
   2>/dev/null | /usr/bin/python3 -m json.tool > /dev/null || fail "sim --trace philly --json - is not JSON on stdout"
+# Measured pairs (recmix pairs' format) as the ground truth and profiles of dlrm-small and dlrm-medium.
+printf '%s\n' type,other,solo_step_s,colocated_step_s,slowdown,samples,dense_share,embedding_share,allreduce_share,data_wait_share,busy_share \
+  small,,0.01,,1,30,0.4,0.2,0.1,0.05,0.9 medium,,0.04,,1,20,0.5,0.3,0,0.05,0.7 \
+  small,medium,0.01,0.013,1.3,12,,,,, medium,small,0.04,0.064,1.6,12,,,,, > "$work/pairs.csv"
+"$recmix" sim --trace philly --traces-dir "$shared/traces" --gpus 64 --max-jobs 100 --mix dlrm-only --policy memory-first \
+  --quiet --pairs "$work/pairs.csv" --json - 2>/dev/null | /usr/bin/python3 -c "import json, sys
+t = json.load(sys.stdin)['job_types']['dlrm-small']
+assert (t['ground_truth'], t['profile'], t['measured_as']) == ('measured', 'measured', ['small']), t" \
+  || fail "sim --pairs: dlrm-small does not take the measured pairs"
 expect_error "traces-dir" env -u RECMIX_SHARED_DIR "$recmix" sim --trace philly --gpus 8
 expect_error "nope.csv" "$recmix" sim --trace "$work/nope.csv" --gpus 8
 echo "end-to-end: all checks passed"
