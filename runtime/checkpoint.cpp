@@ -3,37 +3,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 
-#include "comm/mpi/mpi_handle.hpp"
 #include "core/error.hpp"
 #include "data/h5.hpp"
-#include "embedding/sparse_optimizer.hpp"
+#include "runtime/checkpoint_checksum.hpp"
+#include "runtime/checkpoint_staging.hpp"
+#include "runtime/checkpoint_write.hpp"
 #include "runtime/dlrm_model.hpp"
 
 namespace recmix::runtime {
 namespace {
 
-using h5::Lock;
-
-// The embedding optimizer state as (name, floats per row). It follows from the optimizer kind,
-// which every rank knows, so all ranks create the same datasets even when some own no rows.
-std::vector<std::pair<std::string, std::int64_t>> embedding_state_layout(DlrmModel& model) {
-  const auto kind = model.embedding().optimizer_kind();
-  const auto per_row = embedding::state_per_row(kind, model.embedding().dim());
-  if (per_row == 0) return {};
-  return {{embedding::state_name(kind), static_cast<std::int64_t>(per_row)}};
-}
-
-h5::Dataset create_floats(hid_t loc, const std::string& name, hsize_t rows, hsize_t cols) {
-  return h5::create_dataset(loc, name, h5::native_type<float>(), {rows, cols});
-}
 
 // Opens a [* x cols] float dataset and checks that it holds rows [first, first + count).
 h5::Dataset open_float_rows(hid_t file, const std::string& name, hsize_t first, hsize_t count, hsize_t cols,
@@ -46,39 +28,6 @@ h5::Dataset open_float_rows(hid_t file, const std::string& name, hsize_t first, 
   return dset;
 }
 
-// Model arrays are device memory. Where the host can address it (the CPU backend) HDF5 reads
-// and writes it in place; elsewhere (CUDA, cpu-strict) rows move between the file and the device
-// through a host buffer of at most this many bytes, one backend copy and synchronisation per piece.
-constexpr std::size_t kStagingBytes = std::size_t(64) << 20;
-
-// Calls piece(r, n, host) for rows [r, r + n) of `count` rows of `cols` floats, in pieces of at
-// most kStagingBytes, host being a buffer of n x cols floats.
-template <class F>
-void for_each_piece(hsize_t count, hsize_t cols, const F& piece) {
-  const hsize_t rows = std::max<hsize_t>(1, kStagingBytes / (sizeof(float) * std::max<hsize_t>(cols, 1)));
-  std::vector<float> host;
-  for (hsize_t r = 0; r < count; r += rows) {
-    const hsize_t n = std::min(rows, count - r);
-    host.resize(n * cols);
-    piece(r, n, host);
-  }
-}
-
-// Rows [first, first + count) of dataset d from `rows` x `cols` floats of device memory (host
-// memory when `host`: a tiered table's host tier).
-void write_device_rows(device::Backend& backend, device::Stream& stream, hid_t d, hsize_t first, hsize_t count,
-                       hsize_t cols, const float* src, bool host = false) {
-  if (host || backend.host_accessible(device::Tier::device)) {
-    h5::write_rows(d, first, count, src);
-    return;
-  }
-  for_each_piece(count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
-    backend.copy(host.data(), src + r * cols, host.size() * sizeof(float), stream);
-    stream.synchronize();
-    h5::write_rows(d, first + r, n, host.data());
-  });
-}
-
 // The first value of rows [first, first + n) x cols at p that is not finite, as an error
 // message naming the checkpoint, the dataset and the row; "" when every value is finite.
 std::string non_finite_in(const float* p, hsize_t first, hsize_t n, hsize_t cols, const std::string& where) {
@@ -89,38 +38,31 @@ std::string non_finite_in(const float* p, hsize_t first, hsize_t n, hsize_t cols
 }
 
 // Reads rows [first, first + count) of a [* x cols] float dataset into device memory after
-// checking its shape; every value must be finite (a diverged or damaged model is refused).
+// checking its shape; every value must be finite (a diverged or damaged model is refused), and
+// when `verify`, the rows' blocks must match the file's checksums (checkpoint_checksum.hpp).
 void read_device_rows(device::Backend& backend, device::Stream& stream, hid_t file, const std::string& name,
                       hsize_t first, hsize_t count, hsize_t cols, float* out, const std::string& path,
-                      bool host = false) {
+                      bool host = false, bool verify = false) {
   auto dset = open_float_rows(file, name, first, count, cols, path);
   const std::string where = fmt::format("{}: /{}", path, name);
-  auto require_finite = [&](const float* p, hsize_t from, hsize_t n) {
+  BlockChecksums sums(first, count);
+  auto check = [&](const float* p, hsize_t from, hsize_t n) {
     if (auto bad = non_finite_in(p, from, n, cols, where); !bad.empty())
       throw DataError(bad + ": not a model to train or evaluate (diverged or damaged)");
+    if (verify) sums.add(from, n, cols, p);
   };
   if (host || backend.host_accessible(device::Tier::device)) {
     h5::read_rows(dset, first, count, out);
-    require_finite(out, first, count);
-    return;
+    check(out, first, count);
+  } else {
+    for_each_piece(count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
+      h5::read_rows(dset, first + r, n, host.data());
+      check(host.data(), first + r, n);
+      backend.copy(out + r * cols, host.data(), host.size() * sizeof(float), stream);
+      stream.synchronize();  // the next piece reuses the host buffer
+    });
   }
-  for_each_piece(count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
-    h5::read_rows(dset, first + r, n, host.data());
-    require_finite(host.data(), first + r, n);
-    backend.copy(out + r * cols, host.data(), host.size() * sizeof(float), stream);
-    stream.synchronize();  // the next piece reuses the host buffer
-  });
-}
-
-// fsync of a file or a directory; a failure is an IoError naming it.
-void sync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    throw IoError(fmt::format("cannot sync '{}' to disk: {}", path, std::strerror(err)));
-  }
-  ::close(fd);
+  if (verify) verify_checksums(file, name, first, count, cols, sums, path);
 }
 
 h5::File open_checkpoint(const std::string& path) {
@@ -129,7 +71,7 @@ h5::File open_checkpoint(const std::string& path) {
   if (!h5::has_attribute(file, "format") || h5::read_string_attribute(file, "format") != kCheckpointFormat)
     throw DataError(fmt::format("{}: not a recmix checkpoint (attribute 'format')", path));
   auto version = h5::read_int_attribute(file, "version");
-  if (version != kCheckpointVersion)
+  if (version < 1 || version > kCheckpointVersion)
     throw DataError(fmt::format("{}: checkpoint version {} is not supported (this build reads {})", path, version,
                                 kCheckpointVersion));
   return file;
@@ -188,80 +130,7 @@ void require_finite_model(DlrmModel& model, comm::Communicator& comm, std::int64
 }
 
 void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta, comm::Communicator& comm) {
-  const std::string tmp = path + ".tmp";
-  const int rank = comm.rank();
-  auto state_layout = embedding_state_layout(model);
-  auto parent = std::filesystem::path(path).parent_path();
-  if (rank == 0 && !parent.empty()) std::filesystem::create_directories(parent);
-  comm.barrier();
-  MPI_Comm mpi = comm::mpi_handle(comm);
-  device::Backend& backend = model.backend();
-  auto stream = backend.create_stream();
-  try {
-    Lock lock(h5::api_mutex());  // the reader's prefetch thread must not call HDF5 meanwhile
-    auto file = h5::create_file_mpio(tmp, &mpi);
-    // Metadata calls are collective: every rank makes them with the same values.
-    h5::write_attribute(file, "format", std::string(kCheckpointFormat));
-    h5::write_attribute(file, "version", std::int64_t{kCheckpointVersion});
-    h5::write_attribute(file, "step", meta.step);
-    h5::write_attribute(file, "data_epoch", meta.position.epoch);
-    h5::write_attribute(file, "data_batch", meta.position.batch);
-    h5::write_attribute(file, "seed", static_cast<std::int64_t>(meta.seed));
-    h5::write_attribute(file, "world_size", std::int64_t{meta.world_size});
-    h5::write_attribute(file, "table_rows", meta.table_rows);
-    h5::write_attribute(file, "num_dense", std::int64_t{meta.num_dense});
-    h5::write_attribute(file, "job_spec", meta.job_spec);
-
-    // Dense parameters and optimizer state are replicated: rank 0 writes them.
-    auto dense = h5::create_group(file, "dense");
-    for (auto& p : model.dense_parameters()) {
-      auto d = create_floats(dense, p.name, p.count, 1);
-      if (rank == 0) write_device_rows(backend, *stream, d, 0, p.count, 1, p.value);
-    }
-    auto dense_opt = h5::create_group(file, "dense_optimizer");
-    h5::write_attribute(dense_opt, "step_count", model.dense_optimizer().step_count());
-    for (auto& s : model.dense_optimizer().state()) {
-      auto d = create_floats(dense_opt, s.name, s.count, 1);
-      if (rank == 0) write_device_rows(backend, *stream, d, 0, s.count, 1, s.value);
-    }
-
-    // Embedding tables, logical and unsharded: each owner writes its own rows.
-    auto emb = h5::create_group(file, "embedding");
-    auto shards = model.embedding().local_shards();
-    const int dim = model.embedding().dim();
-    for (int t = 0; t < model.num_tables(); ++t) {
-      auto group = h5::create_group(emb, std::to_string(t));
-      const hsize_t rows = model.table_rows()[t];
-      auto weights = create_floats(group, "weights", rows, dim);
-      std::vector<h5::Dataset> states;
-      for (auto& [name, width] : state_layout) states.push_back(create_floats(group, name, rows, width));
-      for (auto& shard : shards) {
-        if (shard.table != t) continue;
-        const hsize_t n = shard.row_end - shard.row_begin;
-        write_device_rows(backend, *stream, weights, shard.row_begin, n, dim, shard.weights, shard.host_memory);
-        for (std::size_t i = 0; i < state_layout.size(); ++i) {
-          if (i >= shard.state.size() || shard.state[i].first != state_layout[i].first)
-            throw Error(fmt::format("table {}: embedding optimizer state differs between shards", t));
-          write_device_rows(backend, *stream, states[i], shard.row_begin, n, shard.state_counts[i] / std::max<hsize_t>(n, 1),
-                            shard.state[i].second, shard.host_memory);
-        }
-      }
-    }
-  } catch (...) {
-    if (rank == 0) std::filesystem::remove(tmp);
-    throw;
-  }
-  comm.barrier();
-  if (rank == 0) {
-    // On disk before it takes the name, and the name on disk after: a power cut leaves the old
-    // checkpoint or the new one, whole.
-    sync_path(tmp);
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw IoError(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
-    sync_path(parent.empty() ? std::string(".") : parent.string());
-  }
-  comm.barrier();
+  write_checkpoint_file(path, describe_checkpoint(model, meta, comm.rank()), model.backend(), comm, true);
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
@@ -295,24 +164,30 @@ void load_checkpoint(const std::string& path, DlrmModel& model) {
   if (table_rows != model.table_rows())
     throw DataError(fmt::format("{}: the checkpoint's tables ({}) differ from the model's ({})", path,
                                 fmt::join(table_rows, ", "), fmt::join(model.table_rows(), ", ")));
+  // Version 1 files have no checksums; from version 2 every array's are checked.
+  const bool verify = h5::read_int_attribute(file, "version") >= 2;
+  if (verify && h5::read_int_attribute(file, "checksum_block_rows") != static_cast<std::int64_t>(kChecksumBlockRows))
+    throw DataError(fmt::format("{}: attribute checksum_block_rows is not {}: the checkpoint is damaged", path,
+                                kChecksumBlockRows));
   device::Backend& backend = model.backend();
   auto stream = backend.create_stream();
   for (auto& p : model.dense_parameters())
-    read_device_rows(backend, *stream, file, "dense/" + p.name, 0, p.count, 1, p.value, path);
+    read_device_rows(backend, *stream, file, "dense/" + p.name, 0, p.count, 1, p.value, path, false, verify);
   auto dense_opt = h5::open_group(file, "dense_optimizer");
   model.dense_optimizer().set_step_count(h5::read_int_attribute(dense_opt, "step_count"));
   for (auto& s : model.dense_optimizer().state())
-    read_device_rows(backend, *stream, file, "dense_optimizer/" + s.name, 0, s.count, 1, s.value, path);
+    read_device_rows(backend, *stream, file, "dense_optimizer/" + s.name, 0, s.count, 1, s.value, path, false,
+                     verify);
   const int dim = model.embedding().dim();
   for (auto& shard : model.embedding().local_shards()) {
     const hsize_t n = shard.row_end - shard.row_begin;
     if (n == 0) continue;
     std::string base = fmt::format("embedding/{}/", shard.table);
     read_device_rows(backend, *stream, file, base + "weights", shard.row_begin, n, dim, shard.weights, path,
-                     shard.host_memory);
+                     shard.host_memory, verify);
     for (std::size_t i = 0; i < shard.state.size(); ++i)
       read_device_rows(backend, *stream, file, base + shard.state[i].first, shard.row_begin, n,
-                       shard.state_counts[i] / n, shard.state[i].second, path, shard.host_memory);
+                       shard.state_counts[i] / n, shard.state[i].second, path, shard.host_memory, verify);
   }
   model.embedding().shards_written();
 }

@@ -24,7 +24,7 @@ struct CheckpointMeta {
 };
 
 inline constexpr const char* kCheckpointFormat = "recmix-checkpoint";
-inline constexpr int kCheckpointVersion = 1;
+inline constexpr int kCheckpointVersion = 2;  // 2: block checksums; 1 is still read
 
 // The first value the model holds on this rank that is not finite (dense parameters; unless
 // dense_only, also the dense optimizer state and this rank's embedding shards with their state),

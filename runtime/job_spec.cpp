@@ -278,6 +278,9 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   ckpt.read("dir", spec.checkpoint.dir);
   ckpt.read_int("interval", spec.checkpoint.interval, 0, INT64_MAX);
   ckpt.read_int("keep", spec.checkpoint.keep, 1, 1000);
+  ckpt.read("async", spec.checkpoint.async);
+  ckpt.read("when_busy", spec.checkpoint.when_busy);
+  ckpt.one_of("when_busy", spec.checkpoint.when_busy, {"wait", "skip"});
   ckpt.reject_unknown();
 
   auto dev = top.sub("device");

@@ -46,6 +46,11 @@ struct CheckpointSpec {
   std::string dir;           // empty: <run_dir>/checkpoints
   std::int64_t interval = 0;  // steps; 0: only at the end
   int keep = 2;              // most recent checkpoints kept
+  // Write checkpoints on a background thread from a host copy of the state (recmix train; jobs
+  // of recmix run write in the step). when_busy: a checkpoint due while the previous write is
+  // still going waits for it ("wait") or is left out ("skip").
+  bool async = false;
+  std::string when_busy = "wait";
 };
 
 struct DeviceSpec {

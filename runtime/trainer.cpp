@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "data/h5.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint_write.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/metrics.hpp"
 
@@ -275,7 +276,7 @@ void Trainer::prune_checkpoints() const {
   for (std::size_t i = 0; i + spec_.checkpoint.keep < all.size(); ++i) fs::remove(all[i]);
 }
 
-void Trainer::save(const std::string& path, std::int64_t step) {
+CheckpointMeta Trainer::checkpoint_meta(std::int64_t step) const {
   CheckpointMeta meta;
   meta.step = step;
   meta.position = resume_position_;
@@ -284,9 +285,17 @@ void Trainer::save(const std::string& path, std::int64_t step) {
   meta.job_spec = spec_.source_text;
   meta.table_rows = table_rows_;
   meta.num_dense = num_dense_;
+  return meta;
+}
+
+void Trainer::inject_checkpoint_fault(std::int64_t step) const {
   if (fault_where_ == FaultWhere::checkpoint && fault_step_ == step)
     throw IoError(fmt::format("fault injected in the checkpoint write of step {} (RECMIX_FAULT_INJECTION)", step));
-  save_checkpoint(path, *model_, meta, comm_);
+}
+
+void Trainer::save(const std::string& path, std::int64_t step) {
+  inject_checkpoint_fault(step);
+  save_checkpoint(path, *model_, checkpoint_meta(step), comm_);
 }
 
 // Resuming with another seed or global batch size is not the same run continued: the data
@@ -416,17 +425,56 @@ TrainResult Trainer::train(const TrainOptions& options) {
     metrics.write({{"type", "eval"}, {"step", at_step}, {"auc", r.auc}, {"logloss", r.log_loss}, {"samples", r.samples}});
     return r;
   };
-  auto do_checkpoint = [&](std::int64_t at_step) {
+  // Asynchronous checkpoints: at most one write in flight on the writer's thread, finished (and
+  // its failure thrown on every rank) at the next checkpoint or at the end, points every rank
+  // reaches in the same step. recmix run's jobs write in the step, under the run's write grant.
+  std::unique_ptr<AsyncCheckpointWriter> writer;
+  if (spec_.checkpoint.async && options.collective_io)
+    log->info("checkpoint.async is not used by jobs of recmix run: checkpoints are written in the step");
+  else if (spec_.checkpoint.async && spec_.checkpoint.interval > 0)
+    writer = std::make_unique<AsyncCheckpointWriter>(comm_, *backend_);
+  auto checkpoint_written = [&](const std::string& path) {
+    if (rank == 0) prune_checkpoints();
+    result.last_checkpoint = path;
+  };
+  auto finish_write = [&] {
+    if (!writer || !writer->in_flight()) return;
+    const auto wait_start = Clock::now();
+    const bool ended = writer->finished();
+    const std::string path = writer->wait();
+    const double waited = std::chrono::duration<double>(Clock::now() - wait_start).count();
+    checkpoint_written(path);
+    log->info("checkpoint written in the background: {} ({} in {:.2f} s{})", path,
+              device::format_bytes(writer->snapshot_bytes()), writer->write_seconds(),
+              ended ? std::string() : fmt::format("; training waited {:.2f} s for it", waited));
+  };
+  auto do_checkpoint = [&](std::int64_t at_step, bool final) {
     std::string path = checkpoint_path(at_step);
     // A diverged model is not written: the newest checkpoint stays the last good one. Agreed
     // before the write (and outside recmix run's write grant), so every rank stops together.
     require_finite_model(*model_, comm_, at_step, path);
+    if (writer && !final && writer->in_flight() && spec_.checkpoint.when_busy == "skip") {
+      std::int32_t busy = writer->finished() ? 0 : 1;  // every rank skips, or none
+      comm_.all_reduce_sum(&busy, &busy, 1, comm::DataType::i32);
+      if (busy > 0) {
+        log->warn("checkpoint of step {} skipped: the write of {} is still going (checkpoint.when_busy = \"skip\")",
+                  at_step, writer->path());
+        return;
+      }
+    }
+    finish_write();
+    if (writer && !final) {
+      inject_checkpoint_fault(at_step);
+      writer->start(path, describe_checkpoint(*model_, checkpoint_meta(at_step), rank));
+      log->info("checkpoint of step {} copied to host memory in {:.3f} s ({}); writing {} in the background", at_step,
+                writer->snapshot_seconds(), device::format_bytes(writer->snapshot_bytes()), path);
+      return;
+    }
     if (options.collective_io)
       options.collective_io([&] { save(path, at_step); });
     else
       save(path, at_step);
-    if (rank == 0) prune_checkpoints();
-    result.last_checkpoint = path;
+    checkpoint_written(path);
     log->info("checkpoint written: {}", path);
   };
 
@@ -554,7 +602,8 @@ TrainResult Trainer::train(const TrainOptions& options) {
       last_log = now;
       steps_since_log = 0;
     }
-    if (spec_.checkpoint.interval > 0 && step % spec_.checkpoint.interval == 0 && step < total_steps) do_checkpoint(step);
+    if (spec_.checkpoint.interval > 0 && step % spec_.checkpoint.interval == 0 && step < total_steps)
+      do_checkpoint(step, false);
     if (!spec_.data.eval.empty() && spec_.train.eval_interval > 0 && step % spec_.train.eval_interval == 0 &&
         step < total_steps)
       do_eval(step);
@@ -569,7 +618,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   result.last_loss = loss;
   result.samples_per_second = steps_this_run * spec_.train.batch_size / std::max(seconds, 1e-9);
   result.stopped = stopped_early;
-  do_checkpoint(step);
+  do_checkpoint(step, true);
   if (!stopped_early && !spec_.data.eval.empty()) result.eval = do_eval(step);
   if (model_->embedding().tiered() && rank == 0) {
     tier_total.add(model_->embedding().take_tier_stats());

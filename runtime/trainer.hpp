@@ -13,6 +13,7 @@
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "data/reader.hpp"
+#include "runtime/checkpoint.hpp"
 #include "embedding/sharding_plan.hpp"
 #include "runtime/job_spec.hpp"
 
@@ -105,6 +106,8 @@ class Trainer {
   void prune_checkpoints() const;
   void remove_unfinished_checkpoints(spdlog::logger& log) const;  // ckpt-*.h5.tmp (rank 0, at start)
   void check_resume_settings(const std::string& path, bool allowed, spdlog::logger& log) const;
+  CheckpointMeta checkpoint_meta(std::int64_t step) const;
+  void inject_checkpoint_fault(std::int64_t step) const;
 
   JobSpec spec_;
   comm::Communicator& comm_;
