@@ -389,16 +389,19 @@ class Simulation final : public Actions {
     }
   }
 
-  // Where the ground truth takes each member's slowdown in the group of jobs on one GPU.
+  // Where the ground truth takes each member's slowdown in the group of jobs on one GPU; by
+  // interference type here (slot 0: untyped), by type name in summarise().
   void count_group(const std::vector<JobId>& on) {
-    std::vector<const Job*> co;
     for (JobId id : on) {
       const Job& job = jobs_[index_[id]];
-      co.clear();
+      group_.clear();
       for (JobId other : on)
-        if (other != id) co.push_back(&jobs_[index_[other]]);
-      GroundTruthUse& use = result_.ground_truth[job.profile.type];
-      ++(truth_.source(job, co) == SlowdownTruth::kFormula ? use.formula_groups : use.pair_data_groups);
+        if (other != id) group_.push_back(&jobs_[index_[other]]);
+      const std::size_t slot = static_cast<std::size_t>(std::max(job.type, -1) + 1);
+      if (slot >= truth_use_.size()) truth_use_.resize(slot + 1, {nullptr, {}});
+      auto& [name, use] = truth_use_[slot];
+      if (name == nullptr) name = &job.profile.type;
+      ++(truth_.source(job, group_) == SlowdownTruth::kFormula ? use.formula_groups : use.pair_data_groups);
     }
   }
 
@@ -418,6 +421,12 @@ class Simulation final : public Actions {
 
   void summarise() {
     result_.policy = std::string(policy_.name());
+    for (const auto& [name, use] : truth_use_) {
+      if (name == nullptr) continue;
+      GroundTruthUse& sum = result_.ground_truth[*name];
+      sum.pair_data_groups += use.pair_data_groups;
+      sum.formula_groups += use.formula_groups;
+    }
     result_.jobs = jobs_.size();
     std::vector<double> jct, ftf;
     jct.reserve(jobs_.size());
@@ -494,6 +503,8 @@ class Simulation final : public Actions {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::set<double> pending_wakes_;
   std::map<std::pair<int, int>, int> observed_;
+  std::vector<const Job*> group_;  // count_group's co-runners
+  std::vector<std::pair<const std::string*, GroundTruthUse>> truth_use_;  // by type + 1
   int new_observations_ = 0;
   std::size_t started_this_round_ = 0;
   bool learn_ = false;
