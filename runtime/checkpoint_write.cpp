@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include "comm/mpi/mpi_handle.hpp"
 #include "core/error.hpp"
 #include "data/h5.hpp"
+#include "device/memory_pool.hpp"
 #include "embedding/sparse_optimizer.hpp"
 #include "runtime/checkpoint_checksum.hpp"
 #include "runtime/checkpoint_staging.hpp"
@@ -193,8 +195,45 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
   comm.barrier();
 }
 
-AsyncCheckpointWriter::AsyncCheckpointWriter(comm::Communicator& comm, device::Backend& backend)
-    : comm_(comm.split(0, comm.rank())), backend_(backend) {}
+SnapshotBuffer::~SnapshotBuffer() { release(); }
+
+void SnapshotBuffer::release() {
+  if (touch_.joinable()) touch_.join();
+  if (data_) ::munmap(data_, mapped_);
+  data_ = nullptr;
+  bytes_ = mapped_ = 0;
+}
+
+void SnapshotBuffer::reserve(std::size_t floats) {
+  const std::size_t bytes = floats * sizeof(float);
+  if (bytes <= bytes_) return;
+  release();
+  constexpr std::size_t kHugePage = std::size_t(2) << 20;
+  mapped_ = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    mapped_ = 0;
+    throw OutOfMemoryError(fmt::format("cannot allocate the {} checkpoint snapshot in host memory: {}",
+                                       device::format_bytes(bytes), std::strerror(errno)));
+  }
+  ::madvise(p, mapped_, MADV_HUGEPAGE);  // advice only: 4 KiB pages where it is not taken
+  data_ = static_cast<float*>(p);
+  bytes_ = bytes;
+  touch_ = std::thread([p = static_cast<volatile char*>(p), n = mapped_] {
+    for (std::size_t i = 0; i < n; i += 4096) p[i] = 0;
+  });
+}
+
+float* SnapshotBuffer::data() {
+  if (touch_.joinable()) touch_.join();
+  return data_;
+}
+
+AsyncCheckpointWriter::AsyncCheckpointWriter(comm::Communicator& comm, device::Backend& backend,
+                                             std::size_t snapshot_bytes)
+    : comm_(comm.split(0, comm.rank())), backend_(backend) {
+  buffer_.reserve(snapshot_bytes / sizeof(float));
+}
 
 AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   if (thread_.joinable()) thread_.join();
@@ -204,17 +243,17 @@ void AsyncCheckpointWriter::start(const std::string& path, const CheckpointConte
   RECMIX_REQUIRE(!thread_.joinable(), Error, "a checkpoint write is already in flight");
   const auto copy_start = Clock::now();
   content_ = content;
-  const std::size_t floats = content.bytes() / sizeof(float);
-  if (buffer_.size() < floats) buffer_.resize(floats);
+  buffer_.reserve(content.bytes() / sizeof(float));
+  float* buffer = buffer_.data();
   auto stream = backend_.create_stream();
   std::size_t at = 0;
   for (auto& p : content_.pieces) {
     const std::size_t n = p.count * content_.arrays[p.array].cols;
     if (p.host || backend_.host_accessible(device::Tier::device))
-      std::memcpy(buffer_.data() + at, p.data, n * sizeof(float));
+      std::memcpy(buffer + at, p.data, n * sizeof(float));
     else
-      backend_.copy(buffer_.data() + at, p.data, n * sizeof(float), *stream);
-    p.data = buffer_.data() + at;
+      backend_.copy(buffer + at, p.data, n * sizeof(float), *stream);
+    p.data = buffer + at;
     p.host = true;
     at += n;
   }

@@ -52,11 +52,34 @@ CheckpointContent describe_checkpoint(DlrmModel& model, const CheckpointMeta& me
 void write_checkpoint_file(const std::string& path, const CheckpointContent& content, device::Backend& backend,
                            comm::Communicator& comm, bool hold_hdf5);
 
+// Host memory for a checkpoint snapshot: anonymous pages, huge pages where the kernel gives them
+// (a 1 GiB copy into fresh 4 KiB pages spends most of its time in page faults), faulted in on
+// a thread of its own so that the first snapshot does not pay for it.
+class SnapshotBuffer {
+ public:
+  SnapshotBuffer() = default;
+  ~SnapshotBuffer();
+  SnapshotBuffer(const SnapshotBuffer&) = delete;
+  SnapshotBuffer& operator=(const SnapshotBuffer&) = delete;
+  // Room for `floats` floats (keeps the contents of none); pages are faulted in in the background.
+  void reserve(std::size_t floats);
+  // The buffer, once its pages are in.
+  float* data();
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void release();
+  float* data_ = nullptr;
+  std::size_t bytes_ = 0, mapped_ = 0;
+  std::thread touch_;
+};
+
 // At most one checkpoint write in flight, on a thread of its own, over a communicator of its own.
 class AsyncCheckpointWriter {
  public:
-  // Collective over comm (split for the writer's collectives).
-  AsyncCheckpointWriter(comm::Communicator& comm, device::Backend& backend);
+  // Collective over comm (split for the writer's collectives). snapshot_bytes: the size of the
+  // snapshots to come (CheckpointContent::bytes), whose memory is made ready in the background.
+  AsyncCheckpointWriter(comm::Communicator& comm, device::Backend& backend, std::size_t snapshot_bytes = 0);
   ~AsyncCheckpointWriter();  // waits for a write in flight; its error is dropped
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
   AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
@@ -73,12 +96,12 @@ class AsyncCheckpointWriter {
   const std::string& path() const { return path_; }
   double write_seconds() const { return seconds_; }       // of the last write
   double snapshot_seconds() const { return snapshot_s_; }  // of the last copy
-  std::size_t snapshot_bytes() const { return buffer_.size() * sizeof(float); }
+  std::size_t snapshot_bytes() const { return content_.bytes(); }
 
  private:
   std::unique_ptr<comm::Communicator> comm_;
   device::Backend& backend_;
-  std::vector<float> buffer_;
+  SnapshotBuffer buffer_;
   CheckpointContent content_;
   std::string path_;
   std::thread thread_;

@@ -431,8 +431,12 @@ TrainResult Trainer::train(const TrainOptions& options) {
   std::unique_ptr<AsyncCheckpointWriter> writer;
   if (spec_.checkpoint.async && options.collective_io)
     log->info("checkpoint.async is not used by jobs of recmix run: checkpoints are written in the step");
-  else if (spec_.checkpoint.async && spec_.checkpoint.interval > 0)
-    writer = std::make_unique<AsyncCheckpointWriter>(comm_, *backend_);
+  else if (spec_.checkpoint.async && spec_.checkpoint.interval > 0) {
+    const std::size_t bytes = describe_checkpoint(*model_, checkpoint_meta(step), rank).bytes();
+    writer = std::make_unique<AsyncCheckpointWriter>(comm_, *backend_, bytes);
+    log->info("checkpoints are written in the background from a {} copy in host memory on rank {}",
+              device::format_bytes(bytes), rank);
+  }
   auto checkpoint_written = [&](const std::string& path) {
     if (rank == 0) prune_checkpoints();
     result.last_checkpoint = path;
