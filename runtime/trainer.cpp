@@ -467,6 +467,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
       }
     }
     finish_write();
+    if (final && result.last_checkpoint == path) return;  // a stop at a checkpoint's step: written
     if (writer && !final) {
       inject_checkpoint_fault(at_step);
       writer->start(path, describe_checkpoint(*model_, checkpoint_meta(at_step), rank));
