@@ -89,13 +89,22 @@ void run_run(const RunArgs& a) {
   if (a.demo && !a.jobs_file.empty()) throw ConfigError("run: give either a jobs file or --demo, not both");
   if (!a.demo && a.jobs_file.empty()) throw ConfigError("run: a jobs file (TOML) is required, or --demo for the built-in example");
   std::string run_dir = a.run_dir;
-  if (!a.resume_dir.empty()) {
+  // --resume auto: the run in --run-dir (or the default one) continues when it exists, else a new
+  // run starts there; the one command every start of a requeued batch job can give.
+  bool resume = !a.resume_dir.empty();
+  if (resume && a.resume_dir != "auto") {
     if (!run_dir.empty() && run_dir != a.resume_dir) throw ConfigError("run: --resume names the run directory; drop --run-dir");
     if (!fs::exists(fs::path(a.resume_dir) / "events.jsonl"))
       throw ConfigError(fmt::format("--resume: '{}' is not the directory of a recmix run (no events.jsonl)", a.resume_dir));
     run_dir = a.resume_dir;
   }
   if (run_dir.empty()) run_dir = a.demo ? "runs/demo-run" : "runs/" + fs::path(a.jobs_file).stem().string();
+  if (a.resume_dir == "auto") {
+    resume = fs::exists(fs::path(run_dir) / "events.jsonl");
+    if (world->rank() == 0)
+      std::printf("%s\n", resume ? fmt::format("--resume auto: continuing the run in {}", run_dir).c_str()
+                                 : fmt::format("--resume auto: no run in {} yet, starting one", run_dir).c_str());
+  }
   if (a.demo) runtime::prepare_demo_data(run_dir, *world);
 
   // Rank 0 reads the jobs file; its verdict goes to every rank so a bad file ends the run at once.
@@ -141,7 +150,7 @@ void run_run(const RunArgs& a) {
   options.quiet = a.quiet;
   options.device_kind = a.device;
   options.terminate = &terminate;
-  options.resume = !a.resume_dir.empty();
+  options.resume = resume;
   std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s) of %d core(s), policy %s, run directory %s\n",
                options.jobs.jobs.size(), plane.size(), options.cores_per_rank, options.jobs.scheduler.policy.c_str(),
                run_dir.c_str());
@@ -254,7 +263,8 @@ void add_run_commands(CLI::App& app) {
   run->add_flag("--demo", args->demo, "Run the built-in example: four small jobs on a generated dataset");
   run->add_option("--resume", args->resume_dir,
                   "Continue the interrupted run in this directory: finished jobs stay finished, the others resume "
-                  "from their latest checkpoint");
+                  "from their latest checkpoint; \"auto\": continue the run in --run-dir if there is one, else start it "
+                  "(the same command for every start of a requeued batch job)");
   run->add_option("--run-dir", args->run_dir, "Run directory (default: runs/<jobs file name>, runs/demo-run for --demo)");
   run->add_option("--policy", args->policy, "Override scheduler.policy")
       ->check(CLI::IsMember({"exclusive-fifo", "fifo", "memory-first", "complementary", "interference-aware", "delay", "las"}));

@@ -314,12 +314,13 @@ same_as_solo las 2 longer  # preempted and resumed = uninterrupted
 
 # SIGTERM to mpirun: every running job stops with a checkpoint and the run exits with status 3;
 # --resume continues both jobs, which end with the weights of uninterrupted runs, bit for bit.
+# Both starts give the same command (--resume auto), as a requeued batch job does.
 job halted 10 "[256, 128, 8]" "[256, 1]" 128 8000
 job halted1 11 "[256, 128, 8]" "[256, 1]" 64 8000
 run_spec halted 'ranks = 2'
 run_spec halted1 'ranks = 1'
 printf 'include = ["run-halted.toml", "run-halted1.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 100\n' > term.toml
-"${mpirun[@]}" -np 2 "$recmix" run term.toml --run-dir term > term.out 2> term.err &
+"${mpirun[@]}" -np 2 "$recmix" run term.toml --run-dir term --resume auto > term.out 2> term.err &
 run_pid=$!
 running() {  # both jobs past their first samples
   $py -c "
@@ -343,8 +344,10 @@ ok = any(e["event"] == "terminating" for e in events) and set(stopped) == {"halt
     and all(0 < v < 8000 for v in stopped.values()) and s["interrupted"]
 sys.exit(0 if ok else 1)
 PY
-"${mpirun[@]}" -np 2 "$recmix" run term.toml --resume term > resume.out 2> resume.err || {
+"${mpirun[@]}" -np 2 "$recmix" run term.toml --run-dir term --resume auto > resume.out 2> resume.err || {
   cat resume.err; fail "recmix run --resume failed"; }
+grep -q "no run in term yet, starting one" term.out || fail "--resume auto did not say it starts a run"
+grep -q "continuing the run in term" resume.out || fail "--resume auto did not say it continues the run"
 grep -q '"event":"start".*"job":"halted".*"resume":true\|"job":"halted".*"resume":true' term/events.jsonl || fail "halted did not resume"
 same_as_solo term 2 halted  # interrupted by SIGTERM and resumed = uninterrupted
 same_as_solo term 1 halted1
