@@ -401,7 +401,9 @@ static std::pair<Dataspace, Dataspace> row_spaces(hid_t dataset, hsize_t first, 
 template <class T>
 void write_rows(hid_t dataset, hsize_t first, hsize_t count, const T* data, hid_t transfer) {
   Lock lock(api_mutex());
-  auto [file, mem] = row_spaces(dataset, first, count);
+  // Named handles, not a structured binding: clang before 16 cannot capture one in the check's lambda.
+  auto spaces = row_spaces(dataset, first, count);
+  const hid_t file = spaces.first, mem = spaces.second;
   RECMIX_H5_CHECK(H5Dwrite(dataset, native_type<T>(), mem, file, transfer, data), IoError, describe(dataset));
 }
 
@@ -409,7 +411,8 @@ template <class T>
 void read_rows(hid_t dataset, hsize_t first, hsize_t count, T* data, hid_t transfer) {
   Lock lock(api_mutex());
   check_convertible<T>(dataset);
-  auto [file, mem] = row_spaces(dataset, first, count);
+  auto spaces = row_spaces(dataset, first, count);
+  const hid_t file = spaces.first, mem = spaces.second;
   T dummy{};
   // A failed read (a damaged compressed chunk, a truncated file) names the file, dataset and rows.
   RECMIX_H5_CHECK(H5Dread(dataset, native_type<T>(), mem, file, transfer, count ? data : &dummy), IoError,

@@ -70,14 +70,19 @@ InspectReport inspect_file(const std::string& file, bool scan) {
       for (int t = 0; t < T; ++t) {
         report.tables[t].rows = report.info.table_rows[t];
         const std::string name = "access_counts/" + std::to_string(t);
-        if (h5::exists(f, name)) {
-          std::vector<hsize_t> dims;
-          counts[t] = h5::read_array<std::int64_t>(f, name, &dims);
-          if (dims.size() != 1 || static_cast<std::int64_t>(dims[0]) != report.info.table_rows[t])
+        const bool stored = h5::exists(f, name);
+        if (stored) {
+          // The shape first: a damaged file may claim any length, which is not to be allocated.
+          const std::vector<hsize_t> dims = h5::shape(h5::open_dataset(f, name));
+          if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(report.info.table_rows[t]))
             throw DataError(file + ":/" + name + ": length differs from table_rows[" + std::to_string(t) + "]");
+        }
+        if (stored && report.info.table_rows[t] <= kMaxCountedRows) {
+          counts[t] = h5::read_array<std::int64_t>(f, name);
           report.tables[t].from_stored_counts = true;
         } else {
-          total += report.info.table_rows[t];
+          // Capped: the sum of any number of tables' rows stays far from overflowing.
+          total += std::min(report.info.table_rows[t], kMaxCountedRows + 1);
           need_counting = true;
         }
       }

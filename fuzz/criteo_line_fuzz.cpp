@@ -1,5 +1,5 @@
 // Fuzz target for the Criteo line parser (data/criteo_parser.hpp). Built with libFuzzer when the
-// compiler is clang (RECMIX_FUZZ=ON), and always as a replay of the corpus in fuzz/corpus.
+// compiler is clang (RECMIX_FUZZ=ON), and always as a replay of the corpus in fuzz/corpus/criteo_line.
 // Input byte 0 picks the mode:
 //   even: the rest is raw text, split at '\n' and parsed as TSV and as CSV lines; a line that
 //         parses must give a label of 0 or 1, finite non-negative dense values and 0 for every

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -92,6 +93,8 @@ class Section {
         if (!e->is_integer()) fail(key, fmt::format("element {} must be an integer", i));
         std::int64_t v = *e->value<std::int64_t>();
         if (v < lo) fail(key, fmt::format("element {} must be at least {} (got {})", i, lo, v));
+        if (v > std::numeric_limits<Int>::max())
+          fail(key, fmt::format("element {} must be at most {} (got {})", i, std::numeric_limits<Int>::max(), v));
         out.push_back(static_cast<Int>(v));
       }
     }
