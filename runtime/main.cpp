@@ -24,7 +24,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print what they were asked for; a command-line error is one line
+    // like every other error.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::fprintf(stderr, "%s: usage error: %s (see recmix --help)\n", recmix::runtime::error_prefix().c_str(), e.what());
+    return e.get_exit_code();
   } catch (const recmix::Error& e) {
     std::fprintf(stderr, "%s: %s: %s\n", recmix::runtime::error_prefix().c_str(), e.kind(), e.what());
     recmix::runtime::abort_other_ranks_on_failure();

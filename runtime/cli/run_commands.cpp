@@ -158,7 +158,7 @@ void run_run(const RunArgs& a) {
     try {
       runtime::run::Executor(plane, &terminate).run();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "recmix: rank 0 executor: %s\n", e.what());
+      std::fprintf(stderr, "%s: executor: %s\n", runtime::error_prefix().c_str(), e.what());
       runtime::abort_other_ranks_on_failure();
       std::_Exit(1);
     }
