@@ -38,6 +38,25 @@ void sync_path(const std::string& path) {
   ::close(fd);
 }
 
+// Writes bytes [0, n) of data at `offset` of fd, whatever pwrite splits them into.
+void pwrite_all(int fd, const void* data, std::size_t n, std::uint64_t offset, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t done = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) throw IoError(fmt::format("cannot write '{}': {}", path, std::strerror(done < 0 ? errno : EIO)));
+    p += done, n -= static_cast<std::size_t>(done), offset += static_cast<std::uint64_t>(done);
+  }
+}
+
+// A file descriptor closed at scope exit.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 // Every rank's block checksums of one array added up. The sums are mod 2^64; they travel as
 // two 32-bit halves in int64 so that the all-reduce never overflows.
 std::vector<std::uint64_t> sum_over_ranks(const std::vector<std::uint64_t>& mine, comm::Communicator& comm) {
@@ -152,9 +171,29 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
     for (auto& a : content.arrays)
       datasets.push_back(h5::create_dataset(file, a.name, h5::native_type<float>(), {a.rows, a.cols}));
 
+    // Without the lock held throughout, the rows go to their place in the file with pwrite: the
+    // datasets are contiguous and their space is allocated when they are created (parallel
+    // HDF5), so nothing but these writes touches it, and the HDF5 lock (which the data reader's
+    // thread takes for every batch) is not held while the page cache throttles a large write.
+    Fd direct;
+    if (!hold_hdf5) {
+      direct.fd = ::open(tmp.c_str(), O_WRONLY);
+      if (direct.fd < 0) throw IoError(fmt::format("cannot open '{}' to write: {}", tmp, std::strerror(errno)));
+    }
     for (auto& p : content.pieces) {
       const hsize_t cols = content.arrays[p.array].cols;
       hid_t d = datasets[p.array];
+      haddr_t offset = HADDR_UNDEF;
+      if (direct.fd >= 0) {
+        h5::Lock lock(h5::api_mutex());
+        offset = H5Dget_offset(d);
+      }
+      if (offset != HADDR_UNDEF && (p.host || backend.host_accessible(device::Tier::device))) {
+        const std::size_t row_bytes = cols * sizeof(float);
+        pwrite_all(direct.fd, p.data, p.count * row_bytes, offset + p.first * row_bytes, tmp);
+        sums[p.array].add(p.first, p.count, cols, p.data);
+        continue;
+      }
       if (p.host || backend.host_accessible(device::Tier::device)) {
         // In pieces, so that another thread's HDF5 calls go on in between.
         const hsize_t step = rows_per_piece(cols);
@@ -178,6 +217,8 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
                                   {static_cast<hsize_t>(total.size())});
       if (rank == 0 && !total.empty()) h5::write_rows(d, 0, total.size(), total.data());
     }
+    if (direct.fd >= 0 && ::fsync(direct.fd) != 0)  // each rank's own rows, before rank 0 renames
+      throw IoError(fmt::format("cannot sync '{}' to disk: {}", tmp, std::strerror(errno)));
   } catch (...) {
     if (rank == 0) std::filesystem::remove(tmp);
     throw;
