@@ -316,6 +316,7 @@ Dataset create_dataset(hid_t loc, const std::string& name, hid_t type, const std
       RECMIX_H5_CHECK(H5Pset_deflate(dcpl, static_cast<unsigned>(options.gzip_level)), IoError, where);
     }
   }
+  if (!options.fill) RECMIX_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), IoError, where);
   PropList lcpl(RECMIX_H5_CHECK(H5Pcreate(H5P_LINK_CREATE), IoError, where));
   RECMIX_H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1), IoError, where);
   return Dataset(RECMIX_H5_CHECK(H5Dcreate2(loc, name.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT), IoError,

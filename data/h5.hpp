@@ -137,6 +137,9 @@ struct CreateOptions {
   std::vector<hsize_t> chunk;  // empty: contiguous (fixed size only)
   int gzip_level = 0;          // 0: no compression
   bool extendible = false;     // first dimension unlimited (needs chunk)
+  // false: space is never filled with the fill value (for datasets whose every element is
+  // written; parallel HDF5 allocates space at creation and would otherwise fill it there)
+  bool fill = true;
 };
 Dataset create_dataset(hid_t loc, const std::string& name, hid_t type,
                        const std::vector<hsize_t>& dims, const CreateOptions& options = {});

@@ -167,9 +167,12 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
     for (auto& a : content.arrays) add_parents(checksum_dataset(a.name), groups);
     for (auto& g : groups) h5::create_group(file, g);
     h5::write_attribute(h5::open_group(file, "dense_optimizer"), "step_count", content.dense_step_count);
+    // Every element is written below: no fill at creation (a second pass over the whole file).
+    h5::CreateOptions written;
+    written.fill = false;
     std::vector<h5::Dataset> datasets;
     for (auto& a : content.arrays)
-      datasets.push_back(h5::create_dataset(file, a.name, h5::native_type<float>(), {a.rows, a.cols}));
+      datasets.push_back(h5::create_dataset(file, a.name, h5::native_type<float>(), {a.rows, a.cols}, written));
 
     // Without the lock held throughout, the rows go to their place in the file with pwrite: the
     // datasets are contiguous and their space is allocated when they are created (parallel
@@ -214,7 +217,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
     for (std::size_t i = 0; i < content.arrays.size(); ++i) {
       const auto total = sum_over_ranks(sums[i].sums(), comm);
       auto d = h5::create_dataset(file, checksum_dataset(content.arrays[i].name), h5::native_type<std::uint64_t>(),
-                                  {static_cast<hsize_t>(total.size())});
+                                  {static_cast<hsize_t>(total.size())}, written);
       if (rank == 0 && !total.empty()) h5::write_rows(d, 0, total.size(), total.data());
     }
     if (direct.fd >= 0 && ::fsync(direct.fd) != 0)  // each rank's own rows, before rank 0 renames
