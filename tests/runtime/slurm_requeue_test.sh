@@ -7,21 +7,8 @@
 # Exits 77 (skipped) when Slurm or munge is missing.
 #   slurm_requeue_test.sh <source-dir> <recmix binary>
 set -uo pipefail
-src=$(cd "$1" && pwd) recmix=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
-for bin in munged slurmctld slurmd srun sbatch scontrol scancel sinfo h5diff; do
-  command -v "$bin" >/dev/null 2>&1 || { echo "SKIP: $bin not found"; exit 77; }
-done
-state=$(mktemp -d /tmp/recmix-slurm.XXXXXX)
-work=$(mktemp -d /tmp/recmix-requeue.XXXXXX)
-cluster="$src/launch/slurm/local-cluster.sh"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() {
-  "$cluster" stop "$state" || echo "warning: stopping the cluster failed; state kept in $state"
-  [[ -z "$(ls "$state"/pids/*.pid 2>/dev/null)" ]] && rm -rf "$state"
-  rm -rf "$work"
-}
-trap cleanup EXIT
+recmix=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+source "$(dirname "$0")/slurm_test_lib.sh" "$1" scancel sinfo h5diff
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 "$recmix" data synth -o "$work/train.h5" --rows 40k --tables 3 --table-rows 50,400,20 --dense 4 --seed 2 > /dev/null
