@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -15,9 +16,10 @@
 namespace recmix::sched {
 namespace {
 
-// Sums of one type's samples alone, or beside one other type.
+// Sums of one type's samples alone, or beside one other type, each sample weighted by the steps
+// it covers (w: their sum), so that the mean step time is the time of those steps over their count.
 struct Sums {
-  double step = 0, dense = 0, embedding = 0, allreduce = 0, wait = 0, busy = 0;
+  double step = 0, dense = 0, embedding = 0, allreduce = 0, wait = 0, busy = 0, w = 0;
   int n = 0;
 };
 
@@ -36,6 +38,7 @@ MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs) {
   std::map<std::string, Sums> alone;
   std::map<std::pair<std::string, std::string>, Sums> beside;
   for (const auto& dir : run_dirs) {
+    std::map<std::tuple<std::string, int, int>, double> last_step;  // (job, rank, launch) -> step
     const std::string path = (std::filesystem::path(dir) / "events.jsonl").string();
     std::ifstream in(path);
     RECMIX_REQUIRE(in, IoError, fmt::format("cannot open '{}' (is '{}' a recmix run directory?)", path, dir));
@@ -53,26 +56,39 @@ MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs) {
       if (partners.size() > 1) continue;
       const double step = field(e, "step_s");
       if (!(step > 0)) continue;
-      const std::string type = job_type_of(e.value("job", ""));
+      const std::string job = e.value("job", "");
+      const std::string type = job_type_of(job);
+      // The steps since the job's previous sample on this rank in this launch (since the start
+      // for its first: a first interval holds the slower first steps, so it counts for as many
+      // steps as it holds and no more); 1 for samples without a step count.
+      double w = 1;
+      if (const auto it = e.find("step"); it != e.end() && it->is_number()) {
+        const double at = it->get<double>();
+        auto [last, first] = last_step.try_emplace({job, e.value("rank", 0), e.value("launch", 0)}, 0.0);
+        w = at - last->second;
+        last->second = at;
+        if (!(w > 0)) w = 1;
+      }
       Sums& s = partners.empty() ? alone[type] : beside[{type, job_type_of(partners[0])}];
-      s.step += step;
-      s.dense += field(e, "dense_s") / step;
-      s.embedding += field(e, "embedding_s") / step;
-      s.allreduce += field(e, "allreduce_update_s") / step;
-      s.wait += field(e, "data_wait_s") / step;
-      s.busy += field(e, "busy_share");
+      s.step += w * step;
+      s.dense += w * field(e, "dense_s") / step;
+      s.embedding += w * field(e, "embedding_s") / step;
+      s.allreduce += w * field(e, "allreduce_update_s") / step;
+      s.wait += w * field(e, "data_wait_s") / step;
+      s.busy += w * field(e, "busy_share");
+      s.w += w;
       ++s.n;
     }
   }
   MeasuredPairs out;
   for (const auto& [type, s] : alone)
-    out.types.push_back({type, s.step / s.n, s.dense / s.n, s.embedding / s.n, s.allreduce / s.n, s.wait / s.n,
-                         s.busy / s.n, s.n});
+    out.types.push_back({type, s.step / s.w, s.dense / s.w, s.embedding / s.w, s.allreduce / s.w, s.wait / s.w,
+                         s.busy / s.w, s.n});
   for (const auto& [key, s] : beside) {
     const auto solo = alone.find(key.first);
     if (solo == alone.end()) continue;  // no baseline: no slowdown
-    const double colocated = s.step / s.n;
-    out.pairs.push_back({key.first, key.second, colocated, colocated / (solo->second.step / solo->second.n), s.n});
+    const double colocated = s.step / s.w;
+    out.pairs.push_back({key.first, key.second, colocated, colocated / (solo->second.step / solo->second.w), s.n});
   }
   return out;
 }

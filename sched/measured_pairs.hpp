@@ -17,7 +17,9 @@ namespace recmix::sched {
 std::string job_type_of(std::string_view job_name);
 
 // One type measured alone: mean step time and the mean shares of it (dense compute, embedding,
-// all-reduce and update, data wait) and of the thread's busy time, over `samples` samples.
+// all-reduce and update, data wait) and of the thread's busy time, over `samples` samples. Means
+// weight each sample by the steps it covers (its `step` less the previous sample's of the same
+// job, rank and launch; 1 without a `step`): the mean step time is the steps' time over their count.
 struct MeasuredType {
   std::string type;
   double solo_step_s = 0;

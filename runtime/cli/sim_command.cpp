@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -31,7 +32,7 @@ struct SimArgs {
   int nodes = 0, gpus = 0, gpus_per_node = 0, max_jobs_per_gpu = 0;
   double gpu_mem_gib = 0, host_mem_gib = 0, intra_gbps = 0, inter_gbps = 0;
   int host_cores = 0;
-  std::string policy = "all", mix = "dlrm-heavy", json, timeline_csv;
+  std::string policy = "all", mix = "dlrm-heavy", json, timeline_csv, jobs_csv;
   std::uint64_t seed = 1;
   double arrival_scale = 1.0;
   int repeat_trace = 1;
@@ -208,6 +209,23 @@ void run_sim(const SimArgs& a) {
     RECMIX_REQUIRE(out, IoError, "cannot write " + a.timeline_csv);
     sched::write_timeline_csv(out, results, cluster.gpu_count());
   }
+  if (!a.jobs_csv.empty()) {
+    // One line per policy and job: the job's index in the trace (by arrival), type, GPUs and
+    // its simulated times; slowdown = JCT / solo run time.
+    std::ofstream out(a.jobs_csv);
+    RECMIX_REQUIRE(out, IoError, "cannot write " + a.jobs_csv);
+    out << "policy,job,type,gpus,arrival_s,first_start_s,finish_s,work_s,queued_s,jct_s,slowdown,colocated,preemptions\n";
+    std::map<sched::JobId, const sched::Job*> by_id;
+    for (const auto& j : workload.jobs) by_id[j.id] = &j;
+    for (const auto& r : results)
+      for (const auto& o : r.outcomes) {
+        const double jct = o.finish_s >= 0 ? o.finish_s - o.arrival_s : -1;
+        out << fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{}\n", r.policy, o.id,
+                           by_id.count(o.id) ? by_id[o.id]->profile.type : "", o.gpus, o.arrival_s, o.first_start_s,
+                           o.finish_s, o.work_s, o.queued_s, jct, jct >= 0 ? jct / o.work_s : -1,
+                           o.colocated ? 1 : 0, o.preemptions);
+      }
+  }
 }
 
 }  // namespace
@@ -256,9 +274,12 @@ void add_sim_command(CLI::App& app) {
                   "job types it covers, and more pairs for the interference model")
       ->check(CLI::ExistingFile);
   sim->add_option("--pairs-type", args->pairs_types,
-                  "NAME=TYPE: the measured type NAME of the pair files is the simulator's job type TYPE (repeatable)");
+                  "NAME=TYPE: the measured type NAME of the pair files is the simulator's job type TYPE (repeatable); "
+                  "NAME=NAME: a measured type that is no simulator type is one of its own, with its measured profile");
   sim->add_option("--json", args->json, "Write metrics as JSON to a file ('-' for stdout)");
   sim->add_option("--timeline-csv", args->timeline_csv, "Write the GPU utilisation timeline as CSV");
+  sim->add_option("--jobs-csv", args->jobs_csv,
+                  "Write each policy's jobs as CSV: arrival, first start, finish, JCT, slowdown (JCT / solo run time)");
   sim->add_flag("--quiet", args->quiet, "No progress line");
   sim->callback([args] {
     if (!args->replay.empty()) return run_replay(args->replay);

@@ -5,7 +5,8 @@
 // observations (workload.hpp's add_measured_pairs loads them into a SimEnvironment).
 //
 // Mapping of a measured type name (a recmix job's name up to its first '.'):
-//  1. an alias given with --pairs-type NAME=TYPE;
+//  1. an alias given with --pairs-type NAME=TYPE (NAME=NAME: a measured name that is no simulator
+//     type was registered as a type of its own with its measured profile, by add_measured_pairs);
 //  2. else the name itself when it is a job type of the simulator (a DLRM preset such as
 //     "dlrm-small", or a profiled type of the Lucid / Gavel data);
 //  3. else "dlrm-" + name when that is a DLRM preset ("small" from jobs small.1, small.2 is

@@ -150,6 +150,7 @@ void read_recmix(Trace& trace) {
     if (row.has("type")) job.type = row.text("type");
     if (row.has("priority")) job.priority = static_cast<int>(row.number_or("priority", 0));
     if (row.has("slowdown_limit")) job.slowdown_limit = row.number_or("slowdown_limit", 0);
+    if (row.has("memory_gib")) job.memory_bytes = non_negative(row, "memory_gib", trace.path) * 1024.0 * 1024.0 * 1024.0;
     job.line = row.line();
     trace.jobs.push_back(job);
   }

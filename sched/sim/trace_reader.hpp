@@ -23,6 +23,7 @@ struct TraceJob {
   int gpus = 1;
   int priority = 0;
   double slowdown_limit = 0;
+  double memory_bytes = 0;  // recmix CSV: the job's peak memory per GPU (memory_gib); 0: its type's
   std::string type;         // "" when the trace has no job types (Philly, Alibaba)
   std::optional<JobProfile> profile;  // Muri: the job's own per-stage profile
   std::size_t line = 0;     // line in the trace file, for error messages
@@ -41,7 +42,7 @@ struct Trace {
 //   gavel   : TSV job_type, command, steps_arg, needs_data_dir, total_steps, arrival_s, scale_factor
 //   muri    : job_id,num_gpu,submit_time,iterations,model_name,...,resource_time_0..2 (times in ms)
 //   alibaba : instance rows; GPU instances with creation and deletion times become jobs
-//   recmix  : arrival_s,duration_s,gpus[,type][,priority][,slowdown_limit]
+//   recmix  : arrival_s,duration_s,gpus[,type][,priority][,slowdown_limit][,memory_gib] (columns by name)
 Trace read_trace(const std::string& path, TraceFormat format = TraceFormat::automatic);
 
 }  // namespace recmix::sched

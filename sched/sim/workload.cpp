@@ -90,6 +90,22 @@ void add_measured_pairs(SimEnvironment& env, const std::vector<std::string>& fil
   const auto is_sim_type = [&](const std::string& name) {
     return is_dlrm_preset(name) || env.library.find(name) != nullptr;
   };
+  // NAME=NAME: a measured type that is no simulator type becomes one of its own, with its measured
+  // profile (peak memory 0 unless the trace gives it; communication share = its all-reduce share).
+  for (const auto& [name, type] : aliases) {
+    if (name != type || is_sim_type(name)) continue;
+    for (const auto& t : merged.pairs.types) {
+      const UtilisationVector util = measured_utilisation(t);
+      if (t.type != name || !(util.total() > 0) || !(t.solo_step_s > 0)) continue;
+      JobProfile p;
+      p.type = name;
+      p.util = util;
+      p.solo_step_s = t.solo_step_s;
+      p.peak_memory_bytes = 0;
+      p.comm_fraction = std::min(1.0, t.allreduce_share);
+      env.library.add(p);
+    }
+  }
   env.pairs = map_measured_pairs(merged, files, is_sim_type, aliases);
   for (const auto& [type, profile] : env.pairs.profiles)
     env.model.set_utilisation(env.model.type_index(type), profile.util);
@@ -147,7 +163,7 @@ Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvir
     if (is_dlrm_preset(type)) {
       auto pos = std::find(sizes.begin(), sizes.end(), type) - sizes.begin();
       job.profile = env.library.dlrm(sizes[pos], tj.gpus);
-      while (job.profile.peak_memory_bytes > cluster.gpu_memory_bytes && pos > 0)
+      while (tj.memory_bytes <= 0 && job.profile.peak_memory_bytes > cluster.gpu_memory_bytes && pos > 0)
         job.profile = env.library.dlrm(sizes[--pos], tj.gpus);
       type = sizes[pos];
     } else if (tj.profile) {
@@ -160,6 +176,7 @@ Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvir
     } else {
       throw ConfigError(at + ": unknown job type '" + type + "' (not a DLRM preset nor a measured profile)");
     }
+    if (tj.memory_bytes > 0) job.profile.peak_memory_bytes = tj.memory_bytes;
     if (job.profile.peak_memory_bytes > cluster.gpu_memory_bytes || tj.gpus > cluster.gpu_count()) {
       ++w.unplaceable;
       continue;

@@ -61,7 +61,9 @@ std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, con
 // pair), observations of the interference model (refit), and a type's solo line with its parts
 // replaces that type's utilisation vector and solo step time (peak memory and communication
 // share stay the roofline's). Type names are mapped as measured_input.hpp says; unknown ones
-// end up in env.pairs.warnings. Nothing happens for no files.
+// end up in env.pairs.warnings, except those given as NAME=NAME in `aliases`: a measured name that
+// is no simulator type then becomes a type of its own (the measured profile; peak memory from the
+// trace's memory_gib, else 0). Nothing happens for no files.
 void add_measured_pairs(SimEnvironment& env, const std::vector<std::string>& files,
                         const std::map<std::string, std::string>& aliases = {});
 

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Measured-pairs campaign: the five DLRM shapes of pair_shapes.sh (small, medium, large,
+# multihot, heavy), each alone and each pair of them (a shape beside itself included) co-located
+# on 2 ranks with recmix run, then recmix pairs over the 20 run directories: the pair file that
+# recmix sim --pairs reads (each shape's solo step time and its parts, each pair's slowdown).
+#   bench/run/profile_pairs.sh <recmix binary> [work dir] [pairs csv]
+#   bench/run/profile_pairs.sh --specs-only <recmix binary> [work dir]   # datasets only (live_vs_sim.sh)
+# Work dir default /tmp/recmix-profile-pairs; the pair file default <work dir>/pairs.csv. The
+# shipped file bench/run/data/measured_pairs_xeon.csv is this output (bench/run/data/README.md).
+#
+# How a pair is forced: both jobs arrive at 0 under memory-first (it puts a job on the busiest
+# rank that holds it), with cores_per_rank = 2 so that two one-thread jobs may share a one-core
+# rank (time-sharing its core) and slowdown_limit = 100 so that neither is moved apart. A
+# two-rank job (large) comes first in its jobs file, since memory-first puts a two-rank job on
+# two busy ranks only: a one-rank job beside it shares one of its ranks; two large jobs share
+# both. Samples every 0.5 s (round_interval_s).
+# The jobs of a pair take about as long alone, so they overlap for most of the run; whatever
+# runs after its partner finished is sampled alone.
+set -euo pipefail
+specs_only=0
+if [[ ${1:-} == --specs-only ]]; then specs_only=1; shift; fi
+out=${3:-}
+source "$(dirname "$0")/bench_env.sh" "$1" "${2:-/tmp/recmix-profile-pairs}"
+source "$src/bench/run/pair_shapes.sh"
+(( specs_only )) && exit 0
+out=${out:-$work/pairs.csv}
+
+header() {
+  printf '[scheduler]\npolicy = "memory-first"\nround_interval_s = 0.5\ncolocation_limit = 2\n'
+  printf 'cores_per_rank = 2\nslowdown_limit = 100\n'
+}
+run() {  # run <name>: runs <name>.toml into pp-<name>
+  rm -rf "pp-$1"
+  local t0 t1; t0=$(now)
+  "${mpirun[@]}" -np 2 "$recmix" run "$1.toml" --run-dir "pp-$1" -q > "pp-$1.out" 2>&1 || {
+    cat "pp-$1.out"; echo "run $1 failed" >&2; exit 1; }
+  t1=$(now)
+  awk -v n="$1" -v a="$t0" -v b="$t1" 'BEGIN { printf "  %-20s %6.1f s\n", n, b - a }'
+  dirs+=("pp-$1")
+}
+
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; 2 ranks x 1 core; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+start=$(now)
+dirs=()
+for a in "${shapes[@]}"; do
+  { header; job_table "$a" "$a.1" 0; } > "solo-$a.toml"
+  run "solo-$a"
+done
+n=${#shapes[@]}
+for ((i = 0; i < n; i++)); do
+  for ((j = i; j < n; j++)); do
+    a=${shapes[i]} b=${shapes[j]}
+    # The wider job first: memory-first puts a two-rank job on two busy ranks only.
+    if (( $(shape_field "$b" ranks) > $(shape_field "$a" ranks) )); then
+      { header; job_table "$b" "$b.2" 0; job_table "$a" "$a.1" 0; } > "pair-$a-$b.toml"
+    else
+      { header; job_table "$a" "$a.1" 0; job_table "$b" "$b.2" 0; } > "pair-$a-$b.toml"
+    fi
+    run "pair-$a-$b"
+  done
+done
+"$recmix" pairs "${dirs[@]}" -o "$out"
+# Each type's time outside its steps in its solo run (data, model build, final checkpoint).
+/usr/bin/python3 "$src/bench/run/job_overheads.py" "${dirs[@]}" > "${out%.csv}-overheads.csv"
+awk -v a="$start" -v b="$(now)" 'BEGIN { printf "campaign: %.0f s\n", b - a }'
+echo "pair file: $out; overheads: ${out%.csv}-overheads.csv"
