@@ -179,50 +179,63 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
     // datasets are contiguous and their space is allocated when they are created (parallel
     // HDF5), so nothing but these writes touches it, and the HDF5 lock (which the data reader's
     // thread takes for every batch) is not held while the page cache throttles a large write.
+    // A rank's failure to write its rows (a full disk) is agreed on before the next collective,
+    // so that every rank throws here and closes the file together.
     Fd direct;
-    if (!hold_hdf5) {
-      direct.fd = ::open(tmp.c_str(), O_WRONLY);
-      if (direct.fd < 0) throw IoError(fmt::format("cannot open '{}' to write: {}", tmp, std::strerror(errno)));
-    }
-    for (auto& p : content.pieces) {
-      const hsize_t cols = content.arrays[p.array].cols;
-      hid_t d = datasets[p.array];
-      haddr_t offset = HADDR_UNDEF;
-      if (direct.fd >= 0) {
-        h5::Lock lock(h5::api_mutex());
-        offset = H5Dget_offset(d);
+    std::string failure;
+    try {
+      if (const char* env = std::getenv("RECMIX_TEST_CHECKPOINT_WRITE_FAIL_RANK"); env && std::atoi(env) == rank)
+        throw IoError(fmt::format("cannot write '{}': failure injected on rank {} (tests)", tmp, rank));
+      if (!hold_hdf5) {
+        direct.fd = ::open(tmp.c_str(), O_WRONLY);
+        if (direct.fd < 0) throw IoError(fmt::format("cannot open '{}' to write: {}", tmp, std::strerror(errno)));
       }
-      if (offset != HADDR_UNDEF && (p.host || backend.host_accessible(device::Tier::device))) {
-        const std::size_t row_bytes = cols * sizeof(float);
-        pwrite_all(direct.fd, p.data, p.count * row_bytes, offset + p.first * row_bytes, tmp);
-        sums[p.array].add(p.first, p.count, cols, p.data);
-        continue;
-      }
-      if (p.host || backend.host_accessible(device::Tier::device)) {
-        // In pieces, so that another thread's HDF5 calls go on in between.
-        const hsize_t step = rows_per_piece(cols);
-        for (hsize_t r = 0; r < p.count; r += step) {
-          const hsize_t n = std::min(step, p.count - r);
-          h5::write_rows(d, p.first + r, n, p.data + r * cols);
-          sums[p.array].add(p.first + r, n, cols, p.data + r * cols);
+      for (auto& p : content.pieces) {
+        const hsize_t cols = content.arrays[p.array].cols;
+        hid_t d = datasets[p.array];
+        haddr_t offset = HADDR_UNDEF;
+        if (direct.fd >= 0) {
+          h5::Lock lock(h5::api_mutex());
+          offset = H5Dget_offset(d);
         }
-        continue;
+        if (offset != HADDR_UNDEF && (p.host || backend.host_accessible(device::Tier::device))) {
+          const std::size_t row_bytes = cols * sizeof(float);
+          pwrite_all(direct.fd, p.data, p.count * row_bytes, offset + p.first * row_bytes, tmp);
+          sums[p.array].add(p.first, p.count, cols, p.data);
+          continue;
+        }
+        if (p.host || backend.host_accessible(device::Tier::device)) {
+          // In pieces, so that another thread's HDF5 calls go on in between.
+          const hsize_t step = rows_per_piece(cols);
+          for (hsize_t r = 0; r < p.count; r += step) {
+            const hsize_t n = std::min(step, p.count - r);
+            h5::write_rows(d, p.first + r, n, p.data + r * cols);
+            sums[p.array].add(p.first + r, n, cols, p.data + r * cols);
+          }
+          continue;
+        }
+        for_each_piece(p.count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
+          backend.copy(host.data(), p.data + r * cols, host.size() * sizeof(float), *stream);
+          stream->synchronize();
+          h5::write_rows(d, p.first + r, n, host.data());
+          sums[p.array].add(p.first + r, n, cols, host.data());
+        });
       }
-      for_each_piece(p.count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
-        backend.copy(host.data(), p.data + r * cols, host.size() * sizeof(float), *stream);
-        stream->synchronize();
-        h5::write_rows(d, p.first + r, n, host.data());
-        sums[p.array].add(p.first + r, n, cols, host.data());
-      });
+      if (direct.fd >= 0 && ::fsync(direct.fd) != 0)  // each rank's own rows, before rank 0 renames
+        throw IoError(fmt::format("cannot sync '{}' to disk: {}", tmp, std::strerror(errno)));
+    } catch (const std::exception& e) {
+      failure = e.what();
     }
+    std::int32_t failed = failure.empty() ? 0 : 1;
+    comm.all_reduce_sum(&failed, &failed, 1, comm::DataType::i32);
+    if (failed > 0)
+      throw IoError(failure.empty() ? fmt::format("writing '{}' failed on {} other rank(s)", tmp, failed) : failure);
     for (std::size_t i = 0; i < content.arrays.size(); ++i) {
       const auto total = sum_over_ranks(sums[i].sums(), comm);
       auto d = h5::create_dataset(file, checksum_dataset(content.arrays[i].name), h5::native_type<std::uint64_t>(),
                                   {static_cast<hsize_t>(total.size())}, written);
       if (rank == 0 && !total.empty()) h5::write_rows(d, 0, total.size(), total.data());
     }
-    if (direct.fd >= 0 && ::fsync(direct.fd) != 0)  // each rank's own rows, before rank 0 renames
-      throw IoError(fmt::format("cannot sync '{}' to disk: {}", tmp, std::strerror(errno)));
   } catch (...) {
     if (rank == 0) std::filesystem::remove(tmp);
     throw;

@@ -105,6 +105,32 @@ TEST(AsyncCheckpoint, ABusyWriterIsWaitedForOrSkipped) {
   EXPECT_TRUE(bitwise_equal(read_all(ckpt(wait, 12)), read_all(ckpt(skip, 12))));
 }
 
+// One rank failing to write its rows (a full disk, say): every rank throws the error, no
+// temporary file is left and the checkpoint before stays; synchronous and in the background.
+TEST(CheckpointWrite, ARankFailingToWriteFailsTheCheckpointOnEveryRank) {
+  auto& comm = *world->comm;
+  const std::string failing_rank = std::to_string(comm.size() - 1);
+  for (bool async : {false, true}) {
+    auto spec = adagrad_spec(async ? "fail-async" : "fail-sync", async);
+    spec.train.steps = 20;
+    Trainer trainer(spec, comm);
+    ::setenv("RECMIX_TEST_CHECKPOINT_WRITE_FAIL_RANK", failing_rank.c_str(), 1);
+    std::string error;
+    try {
+      trainer.train(quiet());  // the write of step 10 fails; seen at the next checkpoint or at once
+    } catch (const IoError& e) {
+      error = e.what();
+    }
+    ::unsetenv("RECMIX_TEST_CHECKPOINT_WRITE_FAIL_RANK");
+    const bool here = comm.rank() == comm.size() - 1;
+    EXPECT_NE(error.find(here ? "failure injected on rank" : "failed on 1 other rank(s)"), std::string::npos)
+        << (async ? "async: " : "sync: ") << error;
+    comm.barrier();
+    EXPECT_FALSE(fs::exists(ckpt(spec, 10) + ".tmp"));
+    EXPECT_FALSE(fs::exists(ckpt(spec, 10)));
+  }
+}
+
 // A copy of `from` at `to` (rank 0) with `edit` applied to it, opened writable.
 template <class F>
 void edited_copy(const std::string& from, const std::string& to, const F& edit) {
