@@ -11,6 +11,7 @@
 #include "runtime/checkpoint_checksum.hpp"
 #include "runtime/checkpoint_staging.hpp"
 #include "runtime/checkpoint_write.hpp"
+#include "embedding/sparse_optimizer.hpp"
 #include "runtime/dlrm_model.hpp"
 
 namespace recmix::runtime {
@@ -26,6 +27,17 @@ h5::Dataset open_float_rows(hid_t file, const std::string& name, hsize_t first, 
     throw DataError(fmt::format("{}: dataset '{}' has shape [{}], the model needs rows {}..{} of width {}", path, name,
                                 fmt::join(dims, ", "), first, first + count, cols));
   return dset;
+}
+
+// DataError unless dataset `name` exists with exactly the shape `want` (extra rows, a missing
+// column or a transposed array are refused, naming the dataset and both shapes).
+void require_shape(hid_t file, const std::string& name, const std::vector<hsize_t>& want, const std::string& path) {
+  if (!h5::exists(file, name))
+    throw DataError(fmt::format("{}: no dataset /{} (the model needs float32 [{}])", path, name, fmt::join(want, ", ")));
+  const auto dims = h5::shape(h5::open_dataset(file, name));
+  if (dims != want)
+    throw DataError(fmt::format("{}: /{} has shape [{}], the model needs [{}]", path, name, fmt::join(dims, ", "),
+                                fmt::join(want, ", ")));
 }
 
 // The first value of rows [first, first + n) x cols at p that is not finite, as an error
@@ -169,6 +181,18 @@ void load_checkpoint(const std::string& path, DlrmModel& model) {
   if (verify && h5::read_int_attribute(file, "checksum_block_rows") != static_cast<std::int64_t>(kChecksumBlockRows))
     throw DataError(fmt::format("{}: attribute checksum_block_rows is not {}: the checkpoint is damaged", path,
                                 kChecksumBlockRows));
+  // Every array with exactly the model's shape, whichever rows this rank loads.
+  const hsize_t dim = static_cast<hsize_t>(model.embedding().dim());
+  for (auto& p : model.dense_parameters()) require_shape(file, "dense/" + p.name, {p.count, 1}, path);
+  for (auto& s : model.dense_optimizer().state()) require_shape(file, "dense_optimizer/" + s.name, {s.count, 1}, path);
+  const auto kind = model.embedding().optimizer_kind();
+  const auto state_width = static_cast<hsize_t>(embedding::state_per_row(kind, static_cast<int>(dim)));
+  for (int t = 0; t < model.num_tables(); ++t) {
+    const auto rows = static_cast<hsize_t>(model.table_rows()[t]);
+    require_shape(file, fmt::format("embedding/{}/weights", t), {rows, dim}, path);
+    if (state_width > 0)
+      require_shape(file, fmt::format("embedding/{}/{}", t, embedding::state_name(kind)), {rows, state_width}, path);
+  }
   device::Backend& backend = model.backend();
   auto stream = backend.create_stream();
   for (auto& p : model.dense_parameters())
@@ -178,7 +202,6 @@ void load_checkpoint(const std::string& path, DlrmModel& model) {
   for (auto& s : model.dense_optimizer().state())
     read_device_rows(backend, *stream, file, "dense_optimizer/" + s.name, 0, s.count, 1, s.value, path, false,
                      verify);
-  const int dim = model.embedding().dim();
   for (auto& shard : model.embedding().local_shards()) {
     const hsize_t n = shard.row_end - shard.row_begin;
     if (n == 0) continue;
@@ -196,14 +219,7 @@ void load_weights(const std::string& path, DlrmModel& model) {
   auto file = h5::open_file(path);
   device::Backend& backend = model.backend();
   auto stream = backend.create_stream();
-  auto require = [&](const std::string& name, const std::vector<hsize_t>& want) {
-    if (!h5::exists(file, name))
-      throw DataError(fmt::format("{}: no dataset /{} (the model needs float32 [{}])", path, name, fmt::join(want, ", ")));
-    const auto dims = h5::shape(h5::open_dataset(file, name));
-    if (dims != want)
-      throw DataError(fmt::format("{}: /{} has shape [{}], the model needs [{}]", path, name, fmt::join(dims, ", "),
-                                  fmt::join(want, ", ")));
-  };
+  auto require = [&](const std::string& name, const std::vector<hsize_t>& want) { require_shape(file, name, want, path); };
   const auto params = model.dense_parameters();
   for (std::size_t i = 0; i < params.size(); ++i) {
     const mlp::Param& p = params[i];

@@ -189,6 +189,22 @@ TEST(CheckpointChecksums, AChangedValueIsCaughtAndNamed) {
     EXPECT_NE(e.find(fmt::format("/{} {} do not match their checksum", c.dataset, c.rows_named)), std::string::npos)
         << c.dataset << ": " << e;
   }
+  // A table with a row too many, a dense array stored transposed: refused, naming the dataset.
+  edited_copy(good, bad, [](hid_t file) {
+    auto rows = h5::read_array<float>(file, "embedding/2/weights");
+    rows.resize(rows.size() + 8, 0.5f);
+    H5Ldelete(file, "embedding/2/weights", H5P_DEFAULT);
+    h5::write_array(file, "embedding/2/weights", rows.data(), {8, 8});
+  });
+  EXPECT_NE(load_error(spec, bad).find("/embedding/2/weights has shape [8, 8], the model needs [7, 8]"),
+            std::string::npos) << load_error(spec, bad);
+  edited_copy(good, bad, [](hid_t file) {
+    const auto v = h5::read_array<float>(file, "dense/bottom.0.bias");
+    H5Ldelete(file, "dense/bottom.0.bias", H5P_DEFAULT);
+    h5::write_array(file, "dense/bottom.0.bias", v.data(), {1, v.size()});
+  });
+  EXPECT_NE(load_error(spec, bad).find("/dense/bottom.0.bias has shape [1, 16], the model needs [16, 1]"),
+            std::string::npos) << load_error(spec, bad);
   // Checksums removed from a version-2 file: damaged. Version 1 (before checksums): loads.
   edited_copy(good, bad, [](hid_t file) { H5Ldelete(file, "checksums/embedding/2/weights", H5P_DEFAULT); });
   EXPECT_NE(load_error(spec, bad).find("/embedding/2/weights has no checksums"), std::string::npos);
