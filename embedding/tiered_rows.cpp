@@ -389,8 +389,10 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
     stats_.rows_restaged += static_cast<std::int64_t>(overlap_.size());
     stats_.rows_ahead += static_cast<std::int64_t>(m);
     if (on_host_) {
-      std::memcpy(w, ahead_w_.data(), m * D * sizeof(float));
-      if (S > 0) std::memcpy(s, ahead_s_.data(), m * S * sizeof(float));
+      if (m > 0) {  // no rows: the buffers may be empty, and memcpy's pointers must not be null
+        std::memcpy(w, ahead_w_.data(), m * D * sizeof(float));
+        if (S > 0) std::memcpy(s, ahead_s_.data(), m * S * sizeof(float));
+      }
     } else {
       ahead_w_.swap(bounce_w_);
       ahead_s_.swap(bounce_s_);

@@ -116,8 +116,10 @@ struct Outcome {
 Outcome run_job(GuardedCommunicator& comm, int job, int ops, int fail_rank, int fail_at) {
   Outcome out;
   {
-    std::unique_ptr<Request> pending;  // destroyed unfinished on the way out, as a step's would be
+    // The buffer outlives the request: a request destroyed unfinished (on the way out, as a
+    // step's would be) waits for its transfer, which still writes into the buffer.
     std::vector<std::int64_t> pending_buf;
+    std::unique_ptr<Request> pending;
     try {
       for (int op = 0; op < ops; ++op) {
         if (comm.rank() == fail_rank && op == fail_at) throw DataError("injected failure");
