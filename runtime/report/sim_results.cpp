@@ -57,7 +57,8 @@ double SimPolicy::metric(const std::string& key) const {
 bool is_sim_json(const std::string& path) {
   const std::string head = first_bytes(path, 4096);
   const auto start = head.find_first_not_of(" \t\r\n");
-  return start != std::string::npos && head[start] == '{' && head.find("\"policies\"") != std::string::npos;
+  return start != std::string::npos && head[start] == '{' &&
+         (head.find("\"format\": \"recmix-sim\"") != std::string::npos || head.find("\"policies\"") != std::string::npos);
 }
 
 bool is_sim_timeline(const std::string& path) {
