@@ -7,7 +7,13 @@
 #         at 1 and 2 ranks. The trainer and `recmix run` are left out: with libgomp's OpenMP and
 #         OpenBLAS (neither built with TSan) they crash under it.
 #
-#   scripts/test-sanitizers.sh [asan|tsan|all] [--reduced]
+#   fuzz: build-fuzz/ with clang: the libFuzzer binaries of the two parsers that read only
+#         memory (the job spec and the Criteo line), each run for RECMIX_FUZZ_SECONDS (default
+#         60) from its corpus; new inputs go to a scratch folder, a crash's input is kept there
+#         and printed. The dataset and checkpoint fuzzers are run by hand (docs/reliability.md):
+#         HDF5 1.10 itself crashes on some damaged files, which a time-boxed run would report.
+#
+#   scripts/test-sanitizers.sh [asan|tsan|fuzz|all] [--reduced]
 #
 # --reduced (what scripts/test.sh runs, to stay within CI's time on 2 cores): asan builds only
 # the layers below the scheduler and the runtime (device, mlp, embedding, comm, data) with their
@@ -20,9 +26,9 @@ cd "$(dirname "$0")/.."
 stage=all reduced=0
 for arg in "$@"; do
   case "$arg" in
-    asan | tsan | all) stage=$arg ;;
+    asan | tsan | fuzz | all) stage=$arg ;;
     --reduced) reduced=1 ;;
-    *) echo "usage: $0 [asan|tsan|all] [--reduced]" >&2; exit 2 ;;
+    *) echo "usage: $0 [asan|tsan|fuzz|all] [--reduced]" >&2; exit 2 ;;
   esac
 done
 jobs=${RECMIX_SANITIZE_JOBS:-$(nproc)}
@@ -91,8 +97,32 @@ run_tsan() {
   echo "tsan: built and ran in $((SECONDS - t0)) s"
 }
 
+run_fuzz() {
+  local t0=$SECONDS seconds=${RECMIX_FUZZ_SECONDS:-60} scratch target
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECMIX_FUZZ=ON \
+    -DRECMIX_SANITIZE=address,undefined,fuzzer-no-link -DRECMIX_WITH_CUDA=OFF -DRECMIX_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-fuzz -j "$jobs" --target fuzz_job_spec fuzz_criteo_line
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/recmix-fuzz-XXXXXX")
+  for target in job_spec criteo_line; do
+    local dict=() out="$scratch/$target"
+    [[ -f fuzz/$target.dict ]] && dict=(-dict="fuzz/$target.dict")
+    mkdir -p "$out"
+    echo "fuzz: $target for $seconds s"
+    if ! "build-fuzz/fuzz/fuzz_$target" "${dict[@]}" -max_total_time="$seconds" -seed=1 -print_final_stats=1 \
+         -artifact_prefix="$out/" "$out" "fuzz/corpus/$target" > "$out.log" 2>&1; then
+      tail -40 "$out.log"
+      echo "fuzz: $target found a crash; its input is in $out (kept)" >&2
+      return 1
+    fi
+    grep -E "stat::number_of_executed_units" "$out.log" | sed "s/^/fuzz: $target: /"
+  done
+  rm -rf "$scratch"
+  echo "fuzz: built and ran in $((SECONDS - t0)) s"
+}
+
 case "$stage" in
   asan) run_asan ;;
   tsan) run_tsan ;;
-  all) run_asan; run_tsan ;;
+  fuzz) run_fuzz ;;
+  all) run_asan; run_tsan; run_fuzz ;;
 esac

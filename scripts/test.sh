@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test (unit, MPI at 1/2/4 ranks, end to end,
-# Slurm launch), then the reduced sanitizer stage: ASan + UBSan over the layers below the
-# scheduler and the runtime, their unit tests and MPI tests at 2 ranks
-# (scripts/test-sanitizers.sh runs the full stages). This is what CI runs.
+# Slurm launch), then the sanitizer stages: the reduced ASan + UBSan stage (the layers below the
+# scheduler and the runtime, their unit tests and MPI tests at 2 ranks), the TSan stage (the
+# threaded communicators and the tiered embedding's staging thread) and a time-boxed libFuzzer
+# run of the job-spec and Criteo-line parsers (scripts/test-sanitizers.sh; its `asan` stage
+# without --reduced runs every test). This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --with-slurm
 scripts/build.sh
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600)
 scripts/test-sanitizers.sh asan --reduced
+scripts/test-sanitizers.sh tsan
+scripts/test-sanitizers.sh fuzz
