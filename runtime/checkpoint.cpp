@@ -219,7 +219,6 @@ void load_weights(const std::string& path, DlrmModel& model) {
   auto file = h5::open_file(path);
   device::Backend& backend = model.backend();
   auto stream = backend.create_stream();
-  auto require = [&](const std::string& name, const std::vector<hsize_t>& want) { require_shape(file, name, want, path); };
   const auto params = model.dense_parameters();
   for (std::size_t i = 0; i < params.size(); ++i) {
     const mlp::Param& p = params[i];
@@ -230,14 +229,15 @@ void load_weights(const std::string& path, DlrmModel& model) {
         if (b.name == p.name.substr(0, p.name.size() - suffix.size()) + ".bias" && b.count > 0)
           want = {b.count, p.count / b.count};
     const std::string name = "dense/" + p.name;
-    require(name, want);
+    require_shape(file, name, want, path);
     const auto values = h5::read_array<float>(file, name);
     backend.copy(p.value, values.data(), values.size() * sizeof(float), *stream);
     stream->synchronize();
   }
   const int dim = model.embedding().dim();
   for (int t = 0; t < model.num_tables(); ++t)
-    require(fmt::format("embedding/{}", t), {static_cast<hsize_t>(model.table_rows()[t]), static_cast<hsize_t>(dim)});
+    require_shape(file, fmt::format("embedding/{}", t), {static_cast<hsize_t>(model.table_rows()[t]), static_cast<hsize_t>(dim)},
+                  path);
   for (auto& shard : model.embedding().local_shards()) {
     const hsize_t n = shard.row_end - shard.row_begin;
     if (n == 0) continue;

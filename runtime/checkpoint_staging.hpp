@@ -13,16 +13,11 @@ namespace recmix::runtime {
 // through a host buffer of at most this many bytes, one backend copy and synchronisation per piece.
 inline constexpr std::size_t kStagingBytes = std::size_t(64) << 20;
 
-// Rows a piece of at most kStagingBytes holds, for rows of `cols` floats.
-inline hsize_t rows_per_piece(hsize_t cols) {
-  return std::max<hsize_t>(1, kStagingBytes / (sizeof(float) * std::max<hsize_t>(cols, 1)));
-}
-
 // Calls piece(r, n, host) for rows [r, r + n) of `count` rows of `cols` floats, in pieces of at
 // most kStagingBytes, host being a buffer of n x cols floats.
 template <class F>
 void for_each_piece(hsize_t count, hsize_t cols, const F& piece) {
-  const hsize_t rows = rows_per_piece(cols);
+  const hsize_t rows = std::max<hsize_t>(1, kStagingBytes / (sizeof(float) * std::max<hsize_t>(cols, 1)));
   std::vector<float> host;
   for (hsize_t r = 0; r < count; r += rows) {
     const hsize_t n = std::min(rows, count - r);

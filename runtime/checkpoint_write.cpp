@@ -205,13 +205,8 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
           continue;
         }
         if (p.host || backend.host_accessible(device::Tier::device)) {
-          // In pieces, so that another thread's HDF5 calls go on in between.
-          const hsize_t step = rows_per_piece(cols);
-          for (hsize_t r = 0; r < p.count; r += step) {
-            const hsize_t n = std::min(step, p.count - r);
-            h5::write_rows(d, p.first + r, n, p.data + r * cols);
-            sums[p.array].add(p.first + r, n, cols, p.data + r * cols);
-          }
+          h5::write_rows(d, p.first, p.count, p.data);
+          sums[p.array].add(p.first, p.count, cols, p.data);
           continue;
         }
         for_each_piece(p.count, cols, [&](hsize_t r, hsize_t n, std::vector<float>& host) {
