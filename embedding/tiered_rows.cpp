@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/huge_pages.hpp"
 
 namespace recmix::embedding {
 namespace {
@@ -59,10 +60,54 @@ TieredRows::TieredRows(device::Backend& backend, device::MemoryPool& pool, std::
   if (state_per_row_ > 0)
     host_s_ = device::Buffer<float>(*opt_.host_pool, std::size_t(local_rows_) * state_per_row_,
                                     fmt::format("embedding host tier, optimizer state (rank {})", rank_));
-  slot_of_.assign(std::size_t(local_rows_), -1);
+  // The host tier and the per-row maps are read at random rows (before the init functors and
+  // the fills first touch them).
+  advise_huge_pages(host_w_.data(), host_w_.bytes());
+  advise_huge_pages(host_s_.data(), host_s_.bytes());
+  assign_huge<std::int64_t>(slot_of_, std::size_t(local_rows_), -1);
   // Counted only where the hot set is ranked again.
-  if (opt_.rerank_interval > 0) counted_.assign(std::size_t(local_rows_), 0);
-  ahead_tag_.assign(std::size_t(local_rows_), 0);
+  if (opt_.rerank_interval > 0) assign_huge<std::int64_t>(counted_, std::size_t(local_rows_), 0);
+  assign_huge<std::uint64_t>(ahead_tag_, std::size_t(local_rows_), 0);
+  if (!on_host_) {  // rows in transit in pinned host memory, copied on a stream of their own
+    device::MemoryPool* pinned = opt_.host_pool;
+    bounce_w_ = TransitRows(pinned, fmt::format("embedding staged rows in transit, weights (rank {})", rank_));
+    bounce_s_ = TransitRows(pinned, fmt::format("embedding staged rows in transit, optimizer state (rank {})", rank_));
+    ahead_w_ = TransitRows(pinned, fmt::format("embedding rows gathered ahead, weights (rank {})", rank_));
+    ahead_s_ = TransitRows(pinned, fmt::format("embedding rows gathered ahead, optimizer state (rank {})", rank_));
+    retire_w_ = TransitRows(pinned, fmt::format("embedding rows to write back, weights (rank {})", rank_));
+    retire_s_ = TransitRows(pinned, fmt::format("embedding rows to write back, optimizer state (rank {})", rank_));
+    copy_stream_ = backend_.create_stream();
+    compute_point_ = backend_.create_event();
+    staged_copy_ = backend_.create_event();
+  }
+}
+
+void TransitRows::resize(std::size_t floats) {
+  if (!pinned_pool_) {
+    plain_.resize(floats);
+  } else if (floats > pinned_.size()) {
+    pinned_ = {};  // the old one first: the two never coexist
+    pinned_ = device::Buffer<float>(*pinned_pool_, floats + floats / 4, what_);
+  }
+  size_ = floats;
+}
+
+void TransitRows::swap(TransitRows& o) noexcept {
+  std::swap(pinned_pool_, o.pinned_pool_);
+  std::swap(what_, o.what_);
+  plain_.swap(o.plain_);
+  std::swap(pinned_, o.pinned_);
+  std::swap(size_, o.size_);
+}
+
+void TieredRows::copies_after(device::Stream& stream) {
+  compute_point_->record(stream);
+  compute_point_->wait(*copy_stream_);
+}
+
+TieredRows::~TieredRows() {
+  join();
+  if (copy_stream_) copy_stream_->synchronize();  // nothing in flight from or to the buffers freed next
 }
 
 void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
@@ -172,6 +217,10 @@ void TieredRows::place_hot_rows() {
   hot_ = static_cast<std::int64_t>(hot_row_of_slot_.size());
   auto stream = backend_.create_stream();
   allocate_device(staging_rows_needed(cold, opt_.global_batch, opt_.bag_rows), *stream);
+  if (!on_host_) {  // sized for every staging slot here, so that the lookahead's thread rarely allocates
+    for (TransitRows* t : {&bounce_w_, &ahead_w_, &retire_w_}) t->resize(std::size_t(staging_) * std::size_t(dim_));
+    for (TransitRows* t : {&bounce_s_, &ahead_s_, &retire_s_}) t->resize(std::size_t(staging_) * state_per_row_);
+  }
   upload_hot(*stream);
   stream->synchronize();
 }
@@ -191,6 +240,10 @@ void TieredRows::allocate_device(std::int64_t staging, device::Stream& stream) {
     state_ = device::Buffer<float>(pool_, std::max<std::size_t>(n, 1) * state_per_row_,
                                    fmt::format("embedding optimizer state, {} hot rows and {} staging slots (rank {})",
                                                hot_, staging_, rank_));
+  if (on_host_) {
+    advise_huge_pages(weights_.data(), weights_.bytes());
+    advise_huge_pages(state_.data(), state_.bytes());
+  }
 }
 
 void TieredRows::download_hot(device::Stream& stream) {
@@ -198,16 +251,16 @@ void TieredRows::download_hot(device::Stream& stream) {
   const std::size_t D = std::size_t(dim_), S = state_per_row_;
   const float* w = weights_.data();
   const float* s = state_.data();
-  if (!on_host_) {
-    bounce_w_.resize(std::size_t(hot_) * D);
-    backend_.copy(bounce_w_.data(), weights_.data(), bounce_w_.size() * sizeof(float), stream);
+  if (!on_host_) {  // rare and large (re-ranks, checkpoints, growth): pageable memory, synchronous
+    hot_w_.resize(std::size_t(hot_) * D);
+    backend_.copy(hot_w_.data(), weights_.data(), hot_w_.size() * sizeof(float), stream);
     if (S > 0) {
-      bounce_s_.resize(std::size_t(hot_) * S);
-      backend_.copy(bounce_s_.data(), state_.data(), bounce_s_.size() * sizeof(float), stream);
+      hot_s_.resize(std::size_t(hot_) * S);
+      backend_.copy(hot_s_.data(), state_.data(), hot_s_.size() * sizeof(float), stream);
     }
     stream.synchronize();
-    w = bounce_w_.data();
-    s = bounce_s_.data();
+    w = hot_w_.data();
+    s = hot_s_.data();
   }
   for (std::int64_t slot = 0; slot < hot_; ++slot) {
     const std::size_t r = std::size_t(hot_row_of_slot_[std::size_t(slot)]);
@@ -222,10 +275,10 @@ void TieredRows::upload_hot(device::Stream& stream) {
   float* w = weights_.data();
   float* s = state_.data();
   if (!on_host_) {
-    bounce_w_.resize(std::size_t(hot_) * D);
-    bounce_s_.resize(std::size_t(hot_) * S);
-    w = bounce_w_.data();
-    s = bounce_s_.data();
+    hot_w_.resize(std::size_t(hot_) * D);
+    hot_s_.resize(std::size_t(hot_) * S);
+    w = hot_w_.data();
+    s = hot_s_.data();
   }
   for (std::int64_t slot = 0; slot < hot_; ++slot) {
     const std::size_t r = std::size_t(hot_row_of_slot_[std::size_t(slot)]);
@@ -233,13 +286,13 @@ void TieredRows::upload_hot(device::Stream& stream) {
     if (S > 0) std::memcpy(s + std::size_t(slot) * S, host_s_.data() + r * S, S * sizeof(float));
   }
   if (!on_host_) {
-    backend_.copy(weights_.data(), bounce_w_.data(), bounce_w_.size() * sizeof(float), stream);
-    if (S > 0) backend_.copy(state_.data(), bounce_s_.data(), bounce_s_.size() * sizeof(float), stream);
+    backend_.copy(weights_.data(), hot_w_.data(), hot_w_.size() * sizeof(float), stream);
+    if (S > 0) backend_.copy(state_.data(), hot_s_.data(), hot_s_.size() * sizeof(float), stream);
   }
 }
 
 // The previous step's staged rows: written back when updated (device path: the copy to the host
-// side was posted by updated(); it has landed once the stream is synchronised), then forgotten.
+// side was posted by updated() on the copy stream; stage() synchronised it), then forgotten.
 void TieredRows::retire(device::Stream& stream) {
   if (staged_.empty()) return;
   const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
@@ -247,7 +300,6 @@ void TieredRows::retire(device::Stream& stream) {
     const float* w = weights_.data() + std::size_t(hot_) * D;
     const float* s = state_.data() + std::size_t(hot_) * S;
     if (!on_host_) {
-      stream.synchronize();
       w = bounce_w_.data();
       s = bounce_s_.data();
     }
@@ -289,8 +341,7 @@ void TieredRows::defer_retire(device::Stream& stream) {
       retire_s_.resize(m * S);
       std::memcpy(retire_w_.data(), weights_.data() + std::size_t(hot_) * D, m * D * sizeof(float));
       if (S > 0) std::memcpy(retire_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float));
-    } else {  // the copy to the host side that updated() posted has landed once the stream is synchronised
-      stream.synchronize();
+    } else {  // the copy to the host side that updated() posted has landed (stage() synchronised it)
       retire_w_.swap(bounce_w_);
       retire_s_.swap(bounce_s_);
     }
@@ -311,6 +362,9 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
   const auto t0 = Clock::now();
   join();
   stats_.lookahead_wait_s += since(t0);
+  // Device path: the previous step's copies have finished (its staged rows are back in host
+  // memory, and the buffers they came from may be written).
+  if (copy_stream_) copy_stream_->synchronize();
   bool ahead = ahead_ && n == static_cast<std::int64_t>(ahead_in_.size()) &&
                std::equal(rows, rows + n, ahead_in_.begin()) && !rerank_due(step_ + 1);
   ahead_ = false;
@@ -410,9 +464,13 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
       if (S > 0) std::memcpy(s + i * S, host_s_.data() + r * S, S * sizeof(float));
     }
   }
-  if (!on_host_ && m > 0) {
-    backend_.copy(weights_.data() + std::size_t(hot_) * D, bounce_w_.data(), m * D * sizeof(float), stream);
-    if (S > 0) backend_.copy(state_.data() + std::size_t(hot_) * S, bounce_s_.data(), m * S * sizeof(float), stream);
+  if (!on_host_ && m > 0) {  // on the copy stream after every earlier use of the slots; the step waits for it
+    copies_after(stream);
+    backend_.copy(weights_.data() + std::size_t(hot_) * D, bounce_w_.data(), m * D * sizeof(float), *copy_stream_);
+    if (S > 0)
+      backend_.copy(state_.data() + std::size_t(hot_) * S, bounce_s_.data(), m * S * sizeof(float), *copy_stream_);
+    staged_copy_->record(*copy_stream_);
+    staged_copy_->wait(stream);
   }
   stats_.rows_staged += static_cast<std::int64_t>(m);
   stats_.bytes_to_device += m * (D + S) * sizeof(float);
@@ -429,10 +487,14 @@ void TieredRows::updated(device::Stream& stream) {
   dirty_ = true;
   if (on_host_) return;  // retire() reads the staging slots themselves
   const auto t0 = Clock::now();
+  // The staging copy's source, the same size: it does not grow (no reallocation under a copy in
+  // flight); the copy stream orders this copy after that one.
   bounce_w_.resize(m * D);
   bounce_s_.resize(m * S);
-  backend_.copy(bounce_w_.data(), weights_.data() + std::size_t(hot_) * D, m * D * sizeof(float), stream);
-  if (S > 0) backend_.copy(bounce_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float), stream);
+  copies_after(stream);
+  backend_.copy(bounce_w_.data(), weights_.data() + std::size_t(hot_) * D, m * D * sizeof(float), *copy_stream_);
+  if (S > 0)
+    backend_.copy(bounce_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float), *copy_stream_);
   stats_.staging_s += since(t0);
 }
 
@@ -483,6 +545,7 @@ void TieredRows::rerank(device::Stream& stream) {
 void TieredRows::flush(device::Stream& stream) {
   join();
   ahead_ = false;
+  if (copy_stream_) copy_stream_->synchronize();  // the staged rows' copy back to the host has landed
   complete_retire();
   retire(stream);
   download_hot(stream);

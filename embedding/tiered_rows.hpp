@@ -15,15 +15,17 @@
 // UVM cache keeps whole tables in host-mapped memory and a row cache in HBM); the host tier costs
 // the hot rows twice, in exchange for checkpoints, re-ranks and restores that never lose a row.
 #include <chrono>
-#include <thread>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device/backend.hpp"
 #include "device/buffer.hpp"
 #include "device/memory_pool.hpp"
+#include "device/stream.hpp"
 #include "embedding/sparse_optimizer.hpp"
 #include "embedding/tiering.hpp"
 
@@ -58,6 +60,27 @@ struct TierStats {
   double staging_s = 0;  // time the step waited for staging: the lookahead, writing back, gathering, copying
   double lookahead_wait_s = 0;  // ... of which waiting for the lookahead's thread
   void add(const TierStats& o);
+};
+
+// Host memory for rows on their way between the tiers (staged rows gathered ahead, rows written
+// back): ordinary memory where the device tier is host memory, pinned memory from the host tier's
+// pool otherwise, so that the copies to and from the device are asynchronous DMA. Its contents
+// are not kept when it grows; it must not grow while a copy from or to it is in flight.
+class TransitRows {
+ public:
+  TransitRows() = default;
+  TransitRows(device::MemoryPool* pinned, std::string what) : pinned_pool_(pinned), what_(std::move(what)) {}
+  void resize(std::size_t floats);
+  float* data() { return pinned_pool_ ? pinned_.data() : plain_.data(); }
+  std::size_t size() const { return size_; }
+  void swap(TransitRows& o) noexcept;
+
+ private:
+  device::MemoryPool* pinned_pool_ = nullptr;
+  std::string what_;
+  std::vector<float> plain_;
+  device::Buffer<float> pinned_;
+  std::size_t size_ = 0;
 };
 
 // One owned shard in the local row space.
@@ -106,7 +129,7 @@ class TieredRows {
   void prefetch(const std::int64_t* rows, std::int64_t n);
   // cold_update = host: the update about to write the host tier waits for the lookahead.
   void before_host_update() { join(); }
-  ~TieredRows() { join(); }
+  ~TieredRows();
   TieredRows(const TieredRows&) = delete;
   TieredRows& operator=(const TieredRows&) = delete;
 
@@ -142,6 +165,8 @@ class TieredRows {
   void scatter_to_host(const std::vector<std::int64_t>& rows, const float* w, const float* s);
   void rerank(device::Stream& stream);
   void allocate_device(std::int64_t staging, device::Stream& stream);
+  // Device path: the copy stream's next copies wait for everything issued on `stream` so far.
+  void copies_after(device::Stream& stream);
   // Hot slots <-> host tier, for every hot row.
   void download_hot(device::Stream& stream);
   void upload_hot(device::Stream& stream);
@@ -173,13 +198,20 @@ class TieredRows {
   std::int64_t hot_ = 0, staging_ = 0;
   std::int64_t step_ = 0;                          // stage() calls: the re-rank clock
   bool dirty_ = false;                             // the staged rows were updated
-  std::vector<float> bounce_w_, bounce_s_;         // device path: host side of a tier copy
+  // Device path: the staged rows' host side (pinned), copied on copy_stream_: host -> device at
+  // stage(), after every use of the staging slots issued before it; device -> host after the
+  // update (updated()), waited for where the rows are written back. The compute stream waits for
+  // the staging copy (staged_copy_) only.
+  TransitRows bounce_w_, bounce_s_;
+  std::unique_ptr<device::Stream> copy_stream_;
+  std::unique_ptr<device::Event> compute_point_, staged_copy_;
+  std::vector<float> hot_w_, hot_s_;               // device path: host side of the hot slots' copies
   TierStats stats_;
   // The lookahead.
   std::thread worker_;
   bool ahead_ = false;                             // a gather for the next stage() was started
   std::vector<std::int64_t> ahead_rows_;           // its cold rows, in first-lookup order
-  std::vector<float> ahead_w_, ahead_s_;           // their weights and state, gathered by worker_
+  TransitRows ahead_w_, ahead_s_;                  // their weights and state, gathered by worker_
   std::vector<std::int64_t> ahead_in_;             // the next step's lookups, as given
   std::vector<std::int64_t> ahead_slots_;          // ... mapped to slots by worker_
   std::int64_t ahead_hits_ = 0;
@@ -190,7 +222,7 @@ class TieredRows {
   // The previous step's updated staged rows, kept here after its staging slots are reused, until
   // the next lookahead thread (or anything else that needs the host tier) writes them back.
   std::vector<std::int64_t> retire_rows_;
-  std::vector<float> retire_w_, retire_s_;
+  TransitRows retire_w_, retire_s_;
   bool retire_pending_ = false;
 };
 

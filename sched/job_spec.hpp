@@ -50,6 +50,9 @@ struct Tiering {
   double hot_fraction = 1.0;        // share of each shard's rows kept on the device
   double hot_hit_rate = 0.9;        // share of lookups served by hot rows (Zipf-skewed data)
   std::uint64_t device_budget = 0;  // bytes of one rank's hot and staging rows; 0: unset
+  // Staged rows pass through pinned host memory (a device whose memory is not host memory:
+  // cuda, cpu-strict); the CPU backend stages in place.
+  bool pinned_transit = false;
 };
 
 struct JobSpec {

@@ -176,7 +176,10 @@ double host_tier_bytes(const JobSpec& spec, const RankShard& shard) {
   if (!spec.tiering.enabled) return 0;
   double owned = 0;
   for (const auto& [table, rows] : shard.rows) owned += static_cast<double>(rows);
-  return owned * sparse_row_floats(spec) * kFloatBytes;
+  // Where the device tier is not host memory, staged rows pass through pinned host memory too:
+  // three buffers of the staging slots' size (gathered ahead, in the copy, written back).
+  const double transit = spec.tiering.pinned_transit ? 3.0 * staging_bytes(spec, shard) : 0.0;
+  return owned * sparse_row_floats(spec) * kFloatBytes + transit;
 }
 
 MemoryEstimate estimate_rank_memory(const JobSpec& spec, const RankShard& shard,

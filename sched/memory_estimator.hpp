@@ -73,7 +73,8 @@ double gemm_workspace_bytes(const MachineModel& machine);
 // (dense x 4 + tables x pooling x 8 + 4). The cold rows a step needs are in staging_bytes.
 double prefetch_bytes(const JobSpec& spec, const EstimatorOptions& options);
 // Host memory of the tiered rows, not device memory: the host tier holds every owned row with
-// its state, owned rows x (dim + sparse state per row) x 4; 0 when untiered.
+// its state, owned rows x (dim + sparse state per row) x 4; 0 when untiered. With
+// tiering.pinned_transit (cuda, cpu-strict), plus 3 x staging_bytes of pinned rows in transit.
 double host_tier_bytes(const JobSpec& spec, const RankShard& shard);
 
 struct MemoryEstimate {

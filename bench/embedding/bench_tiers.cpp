@@ -36,7 +36,7 @@ enum class Bagging { one_hot, multi_hot };
 const char* name(Bagging b) { return b == Bagging::one_hot ? "one-hot" : "multi-hot"; }
 
 struct Settings {
-  int tables = 26, dim = 16, batch = 2048, threads = 1, steps = 20, warmup = 3, max_bag = 8, count_batches = 400;
+  int tables = 26, dim = 16, batch = 2048, threads = 1, steps = 40, warmup = 3, block = 6, max_bag = 8, count_batches = 400;
   std::int64_t rows = 1000000;
   std::uint64_t seed = 1;
   double pcie_gb_per_s = 25;  // assumed host <-> device bandwidth for the PCIe estimate
@@ -109,7 +109,8 @@ Workload make_workload(const Settings& s, double exponent, int which) {
         for (int k = bag_size(); k > 0; --k) ++w.counts[1][t][std::size_t(maps[t](zipf(uniform)))];
       }
 
-  w.batches.resize(std::size_t(s.warmup + s.steps));
+  // A layer's batches: warm-up, timed steps, and the untimed first step of each block.
+  w.batches.resize(std::size_t(s.warmup + s.steps + (s.steps + s.block - 2) / (s.block - 1)));
   for (Batch& batch : w.batches) {
     batch.one_hot.resize(std::size_t(s.batch) * s.tables);
     batch.offsets.assign(s.tables, std::vector<std::int64_t>(std::size_t(s.batch) + 1, 0));
@@ -142,93 +143,146 @@ struct Result {
   double build_s = 0;
 };
 
-// Builds one layer, trains it on the workload's batches (forward + backward with a constant
-// gradient) and destroys it. Times (staging included) are medians over the timed steps; the tier
-// counters are their means.
-Result run(const Settings& s, const Workload& w, const IdealHits& ideal, Bagging bagging, TierOptions tiering,
-           std::size_t pool_capacity, comm::Communicator& comm, device::Backend& backend, Result r) {
-  device::MemoryPool pool(backend, device::Tier::device, "bench device", pool_capacity);
-  auto stream = backend.create_stream();
-  const std::vector<TableSpec> tables(std::size_t(s.tables), TableSpec{s.rows, s.dim});
-  const double t0 = bench::now();
-  ShardedEmbedding emb(comm, backend, pool, tables, Pooling::sum, ShardingPlan::automatic(tables, 1),
-                       {"sgd", 0.01f}, s.seed, nullptr, std::move(tiering));
-  r.build_s = bench::now() - t0;
-  r.device_bytes = emb.local_bytes();
-  r.host_tier_bytes = emb.host_tier_bytes();
-  r.device_pool_capacity = pool_capacity;
+// One layer (untiered or tiered) trained on a workload's batches, step by step, so that two
+// layers can be timed in alternating blocks of steps: the machine's noise (other tenants, clock
+// changes) then falls on both alike, and the ratio of their step times is what the bench reports.
+class LayerRun {
+ public:
+  LayerRun(const Settings& s, const Workload& w, Bagging bagging, TierOptions tiering, std::size_t pool_capacity,
+           comm::Communicator& comm, device::Backend& backend)
+      : s_(s), w_(w), bagging_(bagging), pool_(backend, device::Tier::device, "bench device", pool_capacity),
+        stream_(backend.create_stream()), out_(std::size_t(s.batch) * s.tables * s.dim), grad_(out_.size(), 1e-3f),
+        bags_(std::size_t(s.tables)), next_bags_(std::size_t(s.tables)) {
+    const std::vector<TableSpec> tables(std::size_t(s.tables), TableSpec{s.rows, s.dim});
+    const double t0 = bench::now();
+    emb_ = std::make_unique<ShardedEmbedding>(comm, backend, pool_, tables, Pooling::sum,
+                                              ShardingPlan::automatic(tables, 1), SparseOptimizerConfig{"sgd", 0.01f}, s.seed,
+                                              nullptr, std::move(tiering));
+    build_s_ = bench::now() - t0;
+  }
 
-  std::vector<float> out(std::size_t(s.batch) * s.tables * s.dim), grad(out.size(), 1e-3f);
-  std::vector<double> fwd, bwd, step, staging, wait;
-  std::vector<Bags> bags(std::size_t(s.tables));
-  double lookups = 0;
-  TierStats st;
-  std::vector<Bags> next_bags(std::size_t(s.tables));
-  const int total = s.warmup + s.steps;
-  for (int i = 0; i < total; ++i) {
-    const Batch& batch = w.batches[std::size_t(i)];
+  // `steps` steps on the next batches (the workload's, cycled), timed when `timed`, except the
+  // first: it starts without the lookahead (the block before it handed nothing over), as the
+  // first step of a run does. The last hands nothing over either, so nothing of this layer runs
+  // beside the other layer's block.
+  void block(int steps, bool timed) {
+    for (int k = 0; k < steps; ++k) step(k > 0, k + 1 < steps, timed && k > 0);
+  }
+
+  // Medians of the recorded steps, means of the tier counters.
+  double median_step_ms() const { return bench::median(step_) * 1e3; }
+  // Adds another layer's recorded steps to this one's (the untiered row sums up every pair).
+  void take_times_from(const LayerRun& o) {
+    fwd_.insert(fwd_.end(), o.fwd_.begin(), o.fwd_.end());
+    bwd_.insert(bwd_.end(), o.bwd_.begin(), o.bwd_.end());
+    step_.insert(step_.end(), o.step_.begin(), o.step_.end());
+    staging_.insert(staging_.end(), o.staging_.begin(), o.staging_.end());
+    wait_.insert(wait_.end(), o.wait_.begin(), o.wait_.end());
+    lookups_ += o.lookups_;
+    st_.add(o.st_);
+  }
+
+  Result result(Result r, const IdealHits& ideal) const {
+    const double n = double(step_.size());
+    r.build_s = build_s_;
+    r.device_bytes = emb_->local_bytes();
+    r.host_tier_bytes = emb_->host_tier_bytes();
+    r.device_pool_capacity = pool_.capacity_bytes();
+    r.forward_ms = bench::median(fwd_) * 1e3;
+    r.backward_ms = bench::median(bwd_) * 1e3;
+    r.step_ms = bench::median(step_) * 1e3;
+    r.lookups = lookups_ / n;
+    r.bytes_fetch_all = r.lookups * s_.dim * sizeof(float) * 2;
+    r.hot_rows_per_table = s_.rows;
+    if (emb_->tiered()) {
+      const std::int64_t staging_per_table = std::min<std::int64_t>(
+          s_.rows, std::int64_t(s_.batch) * (bagging_ == Bagging::one_hot ? 1 : s_.max_bag));
+      r.hot_rows_per_table = r.device_budget > 0
+                                 ? std::int64_t(r.device_bytes / (std::size_t(s_.dim) * sizeof(float))) / s_.tables -
+                                       staging_per_table
+                                 : hot_rows_for_fraction(s_.rows, r.hot_fraction);
+      r.hit_rate = st_.lookups ? double(st_.hot_hits) / double(st_.lookups) : 0;
+      r.rows_staged = double(st_.rows_staged) / n;
+      r.bytes_to_device = double(st_.bytes_to_device) / n;
+      r.bytes_to_host = double(st_.bytes_to_host) / n;
+      r.staging_ms = bench::median(staging_) * 1e3;
+      r.lookahead_wait_ms = bench::median(wait_) * 1e3;
+    }
+    r.ideal_hit_rate = ideal(r.hot_rows_per_table);
+    return r;
+  }
+
+ private:
+  // As the trainer drives the layer: the step's forward starts (its batch prefetched by the step
+  // before when `ahead`), the next batch is handed over when `prefetch` (tiered: its cold rows
+  // are gathered while this step computes; untiered: nothing), then the forward finishes and the
+  // backward runs with a constant gradient.
+  void step(bool ahead, bool prefetch, bool timed) {
+    const std::size_t count = w_.batches.size();
+    const Batch& batch = w_.batches[next_ % count];
+    const Batch& next = w_.batches[(next_ + 1) % count];
+    ++next_;
     const double a = bench::now();
-    // As the trainer drives the layer: the step's forward starts (the batch prefetched by the
-    // step before it), the next batch is handed over (tiered: its cold rows are gathered while
-    // this step computes; untiered: nothing), then the forward finishes.
-    if (bagging == Bagging::one_hot) {
-      const OneHotRows rows{batch.one_hot, s.tables};
-      if (i == 0)
-        emb.forward_start(*stream, rows, s.batch, out.data());
+    if (bagging_ == Bagging::one_hot) {
+      const OneHotRows rows{batch.one_hot, s_.tables};
+      if (ahead)
+        emb_->forward_start_prefetched(*stream_, rows, s_.batch, out_.data());
       else
-        emb.forward_start_prefetched(*stream, rows, s.batch, out.data());
-      if (i + 1 < total) emb.prefetch(OneHotRows{w.batches[std::size_t(i + 1)].one_hot, s.tables}, s.batch);
+        emb_->forward_start(*stream_, rows, s_.batch, out_.data());
+      if (prefetch) emb_->prefetch(OneHotRows{next.one_hot, s_.tables}, s_.batch);
     } else {
-      for (int t = 0; t < s.tables; ++t) bags[std::size_t(t)] = {batch.offsets[t], batch.indices[t]};
-      if (i == 0)
-        emb.forward_start(*stream, bags, s.batch, out.data());
+      for (int t = 0; t < s_.tables; ++t) bags_[std::size_t(t)] = {batch.offsets[t], batch.indices[t]};
+      if (ahead)
+        emb_->forward_start_prefetched(*stream_, bags_, s_.batch, out_.data());
       else
-        emb.forward_start_prefetched(*stream, bags, s.batch, out.data());
-      if (i + 1 < total) {
-        const Batch& next = w.batches[std::size_t(i + 1)];
-        for (int t = 0; t < s.tables; ++t) next_bags[std::size_t(t)] = {next.offsets[t], next.indices[t]};
-        emb.prefetch(next_bags, s.batch);
+        emb_->forward_start(*stream_, bags_, s_.batch, out_.data());
+      if (prefetch) {
+        for (int t = 0; t < s_.tables; ++t) next_bags_[std::size_t(t)] = {next.offsets[t], next.indices[t]};
+        emb_->prefetch(next_bags_, s_.batch);
       }
     }
-    emb.forward_finish(*stream);
+    emb_->forward_finish(*stream_);
     const double b = bench::now();
-    emb.backward(*stream, grad.data());
-    stream->synchronize();
+    emb_->backward(*stream_, grad_.data());
+    stream_->synchronize();
     const double c = bench::now();
-    const TierStats this_step = emb.take_tier_stats();
-    if (i >= s.warmup) {
-      fwd.push_back(b - a);
-      bwd.push_back(c - b);
-      step.push_back(c - a);
-      staging.push_back(this_step.staging_s);
-      wait.push_back(this_step.lookahead_wait_s);
-      st.add(this_step);
-      lookups += bagging == Bagging::one_hot ? double(s.batch) * s.tables : double(batch.multi_hot_lookups);
-    }
+    const TierStats this_step = emb_->take_tier_stats();
+    if (!timed) return;
+    fwd_.push_back(b - a);
+    bwd_.push_back(c - b);
+    step_.push_back(c - a);
+    staging_.push_back(this_step.staging_s);
+    wait_.push_back(this_step.lookahead_wait_s);
+    st_.add(this_step);
+    lookups_ += bagging_ == Bagging::one_hot ? double(s_.batch) * s_.tables : double(batch.multi_hot_lookups);
   }
-  const double n = s.steps;
-  r.forward_ms = bench::median(fwd) * 1e3;
-  r.backward_ms = bench::median(bwd) * 1e3;
-  r.step_ms = bench::median(step) * 1e3;
-  r.lookups = lookups / n;
-  r.bytes_fetch_all = r.lookups * s.dim * sizeof(float) * 2;
-  r.hot_rows_per_table = s.rows;
-  if (emb.tiered()) {
-    const std::int64_t staging_per_table =
-        std::min<std::int64_t>(s.rows, std::int64_t(s.batch) * (bagging == Bagging::one_hot ? 1 : s.max_bag));
-    r.hot_rows_per_table = r.device_budget > 0
-                               ? std::int64_t(r.device_bytes / (std::size_t(s.dim) * sizeof(float))) / s.tables -
-                                     staging_per_table
-                               : hot_rows_for_fraction(s.rows, r.hot_fraction);
-    r.hit_rate = st.lookups ? double(st.hot_hits) / double(st.lookups) : 0;
-    r.rows_staged = double(st.rows_staged) / n;
-    r.bytes_to_device = double(st.bytes_to_device) / n;
-    r.bytes_to_host = double(st.bytes_to_host) / n;
-    r.staging_ms = bench::median(staging) * 1e3;
-    r.lookahead_wait_ms = bench::median(wait) * 1e3;
+
+  const Settings& s_;
+  const Workload& w_;
+  Bagging bagging_;
+  device::MemoryPool pool_;
+  std::unique_ptr<device::Stream> stream_;
+  std::unique_ptr<ShardedEmbedding> emb_;
+  std::vector<float> out_, grad_;
+  std::vector<Bags> bags_, next_bags_;
+  std::size_t next_ = 0;  // the next batch (cycled over the workload's)
+  std::vector<double> fwd_, bwd_, step_, staging_, wait_;
+  double lookups_ = 0, build_s_ = 0;
+  TierStats st_;
+};
+
+// Times `tiered` against `untiered` in alternating blocks (warm-up steps first, untimed), until
+// each has s.steps timed steps. Both layers are built for the pair: an older untiered layer can
+// be slower (on this VM the kernel's DAMON page-out scheme splits the 2 MiB pages of memory it
+// finds idle, and most rows of a Zipf-read table are idle for long stretches).
+void run_pair(const Settings& s, LayerRun& untiered, LayerRun& tiered) {
+  untiered.block(s.warmup, false);
+  tiered.block(s.warmup, false);
+  for (int timed = 0; timed < s.steps; timed += s.block - 1) {
+    const int steps = std::min(s.block - 1, s.steps - timed) + 1;
+    untiered.block(steps, true);
+    tiered.block(steps, true);
   }
-  r.ideal_hit_rate = ideal(r.hot_rows_per_table);
-  return r;
 }
 
 nlohmann::json to_json(const Result& r, const Settings& s) {
@@ -294,7 +348,10 @@ int main(int argc, char** argv) {
   app.add_option("--dim", s.dim, "embedding dim");
   app.add_option("--batch", s.batch, "global batch");
   app.add_option("--threads", s.threads, "CPU threads");
-  app.add_option("--steps", s.steps, "timed steps (after 3 warm-up steps)");
+  app.add_option("--steps", s.steps, "timed steps of each layer (after 3 warm-up steps)");
+  app.add_option("--block", s.block,
+                 "steps per block: the untiered and the tiered layer alternate in blocks, the first step of each "
+                 "untimed (it runs without the lookahead)");
   app.add_option("--max-bag", s.max_bag, "multi-hot bag sizes are uniform in [1, max-bag]");
   app.add_option("--count-batches", s.count_batches, "batches counted for the access counts (the hot set)");
   app.add_option("--zipf", exponents, "Zipf exponents");
@@ -310,19 +367,21 @@ int main(int argc, char** argv) {
     auto comm = comm::make_mpi_world_communicator();
     RECMIX_REQUIRE(comm->size() == 1, ConfigError, "bench_tiers runs on one rank");
     RECMIX_REQUIRE(s.rows > 0 && s.rows <= INT32_MAX && s.tables > 0 && s.dim > 0 && s.batch > 0 && s.steps > 0 &&
-                       s.max_bag > 0,
-                   ConfigError, "bench_tiers: rows in [1, 2^31), tables, dim, batch, steps and max-bag > 0");
+                       s.max_bag > 0 && s.block >= 2 && !fractions.empty(),
+                   ConfigError, "bench_tiers: rows in [1, 2^31), tables, dim, batch, steps and max-bag > 0, block >= 2, a hot fraction");
     auto backend = device::make_backend(device::BackendKind::cpu, s.threads);
     fmt::print("1 rank x {} thread(s), CPU backend, batch {}, {} tables x {} rows, dim {}, SGD lr 0.01, sum pooling; "
-               "multi-hot bags of 1-{} indices; {} timed steps after {} warm-ups (medians); hot sets from the access "
+               "multi-hot bags of 1-{} indices; {} timed steps per layer after {} warm-ups (medians), each tiered layer "
+               "alternating with the untiered one in blocks of {} steps (the first of each untimed); hot sets from "
+               "the access "
                "counts of {} other batches\n",
-               s.threads, s.batch, s.tables, s.rows, s.dim, s.max_bag, s.steps, s.warmup, s.count_batches);
+               s.threads, s.batch, s.tables, s.rows, s.dim, s.max_bag, s.steps, s.warmup, s.block, s.count_batches);
     fmt::print(
         "hot/tbl: hot rows per table (4x budget: device rows less staging slots, per table). hit %: lookups on hot "
         "rows; ideal %: the Zipf share of that many truly most popular rows. moved: MB per step of weights (and "
         "state: none for SGD) host tier -> device tier (cold rows staged) + device -> host (written back). fetch: "
         "every lookup's row fetched from the host tier and written back, lookups x dim x 4 B x 2. fetch/mv = fetch "
-        "/ moved. step ms: forward + backward. vs untier = untiered step ms / step ms. stage ms: time a step spent "
+        "/ moved. step ms: forward + backward. vs untier = the untiered layer's median step ms in the blocks it alternated with this layer / this step ms. stage ms: time a step spent "
         "staging and writing back. pcie ms: moved / {} GB/s (assumed). Times are medians, counters means.\n",
         s.pcie_gb_per_s);
     std::vector<Result> results;
@@ -350,21 +409,32 @@ int main(int argc, char** argv) {
         base.exponent = exponents[e];
         base.bagging = bagging;
         base.config = "untiered";
-        Result untiered = run(s, w, ideal, bagging, {}, 0, *comm, *backend, base);
-        untiered.speed_vs_untiered = 1;
-        print_row(untiered, s);
-        results.push_back(untiered);
+        std::unique_ptr<LayerRun> untiered;  // the first pair's, holding every pair's untiered steps
+        std::vector<Result> rows;
+        auto time_tiered = [&](Result r, TierOptions options, std::size_t capacity) {
+          auto pair_untiered = std::make_unique<LayerRun>(s, w, bagging, TierOptions{}, 0, *comm, *backend);
+          LayerRun tiered(s, w, bagging, std::move(options), capacity, *comm, *backend);
+          run_pair(s, *pair_untiered, tiered);
+          r = tiered.result(r, ideal);
+          r.speed_vs_untiered = pair_untiered->median_step_ms() / r.step_ms;
+          rows.push_back(r);
+          if (untiered)
+            untiered->take_times_from(*pair_untiered);
+          else
+            untiered = std::move(pair_untiered);
+        };
         for (double f : fractions) {
           base.config = fmt::format("hot {:g}%", f * 100);
           base.hot_fraction = f;
-          Result r = run(s, w, ideal, bagging, tier_options(f, 0), 0, *comm, *backend, base);
-          r.speed_vs_untiered = untiered.step_ms / r.step_ms;
-          print_row(r, s);
-          results.push_back(r);
+          time_tiered(base, tier_options(f, 0), 0);
         }
         // 4x: a device pool of a quarter of the untiered tables. The untiered layer must not fit;
         // the tiered layer gets the whole pool as its budget (nothing else is allocated from it).
-        const std::size_t capacity = untiered.device_bytes / 4;
+        base.config = "untiered";
+        base.hot_fraction = 0;
+        Result untiered_result = untiered->result(base, ideal);
+        untiered_result.speed_vs_untiered = 1;
+        const std::size_t capacity = untiered_result.device_bytes / 4;
         std::string refused = "the untiered layer was NOT refused";
         try {
           device::MemoryPool capped(*backend, device::Tier::device, "bench device", capacity);
@@ -378,15 +448,19 @@ int main(int argc, char** argv) {
         oom.push_back(fmt::format("Zipf {} {}, device pool {}: {}", exponents[e], name(bagging),
                                   device::format_bytes(capacity), refused));
         base.config = "4x budget";
-        base.hot_fraction = 0;
         base.device_budget = capacity;
         try {
-          Result r = run(s, w, ideal, bagging, tier_options(0, capacity), capacity, *comm, *backend, base);
-          r.speed_vs_untiered = untiered.step_ms / r.step_ms;
-          print_row(r, s);
-          results.push_back(r);
+          time_tiered(base, tier_options(0, capacity), capacity);
         } catch (const ConfigError& err) {  // small tables: the quarter is below the staging slots
           oom.back() += fmt::format("; the tiered layer was not built either: {}", err.what());
+        }
+        // The untiered row: over every block it ran (beside each tiered layer in turn).
+        untiered_result = untiered->result(untiered_result, ideal);
+        print_row(untiered_result, s);
+        results.push_back(untiered_result);
+        for (const Result& r : rows) {
+          print_row(r, s);
+          results.push_back(r);
         }
       }
     }

@@ -73,6 +73,17 @@ TEST(MemoryEstimator, HotFractionStagingIsCappedByColdRowsAndByTheBatch) {
   EXPECT_DOUBLE_EQ(e.total(), 1.05 * sum);  // the host tier is not device memory
 }
 
+// Where device memory is not host memory, staged rows also pass through pinned host memory: three
+// buffers of the staging slots' size.
+TEST(MemoryEstimator, PinnedTransitRowsCountWhereDeviceMemoryIsApart) {
+  JobSpec s = tiny();
+  s.tiering = {true, 0.25, 0.9};
+  s.tiering.pinned_transit = true;
+  EXPECT_DOUBLE_EQ(host_tier_bytes(s, whole(s)), 512.0 + 3 * 320.0);
+  s.tiering.pinned_transit = false;
+  EXPECT_DOUBLE_EQ(host_tier_bytes(s, whole(s)), 512.0);
+}
+
 TEST(MemoryEstimator, HotFractionRoundsAsTheRuntime) {
   JobSpec s = tiny();
   s.shape.tables[0].rows = 100;
