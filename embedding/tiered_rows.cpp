@@ -67,7 +67,7 @@ TieredRows::TieredRows(device::Backend& backend, device::MemoryPool& pool, std::
   assign_huge<std::int64_t>(slot_of_, std::size_t(local_rows_), -1);
   // Counted only where the hot set is ranked again.
   if (opt_.rerank_interval > 0) assign_huge<std::int64_t>(counted_, std::size_t(local_rows_), 0);
-  assign_huge<std::uint64_t>(ahead_tag_, std::size_t(local_rows_), 0);
+  assign_huge<std::uint64_t>(tag_, std::size_t(local_rows_), 0);
   if (!on_host_) {  // rows in transit in pinned host memory, copied on a stream of their own
     device::MemoryPool* pinned = opt_.host_pool;
     bounce_w_ = TransitRows(pinned, fmt::format("embedding staged rows in transit, weights (rank {})", rank_));
@@ -100,6 +100,14 @@ void TransitRows::swap(TransitRows& o) noexcept {
   std::swap(size_, o.size_);
 }
 
+std::uint64_t TieredRows::next_pass() {
+  if (pass_ == kIndexMask) {  // 2^32 - 1 passes: the tags start again from zero
+    std::fill(tag_.begin(), tag_.end(), 0);
+    pass_ = 0;
+  }
+  return ++pass_ << 32;
+}
+
 void TieredRows::copies_after(device::Stream& stream) {
   compute_point_->record(stream);
   compute_point_->wait(*copy_stream_);
@@ -118,17 +126,21 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
   ahead_ = true;
   const bool retire = retire_pending_;  // the thread writes them back first, then reads
   retire_pending_ = false;
-  worker_ = std::thread([this, retire] {
+  // This step's staged rows carry the tag of pass staged_pass_; the thread's rows get the next.
+  const std::uint64_t previous = staged_pass_;
+  ahead_pass_ = next_pass();
+  worker_ = std::thread([this, retire, previous, pass = ahead_pass_] {
     if (retire) scatter_to_host(retire_rows_, retire_w_.data(), retire_s_.data());
     const std::int64_t n = static_cast<std::int64_t>(ahead_in_.size());
-    const std::uint64_t pass = ++pass_ << 32;
     ahead_slots_.resize(std::size_t(n));
     ahead_rows_.clear();
+    overlap_.clear();
+    overlap_from_.clear();
     std::int64_t hits = 0;
     const std::int64_t* in = ahead_in_.data();
     const std::int64_t* slot_of = slot_of_.data();
     std::int64_t* slots = ahead_slots_.data();
-    std::uint64_t* tag = ahead_tag_.data();
+    std::uint64_t* tag = tag_.data();
     std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
     for (std::int64_t e = 0; e < n; ++e) {
       if (e + kAhead < n) {
@@ -140,16 +152,23 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
       const std::int64_t r = in[e];
       if (counted) ++counted[r];
       const std::int64_t s = slot_of[r];
-      if (s >= 0 && s < hot_) {
+      if (s >= 0) {
         slots[e] = s;
         ++hits;
-      } else if ((tag[r] & ~0xffffffffull) == pass) {
-        slots[e] = hot_ + static_cast<std::int64_t>(tag[r] & 0xffffffffull);
-      } else {
-        tag[r] = pass | ahead_rows_.size();
-        slots[e] = hot_ + static_cast<std::int64_t>(ahead_rows_.size());
-        ahead_rows_.push_back(r);
+        continue;
       }
+      const std::uint64_t t = tag[r];
+      if ((t & kPassMask) == pass) {
+        slots[e] = hot_ + static_cast<std::int64_t>(t & kIndexMask);
+        continue;
+      }
+      if (previous != 0 && (t & kPassMask) == previous) {  // staged by this step too: the overlap
+        overlap_.push_back(ahead_rows_.size());
+        overlap_from_.push_back(std::size_t(t & kIndexMask));
+      }
+      tag[r] = pass | ahead_rows_.size();
+      slots[e] = hot_ + static_cast<std::int64_t>(ahead_rows_.size());
+      ahead_rows_.push_back(r);
     }
     ahead_hits_ = hits;
     const std::size_t D = std::size_t(dim_), S = state_per_row_, m = ahead_rows_.size();
@@ -307,8 +326,8 @@ void TieredRows::retire(device::Stream& stream) {
     stats_.rows_written_back += static_cast<std::int64_t>(m);
     stats_.bytes_to_host += m * (D + S) * sizeof(float);
   }
-  for (auto r : staged_) slot_of_[std::size_t(r)] = -1;
   staged_.clear();
+  staged_pass_ = 0;
   dirty_ = false;
 }
 
@@ -350,11 +369,8 @@ void TieredRows::defer_retire(device::Stream& stream) {
     stats_.rows_written_back += static_cast<std::int64_t>(m);
     stats_.bytes_to_host += m * (D + S) * sizeof(float);
   }
-  for (std::size_t i = 0; i < m; ++i) {
-    if (i + kAhead < m) __builtin_prefetch(slot_of_.data() + staged_[i + kAhead], 1);
-    slot_of_[std::size_t(staged_[i])] = -1;
-  }
   staged_.clear();
+  staged_pass_ = 0;
   dirty_ = false;
 }
 
@@ -369,19 +385,9 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
                std::equal(rows, rows + n, ahead_in_.begin()) && !rerank_due(step_ + 1);
   ahead_ = false;
   if (ahead) {
-    // Rows the previous step staged too: the lookahead read them before their update. Their
-    // updated values are copied aside here (and written back by the next lookahead thread).
-    overlap_.clear();
-    overlap_from_.clear();
-    const std::size_t m = ahead_rows_.size();
-    for (std::size_t i = 0; i < m; ++i) {
-      if (i + kAhead < m) __builtin_prefetch(slot_of_.data() + ahead_rows_[i + kAhead]);
-      const std::int64_t s = slot_of_[std::size_t(ahead_rows_[i])];
-      if (s >= hot_) {
-        overlap_.push_back(i);
-        overlap_from_.push_back(std::size_t(s - hot_));
-      }
-    }
+    // The rows the previous step staged too (the thread listed them: it read them before their
+    // update) are re-staged below; the previous step's updated rows are copied aside here (and
+    // written back by the next lookahead thread).
     complete_retire();
     defer_retire(stream);
   } else {
@@ -395,32 +401,35 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
   if (ahead) {
     std::copy(ahead_slots_.begin(), ahead_slots_.end(), rows);
     staged_.swap(ahead_rows_);
-    for (std::size_t i = 0; i < staged_.size(); ++i) {
-      if (i + kAhead < staged_.size()) __builtin_prefetch(slot_of_.data() + staged_[i + kAhead], 1);
-      slot_of_[std::size_t(staged_[i])] = hot_ + std::int64_t(i);
-    }
+    staged_pass_ = ahead_pass_;
     stats_.hot_hits += ahead_hits_;
-  } else {
+  } else {  // as the thread maps them, here
     std::int64_t hits = 0;
-    std::int64_t* slot_of = slot_of_.data();
+    const std::int64_t* slot_of = slot_of_.data();
+    std::uint64_t* tag = tag_.data();
     std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
+    const std::uint64_t pass = next_pass();
     for (std::int64_t e = 0; e < n; ++e) {
       if (e + kAhead < n) {
-        __builtin_prefetch(slot_of + rows[e + kAhead], 1);
+        __builtin_prefetch(slot_of + rows[e + kAhead]);
+        __builtin_prefetch(tag + rows[e + kAhead], 1);
         if (counted) __builtin_prefetch(counted + rows[e + kAhead], 1);
       }
       const std::int64_t r = rows[e];
       if (counted) ++counted[r];
-      std::int64_t s = slot_of[r];
-      if (s < 0) {
-        s = hot_ + static_cast<std::int64_t>(staged_.size());
-        slot_of[r] = s;
-        staged_.push_back(r);
-      } else if (s < hot_) {
+      const std::int64_t s = slot_of[r];
+      if (s >= 0) {
         ++hits;
+        rows[e] = s;
+      } else if ((tag[r] & kPassMask) == pass) {
+        rows[e] = hot_ + static_cast<std::int64_t>(tag[r] & kIndexMask);
+      } else {
+        tag[r] = pass | staged_.size();
+        rows[e] = hot_ + static_cast<std::int64_t>(staged_.size());
+        staged_.push_back(r);
       }
-      rows[e] = s;
     }
+    staged_pass_ = pass;
     stats_.hot_hits += hits;
   }
   const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
@@ -555,8 +564,8 @@ void TieredRows::reload(device::Stream& stream) {
   join();
   ahead_ = false;
   retire_pending_ = false;  // the host tier was just written whole
-  for (auto r : staged_) slot_of_[std::size_t(r)] = -1;
   staged_.clear();
+  staged_pass_ = 0;
   dirty_ = false;
   upload_hot(stream);
   stream.synchronize();

@@ -191,7 +191,7 @@ class TieredRows {
   std::int64_t local_rows_ = 0;
   device::Buffer<float> host_w_, host_s_;          // the host tier: every local row
   std::vector<ShardTiers> tiers_;                  // per shard: which rows are hot
-  std::vector<std::int64_t> slot_of_;              // per local row: device slot, -1 when not there
+  std::vector<std::int64_t> slot_of_;              // per local row: hot slot, -1 when cold
   std::vector<std::int64_t> hot_row_of_slot_;      // per hot slot: its local row
   std::vector<std::int64_t> counted_;              // per local row: lookups counted here (when re-ranked)
   std::vector<std::int64_t> staged_;               // local rows in the staging slots, by slot
@@ -215,10 +215,17 @@ class TieredRows {
   std::vector<std::int64_t> ahead_in_;             // the next step's lookups, as given
   std::vector<std::int64_t> ahead_slots_;          // ... mapped to slots by worker_
   std::int64_t ahead_hits_ = 0;
-  std::vector<std::uint64_t> ahead_tag_;           // per local row: (pass << 32) | its index in ahead_rows_
-  std::uint64_t pass_ = 0;                         // worker_'s passes
-  std::vector<std::size_t> overlap_;               // indices in ahead_rows_ of rows the previous step staged
-  std::vector<std::size_t> overlap_from_;          // ... and their indices in that step's staged rows
+  // Cold rows are listed once per step through tags: per local row, (pass << 32) | its index in
+  // the list of the pass that last listed it. Each mapping of a step's lookups (the thread's or
+  // stage()'s own) is a pass; the staged rows carry staged_pass_'s tags (0: none staged), so the
+  // slot map holds hot rows only and a step writes no per-row entry but its cold rows' tags.
+  static constexpr std::uint64_t kIndexMask = 0xffffffffull, kPassMask = ~kIndexMask;
+  std::uint64_t next_pass();
+  std::vector<std::uint64_t> tag_;
+  std::uint64_t pass_ = 0;                         // passes so far
+  std::uint64_t staged_pass_ = 0, ahead_pass_ = 0; // the staged rows' pass (<< 32); the thread's
+  std::vector<std::size_t> overlap_;               // indices in ahead_rows_ of rows this step staged too
+  std::vector<std::size_t> overlap_from_;          // ... and their indices in this step's staged rows
   // The previous step's updated staged rows, kept here after its staging slots are reused, until
   // the next lookahead thread (or anything else that needs the host tier) writes them back.
   std::vector<std::int64_t> retire_rows_;
