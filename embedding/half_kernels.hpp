@@ -1,0 +1,166 @@
+#pragma once
+// The embedding kernels for tables stored in 16 bits (fp16 or bf16, core/half.hpp): the bags and
+// optimizer steps of kernels.hpp with every weight read to fp32, the fp32 kernels' arithmetic
+// unchanged, and each updated weight written back rounded to nearest or stochastically.
+// Optimizer state stays fp32. Host/device functors, run as the fp32 ones are.
+#include <cmath>
+#include <cstdint>
+
+#include "core/half.hpp"
+#include "device/types.hpp"
+#include "embedding/kernels.hpp"
+
+namespace recmix::embedding::kernels {
+
+// `storage` is fp16 or bf16.
+RECMIX_HOST_DEVICE inline float half_to_float(half::Storage storage, std::uint16_t h) {
+  return storage == half::Storage::bf16 ? half::bf16_to_float(h) : half::fp16_to_float(h);
+}
+
+// Round to nearest (ties to even), or stochastically with `random` (32 random bits; bf16 uses
+// the low 16).
+RECMIX_HOST_DEVICE inline std::uint16_t float_to_half(half::Storage storage, float x, bool stochastic,
+                                                     std::uint32_t random) {
+  if (storage == half::Storage::bf16)
+    return stochastic ? half::float_to_bf16_stochastic(x, random) : half::float_to_bf16(x);
+  return stochastic ? half::float_to_fp16_stochastic(x, random) : half::float_to_fp16(x);
+}
+
+// PoolBags over a 16-bit table: each element read to fp32 and summed as PoolBags sums, so the
+// result equals PoolBags on the fp32 values of the same table, bit for bit.
+struct PoolBagsHalf {
+  const std::uint16_t* weights;
+  half::Storage storage;
+  std::int64_t dim;
+  const std::int64_t* offsets;
+  const std::int64_t* rows;
+  const std::int64_t* out_pos;  // nullptr: bag j writes vector j
+  float* out;
+  bool mean;
+
+  RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
+    float* o = out + (out_pos ? out_pos[j] : j) * dim;
+    const std::int64_t begin = offsets[j], end = offsets[j + 1];
+    for (std::int64_t d = 0; d < dim; ++d) o[d] = 0.f;
+    for (std::int64_t k = begin; k < end; ++k) {
+      const std::uint16_t* w = weights + rows[k] * dim;
+      for (std::int64_t d = 0; d < dim; ++d) o[d] += half_to_float(storage, w[d]);
+    }
+    if (mean && end > begin) {
+      const float inv = 1.0f / static_cast<float>(end - begin);
+      for (std::int64_t d = 0; d < dim; ++d) o[d] *= inv;
+    }
+  }
+};
+
+// The shards a rank owns, as laid out in its weight buffer: shard s holds rows row_begin[s] ..
+// of table table[s] at local rows base[s] .. base[s+1) (the last one to the buffer's end).
+// base is ascending, base[0] = 0 and count >= 1.
+struct ShardRows {
+  const std::int64_t* base;
+  const int* table;
+  const std::int64_t* row_begin;
+  std::int64_t count;
+
+  struct TableRow {
+    int table;
+    std::int64_t row;
+  };
+
+  // The table and table row of local row `local` (binary search for the last base <= local).
+  RECMIX_HOST_DEVICE TableRow locate(std::int64_t local) const {
+    std::int64_t lo = 0, hi = count - 1;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo + 1) / 2;
+      if (base[mid] <= local)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    return {table[lo], row_begin[lo] + (local - base[lo])};
+  }
+};
+
+// UpdateRows over a 16-bit table: `update` holds the step as UpdateRows takes it (its weights
+// unused: null; state stays fp32) and sums the gradients; each weight is read to fp32, updated
+// with UpdateRows' expression and rounded back. Stochastic rounding of column c of a row that is
+// row r of table t takes half::rounding_bits(seed, t, step, r x dim + c), so the result depends
+// on the table row, not on where the row lies in the buffer (`shards`: read only when stochastic).
+struct UpdateRowsHalf {
+  UpdateRows update;
+  std::uint16_t* weights;
+  half::Storage storage;
+  bool stochastic;
+  std::uint64_t seed;
+  std::int64_t step;
+  ShardRows shards;
+
+  static constexpr int kChunk = UpdateRows::kChunk;
+
+  // Where the weights of one row go: rounded, with the random bits of its table's elements.
+  struct RowWriter {
+    std::uint16_t* w;
+    half::Storage storage;
+    bool stochastic;
+    std::uint64_t seed;
+    std::int64_t step;
+    int table;
+    std::uint64_t first;  // table row x dim
+
+    RECMIX_HOST_DEVICE float read(std::int64_t d) const { return half_to_float(storage, w[d]); }
+    RECMIX_HOST_DEVICE void write(std::int64_t d, float x) const {
+      const std::uint32_t random =
+          stochastic ? half::rounding_bits(seed, table, step, first + static_cast<std::uint64_t>(d)) : 0u;
+      w[d] = float_to_half(storage, x, stochastic, random);
+    }
+  };
+
+  RECMIX_HOST_DEVICE RowWriter writer(std::int64_t row) const {
+    RowWriter out{weights + row * update.dim, storage, stochastic, seed, step, 0, 0};
+    if (stochastic) {
+      const ShardRows::TableRow at = shards.locate(row);
+      out.table = at.table;
+      out.first = static_cast<std::uint64_t>(at.row) * static_cast<std::uint64_t>(update.dim);
+    }
+    return out;
+  }
+
+  RECMIX_HOST_DEVICE void operator()(std::int64_t u) const {
+    const UpdateRows& p = update;
+    if (p.unique_count && u >= *p.unique_count) return;
+    const std::int64_t row = p.unique_rows[u];
+    const RowWriter w = writer(row);
+    float g[kChunk];
+    if (p.kind == SparseOptimizerKind::rowwise_adagrad) {
+      float sum_sq = 0.f;
+      for (std::int64_t d0 = 0; d0 < p.dim; d0 += kChunk) {
+        const int n = p.dim - d0 < kChunk ? static_cast<int>(p.dim - d0) : kChunk;
+        p.sum_chunk(u, d0, n, g);
+        for (int i = 0; i < n; ++i) sum_sq += g[i] * g[i];
+      }
+      p.state[row] += sum_sq / static_cast<float>(p.dim);
+      const float rate = p.lr / (sqrtf(p.state[row]) + p.eps);
+      for (std::int64_t d0 = 0; d0 < p.dim; d0 += kChunk) {
+        const int n = p.dim - d0 < kChunk ? static_cast<int>(p.dim - d0) : kChunk;
+        if (p.dim > kChunk) p.sum_chunk(u, d0, n, g);  // recomputed: same values, same order
+        for (int i = 0; i < n; ++i) w.write(d0 + i, w.read(d0 + i) - rate * g[i]);
+      }
+      return;
+    }
+    for (std::int64_t d0 = 0; d0 < p.dim; d0 += kChunk) {
+      const int n = p.dim - d0 < kChunk ? static_cast<int>(p.dim - d0) : kChunk;
+      p.sum_chunk(u, d0, n, g);
+      if (p.kind == SparseOptimizerKind::sgd) {
+        for (int i = 0; i < n; ++i) w.write(d0 + i, w.read(d0 + i) - p.lr * g[i]);
+      } else {  // adagrad
+        float* s = p.state + row * p.dim + d0;
+        for (int i = 0; i < n; ++i) {
+          s[i] += g[i] * g[i];
+          w.write(d0 + i, w.read(d0 + i) - p.lr * g[i] / (sqrtf(s[i]) + p.eps));
+        }
+      }
+    }
+  }
+};
+
+}  // namespace recmix::embedding::kernels
