@@ -158,6 +158,7 @@ void run_sim(const SimArgs& a) {
     sched::SimOptions so;
     so.restart_overhead_s = a.restart_overhead;
     auto last = std::chrono::steady_clock::now();
+    bool line_open = false;  // a progress line without its newline yet
     if (!a.quiet) {
       so.progress = [&, name](double t, std::size_t done, std::size_t total) {
         const auto now = std::chrono::steady_clock::now();
@@ -165,9 +166,15 @@ void run_sim(const SimArgs& a) {
         last = now;
         std::fprintf(stderr, "\r  %s: simulated %.1f h, %zu / %zu jobs finished   ", name.c_str(), t / 3600.0, done, total);
         std::fflush(stderr);
+        line_open = true;
       };
     }
-    results.push_back(sched::simulate(cluster, workload.jobs, *policy, *env->truth, env->model, so));
+    try {
+      results.push_back(sched::simulate(cluster, workload.jobs, *policy, *env->truth, env->model, so));
+    } catch (...) {
+      if (line_open) std::fputc('\n', stderr);  // the error goes on a line of its own
+      throw;
+    }
     if (!a.quiet) std::fprintf(stderr, "\r  %s: done in %.1f s%40s\n", name.c_str(), results.back().wall_s, "");
   }
   // With --json -, stdout carries the JSON alone (the table goes to stderr).
