@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -35,14 +36,22 @@ std::string job_type_of(std::string_view job_name) {
 }
 
 MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs) {
-  std::map<std::string, Sums> alone;
+  std::map<std::string, Sums> alone, neighbour;
   std::map<std::pair<std::string, std::string>, Sums> beside;
+  struct Sample {
+    nlohmann::json e;
+    std::string job;
+    int rank;
+    double t;
+  };
   for (const auto& dir : run_dirs) {
     std::map<std::tuple<std::string, int, int>, double> last_step;  // (job, rank, launch) -> step
     const std::string path = (std::filesystem::path(dir) / "events.jsonl").string();
     std::ifstream in(path);
     RECMIX_REQUIRE(in, IoError, fmt::format("cannot open '{}' (is '{}' a recmix run directory?)", path, dir));
     std::string line;
+    double round_s = 0.5;
+    std::vector<Sample> samples;
     for (std::size_t n = 1; std::getline(in, line); ++n) {
       if (line.empty()) continue;
       nlohmann::json e;
@@ -51,25 +60,49 @@ MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs) {
       } catch (const nlohmann::json::exception& x) {
         throw DataError(fmt::format("{}:{}: not JSON ({})", path, n, x.what()));
       }
-      if (e.value("event", "") != "sample") continue;
+      const std::string event = e.value("event", "");
+      if (event == "run_start" && field(e, "round_interval_s") > 0) round_s = field(e, "round_interval_s");
+      if (event != "sample") continue;
+      std::string job = e.value("job", "");
+      const int rank = e.value("rank", 0);
+      const double t = field(e, "t");
+      samples.push_back({std::move(e), std::move(job), rank, t});
+    }
+    // Whether another job had a sample near t on a rank this job does not run on: a busy
+    // neighbour rank. (On a rank of its own, another job is a partner of its sample there.)
+    const double window = 1.5 * round_s;
+    auto near = [&](const Sample& a, const Sample& b) { return std::abs(a.t - b.t) <= window; };
+    auto runs_on = [&](const Sample& s, int rank) {
+      for (const Sample& o : samples)
+        if (o.job == s.job && o.rank == rank && near(o, s)) return true;
+      return false;
+    };
+    auto busy_elsewhere = [&](const Sample& s) {
+      for (const Sample& o : samples)
+        if (o.rank != s.rank && o.job != s.job && near(o, s) && !runs_on(s, o.rank)) return true;
+      return false;
+    };
+    for (const Sample& sample : samples) {
+      const nlohmann::json& e = sample.e;
       const auto partners = e.value("partners", std::vector<std::string>{});
       if (partners.size() > 1) continue;
       const double step = field(e, "step_s");
       if (!(step > 0)) continue;
-      const std::string job = e.value("job", "");
-      const std::string type = job_type_of(job);
+      const std::string type = job_type_of(sample.job);
       // The steps since the job's previous sample on this rank in this launch (since the start
       // for its first: a first interval holds the slower first steps, so it counts for as many
       // steps as it holds and no more); 1 for samples without a step count.
       double w = 1;
       if (const auto it = e.find("step"); it != e.end() && it->is_number()) {
         const double at = it->get<double>();
-        auto [last, first] = last_step.try_emplace({job, e.value("rank", 0), e.value("launch", 0)}, 0.0);
+        auto [last, first] = last_step.try_emplace({sample.job, sample.rank, e.value("launch", 0)}, 0.0);
         w = at - last->second;
         last->second = at;
         if (!(w > 0)) w = 1;
       }
-      Sums& s = partners.empty() ? alone[type] : beside[{type, job_type_of(partners[0])}];
+      Sums& s = !partners.empty()          ? beside[{type, job_type_of(partners[0])}]
+                : busy_elsewhere(sample) ? neighbour[type]
+                                         : alone[type];
       s.step += w * step;
       s.dense += w * field(e, "dense_s") / step;
       s.embedding += w * field(e, "embedding_s") / step;
@@ -80,6 +113,14 @@ MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs) {
       ++s.n;
     }
   }
+  // A type never alone on an idle node: its samples beside a busy rank are its baseline.
+  for (auto it = neighbour.begin(); it != neighbour.end();)
+    if (!alone.count(it->first)) {
+      alone[it->first] = it->second;
+      it = neighbour.erase(it);
+    } else {
+      ++it;
+    }
   MeasuredPairs out;
   for (const auto& [type, s] : alone)
     out.types.push_back({type, s.step / s.w, s.dense / s.w, s.embedding / s.w, s.allreduce / s.w, s.wait / s.w,
@@ -89,6 +130,10 @@ MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs) {
     if (solo == alone.end()) continue;  // no baseline: no slowdown
     const double colocated = s.step / s.w;
     out.pairs.push_back({key.first, key.second, colocated, colocated / (solo->second.step / solo->second.w), s.n});
+  }
+  for (const auto& [type, s] : neighbour) {
+    const Sums& solo = alone.at(type);
+    out.neighbours.push_back({type, s.step / s.w, (s.step / s.w) / (solo.step / solo.w), s.n});
   }
   return out;
 }
@@ -105,6 +150,9 @@ void write_pairs_csv(const MeasuredPairs& pairs, std::ostream& out) {
   for (const auto& p : pairs.pairs)
     out << fmt::format("{},{},{:.9g},{:.9g},{:.9g},{},,,,,\n", p.type, p.other, solo[p.type], p.colocated_step_s,
                        p.slowdown, p.samples);
+  for (const auto& n : pairs.neighbours)
+    out << fmt::format("{},{},{:.9g},{:.9g},{:.9g},{},,,,,\n", n.type, kBusyNeighbour, solo[n.type], n.step_s,
+                       n.slowdown, n.samples);
 }
 
 MeasuredPairs read_pairs_csv(const std::string& path) {
@@ -131,6 +179,13 @@ MeasuredPairs read_pairs_csv(const std::string& path) {
       out.types.push_back(t);
       continue;
     }
+    if (other == kBusyNeighbour) {
+      MeasuredNeighbour b{type, row.number("colocated_step_s"), row.number("slowdown"), samples};
+      if (!(b.slowdown > 0))
+        throw DataError(fmt::format("{}:{}: slowdown of '{}' beside a busy rank must be above 0", path, row.line(), type));
+      out.neighbours.push_back(b);
+      continue;
+    }
     MeasuredPair p{type, other, row.number("colocated_step_s"), row.number("slowdown"), samples};
     if (!(p.slowdown > 0))
       throw DataError(fmt::format("{}:{}: slowdown of '{}' beside '{}' must be above 0", path, row.line(), type, other));
@@ -139,6 +194,10 @@ MeasuredPairs read_pairs_csv(const std::string& path) {
   for (const auto& p : out.pairs)
     if (!solo.count(p.type))
       throw DataError(fmt::format("{}: the pair ('{}', '{}') has no line for '{}' alone", path, p.type, p.other, p.type));
+  for (const auto& n : out.neighbours)
+    if (!solo.count(n.type))
+      throw DataError(fmt::format("{}: the line of '{}' beside a busy rank has no line for '{}' alone", path, n.type,
+                                  n.type));
   return out;
 }
 
@@ -160,6 +219,7 @@ PairDataset to_pair_dataset(const MeasuredPairs& pairs, std::string source) {
     d.solo[t.type] = p;
   }
   for (const auto& p : pairs.pairs) d.pairs.push_back({p.type, p.other, p.slowdown});
+  for (const auto& n : pairs.neighbours) d.busy_neighbour[n.type] = n.slowdown;
   return d;
 }
 

@@ -16,6 +16,9 @@ namespace recmix::sched {
 // type "small" (a pair of one type needs two jobs).
 std::string job_type_of(std::string_view job_name);
 
+// The pair file's `other` for a type alone on its rank beside a busy rank of the node.
+inline constexpr const char* kBusyNeighbour = "*";
+
 // One type measured alone: mean step time and the mean shares of it (dense compute, embedding,
 // all-reduce and update, data wait) and of the thread's busy time, over `samples` samples. Means
 // weight each sample by the steps it covers (its `step` less the previous sample's of the same
@@ -35,17 +38,30 @@ struct MeasuredPair {
   int samples = 0;
 };
 
+// `type` alone on its rank while another rank of the node runs a job (shared cores, caches and
+// memory): mean step time then; slowdown = step_s / the type's solo_step_s (alone on an idle node).
+struct MeasuredNeighbour {
+  std::string type;
+  double step_s = 0, slowdown = 1;
+  int samples = 0;
+};
+
 struct MeasuredPairs {
   std::vector<MeasuredType> types;  // by type name
   std::vector<MeasuredPair> pairs;  // by (type, other); only types with a solo measurement
+  std::vector<MeasuredNeighbour> neighbours;  // by type; only types also measured on an idle node
 };
 
 // From the sample events of every job of every run: samples with no partner measure the job's
 // type alone, samples with exactly one partner measure the pair (type, the partner's type);
-// samples beside two or more are left out. IoError / DataError naming the file and line.
+// samples beside two or more are left out. A sample alone on its rank is "alone" when no other
+// rank of the run has a sample within 1.5 round intervals of it, and "beside a busy rank"
+// otherwise; a type with samples of the second kind only takes them as alone (and gets no
+// neighbour line). IoError / DataError naming the file and line.
 MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs);
 
-// The pair file: a header, then one line per type alone (other empty) and one per pair:
+// The pair file: a header, then one line per type alone (other empty), one per pair, and one per
+// type beside a busy rank (other "*": colocated_step_s is the step time then):
 // type,other,solo_step_s,colocated_step_s,slowdown,samples,dense_share,embedding_share,
 // allreduce_share,data_wait_share,busy_share
 void write_pairs_csv(const MeasuredPairs& pairs, std::ostream& out);

@@ -29,6 +29,9 @@ struct PairDataset {
   std::map<std::string, SoloProfile> solo;  // per type; utilisation may be empty (Gavel)
   std::vector<PairObservation> pairs;       // both directions of every measured pair
   int infeasible_pairs = 0;                 // pairs measured as not fitting together
+  // Slowdown of a type alone on its GPU while another GPU of its node runs a job (the node's
+  // shared host: cores, caches, memory), per type where measured (recmix pairs files only).
+  std::map<std::string, double> busy_neighbour;
 };
 
 // lucid_colocate_pairs.csv + lucid_single_jobs.csv (S-Lab-System-Group/Lucid). Type names are

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Measured-pairs campaign: the five DLRM shapes of pair_shapes.sh (small, medium, large,
 # multihot, heavy), each alone and each pair of them (a shape beside itself included) co-located
-# on 2 ranks with recmix run, then recmix pairs over the 20 run directories: the pair file that
-# recmix sim --pairs reads (each shape's solo step time and its parts, each pair's slowdown).
+# on 2 ranks with recmix run, each one-rank shape alone on its rank beside a busy rank, then recmix
+# pairs over the 24 run directories: the pair file that recmix sim --pairs reads (each shape's solo
+# step time and its parts, each pair's slowdown, each shape's slowdown beside a busy rank).
 #   bench/run/profile_pairs.sh <recmix binary> [work dir] [pairs csv]
 #   bench/run/profile_pairs.sh --specs-only <recmix binary> [work dir]   # datasets only (live_vs_sim.sh)
 # Work dir default /tmp/recmix-profile-pairs; the pair file default <work dir>/pairs.csv. The
@@ -58,6 +59,14 @@ for ((i = 0; i < n; i++)); do
     fi
     run "pair-$a-$b"
   done
+done
+# Each one-rank shape alone on its rank while the other rank is busy: the shape twice, one job a
+# rank (cores_per_rank = 1); recmix pairs gives its "*" line (slowdown beside a busy rank).
+for a in "${shapes[@]}"; do
+  (( $(shape_field "$a" ranks) == 1 )) || continue
+  { header | sed -e 's/^cores_per_rank = 2$/cores_per_rank = 1/' -e 's/^colocation_limit = 2$/colocation_limit = 1/'; job_table "$a" "$a.1" 0; job_table "$a" "$a.2" 0; } \
+    > "busy-$a.toml"
+  run "busy-$a"
 done
 "$recmix" pairs "${dirs[@]}" -o "$out"
 # Each type's time outside its steps in its solo run (data, model build, final checkpoint).

@@ -31,6 +31,9 @@ void run_pairs(const PairsArgs& a) {
   for (const auto& p : pairs.pairs)
     table << fmt::format("{:<24} {:<24} {:>12.3f} {:>9.3f} {:>8}\n", p.type, p.other, 1e3 * p.colocated_step_s,
                          p.slowdown, p.samples);
+  for (const auto& n : pairs.neighbours)
+    table << fmt::format("{:<24} {:<24} {:>12.3f} {:>9.3f} {:>8}\n", n.type, "(alone, a busy rank beside)",
+                         1e3 * n.step_s, n.slowdown, n.samples);
   if (a.output == "-") {
     sched::write_pairs_csv(pairs, std::cout);
     return;
@@ -48,7 +51,8 @@ void add_pairs_command(CLI::App& app) {
   auto* pairs = app.add_subcommand(
       "pairs",
       "The slowdowns measured by recmix runs (RUN_DIR/events.jsonl): each job type alone and beside each other "
-      "type, as the pair file recmix sim --pairs reads. A job's type is its name up to the first '.'");
+      "type, and alone on its rank while another rank is busy, as the pair file recmix sim --pairs reads. A job's "
+      "type is its name up to the first '.'");
   pairs->add_option("runs", args->runs, "Run directories of recmix run")->required()->check(CLI::ExistingDirectory);
   pairs->add_option("-o,--output", args->output, "The pair file ('-': stdout, the table then goes to stderr)");
   pairs->callback([args] { run_pairs(*args); });

@@ -1,5 +1,6 @@
 #include "sched/sim/ground_truth.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/random.hpp"
@@ -9,6 +10,7 @@ namespace recmix::sched {
 SlowdownTruth::SlowdownTruth(const InterferenceModel& types, double noise_sigma, std::uint64_t seed)
     : prior_(types.options()), types_(types.type_count()) {
   measured_.assign(types_ * types_, NAN);
+  neighbour_.assign(types_, 1.0);
   source_.assign(types_ * types_, kFormula);
   noise_.resize(types_ * types_);
   for (std::size_t i = 0; i < noise_.size(); ++i)
@@ -22,6 +24,12 @@ void SlowdownTruth::add_measured(const PairDataset& data, const InterferenceMode
     if (a < 0 || b < 0 || static_cast<std::size_t>(a) >= types_ || static_cast<std::size_t>(b) >= types_) continue;
     sum[a * types_ + b] += p.slowdown;
     count[a * types_ + b] += 1;
+  }
+  for (const auto& [type, slowdown] : data.busy_neighbour) {
+    const int t = types.find_type(type);
+    if (t < 0 || static_cast<std::size_t>(t) >= types_) continue;
+    neighbour_[static_cast<std::size_t>(t)] = std::max(1.0, slowdown);
+    any_neighbour_ = true;
   }
   const int index = static_cast<int>(sources_.size());
   sources_.push_back(data.source);
@@ -58,6 +66,11 @@ std::string SlowdownTruth::type_source(int type) const {
   for (std::size_t s = 0; s < sources_.size(); ++s)
     if (used[s] && out.find(sources_[s]) == std::string::npos) out += (out.empty() ? "" : "+") + sources_[s];
   return out.empty() ? "formula" : out;
+}
+
+double SlowdownTruth::busy_neighbour(const Job& job) const {
+  if (job.type < 0 || static_cast<std::size_t>(job.type) >= types_) return 1.0;
+  return neighbour_[static_cast<std::size_t>(job.type)];
 }
 
 double SlowdownTruth::pair(const Job& job, const Job& other) const {

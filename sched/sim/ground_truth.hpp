@@ -35,6 +35,10 @@ class SlowdownTruth {
   // The pair data that covers `type` (names of the sources holding a pair of it beside another
   // type, joined by '+', e.g. "measured" or "lucid"), or "formula" when none does.
   std::string type_source(int type) const;
+  // A job alone on its GPUs while another GPU of its node runs a job: its type's measured
+  // busy-neighbour slowdown (PairDataset::busy_neighbour), 1 where none is measured.
+  double busy_neighbour(const Job& job) const;
+  bool has_busy_neighbour() const { return any_neighbour_; }
 
  private:
   int measured_cell(const Job& job, std::span<const Job* const> co_runners) const;  // -1: none
@@ -45,6 +49,8 @@ class SlowdownTruth {
   std::vector<int> source_;       // types x types, index into sources_ of measured cells
   std::vector<std::string> sources_;
   std::vector<double> noise_;     // types x types log factors
+  std::vector<double> neighbour_; // per type, 1 = not measured
+  bool any_neighbour_ = false;
 };
 
 }  // namespace recmix::sched

@@ -27,8 +27,16 @@ MergedPairs read_pairs_files(const std::vector<std::string>& paths) {
   std::map<std::string, MeasuredType> solo;  // sums weighted by samples, then means
   std::map<std::string, double> weight;
   std::map<std::pair<std::string, std::string>, std::pair<MeasuredPair, std::string>> pairs;
+  std::map<std::string, MeasuredNeighbour> neighbours;  // sums weighted by samples, then means
   for (const auto& path : paths) {
     const MeasuredPairs m = read_pairs_csv(path);
+    for (const auto& n : m.neighbours) {
+      const double w = std::max(1, n.samples);
+      MeasuredNeighbour& s = neighbours.try_emplace(n.type, MeasuredNeighbour{n.type, 0, 0, 0}).first->second;
+      s.step_s += w * n.step_s;
+      s.slowdown += w * n.slowdown;
+      s.samples += std::max(1, n.samples);
+    }
     for (const auto& t : m.types) {
       note_file(out.files_of_type[t.type], path);
       const double w = std::max(1, t.samples);
@@ -66,6 +74,11 @@ MergedPairs read_pairs_files(const std::vector<std::string>& paths) {
     out.pairs.types.push_back(s);
   }
   for (auto& [key, p] : pairs) out.pairs.pairs.push_back(p.first);
+  for (auto& [name, n] : neighbours) {
+    n.step_s /= n.samples;
+    n.slowdown /= n.samples;
+    out.pairs.neighbours.push_back(n);
+  }
   return out;
 }
 
@@ -138,6 +151,12 @@ MeasuredInput map_measured_pairs(const MergedPairs& merged, const std::vector<st
     u.other = b->second;
     mapped.pairs.push_back(u);
   }
+  for (const auto& n : merged.pairs.neighbours)
+    if (const auto a = in.mapping.find(n.type); a != in.mapping.end()) {
+      MeasuredNeighbour u = n;
+      u.type = a->second;
+      mapped.neighbours.push_back(u);
+    }
   in.dataset = to_pair_dataset(mapped, "measured");
   return in;
 }

@@ -356,6 +356,17 @@ class Simulation final : public Actions {
       if (learn_ && on.size() == 2) observe_pair(on[0], on[1]);
       if (on.size() >= 2 && !options_.measured_runtimes) count_group(on);
     }
+    // A measured busy-neighbour slowdown depends on the other GPUs of the node: a change on one
+    // GPU changes the rates of the jobs on the node's other GPUs too.
+    if (truth_.has_busy_neighbour() && !options_.measured_runtimes) {
+      const int per_node = cluster_.spec().gpus_per_node;
+      for (int g : dirty_) {
+        const int first = cluster_.node_of(g) * per_node;
+        for (int h = first; h < first + per_node; ++h)
+          if (h != g)
+            for (JobId id : cluster_.jobs_on(h)) affected.push_back(index_[id]);
+      }
+    }
     dirty_.clear();
     std::sort(affected.begin(), affected.end());
     affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
@@ -366,15 +377,20 @@ class Simulation final : public Actions {
       const Job& job = jobs_[i];
       const RunningJob* r = cluster_.running(job.id);
       double worst = 1.0;
+      bool shared = false;  // a GPU of its own runs another job
       for (int g : r->gpus) {
         co.clear();
         for (JobId other : cluster_.jobs_on(g))
           if (other != job.id) co.push_back(&jobs_[index_[other]]);
         if (!co.empty()) {
-          colocated_[i] = true;
+          colocated_[i] = shared = true;
           if (!options_.measured_runtimes) worst = std::max(worst, truth_.slowdown(job, co));
         }
       }
+      // Alone on its GPUs: measured pairs were taken beside an idle rank, so a busy neighbour
+      // applies to a job alone only (a pair's slowdown stands as measured).
+      if (!shared && truth_.has_busy_neighbour() && !options_.measured_runtimes && node_busy_beside(*r))
+        worst = truth_.busy_neighbour(job);
       const double spread = options_.measured_runtimes ? 1.0 : spread_factor(cluster_.spec(), job.profile, r->nodes_used);
       const double rate = 1.0 / (worst * spread);
       effective_sum_ += (rate - s.rate) * job.gpus;
@@ -387,6 +403,17 @@ class Simulation final : public Actions {
       model_.refit();
       new_observations_ = 0;
     }
+  }
+
+  // Whether a GPU of the nodes `r` runs on, other than its own, runs a job.
+  bool node_busy_beside(const RunningJob& r) const {
+    const int per_node = cluster_.spec().gpus_per_node;
+    for (int g : r.gpus) {
+      const int first = cluster_.node_of(g) * per_node;
+      for (int h = first; h < first + per_node; ++h)
+        if (!cluster_.is_free(h) && std::find(r.gpus.begin(), r.gpus.end(), h) == r.gpus.end()) return true;
+    }
+    return false;
   }
 
   // Where the ground truth takes each member's slowdown in the group of jobs on one GPU; by

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -101,4 +102,56 @@ TEST(MeasuredPairs, ABeforeUnmeasuredTypeHasNoPairAndBadFilesAreNamed) {
   EXPECT_THROW(read_pairs_csv(file), DataError);  // a pair without its type alone
   std::ofstream(file) << "type,other,solo_step_s,colocated_step_s,slowdown,samples\nsmall,,0,,1,3\n";
   EXPECT_THROW(read_pairs_csv(file), DataError);  // no step time
+}
+
+namespace {
+std::string timed(const std::string& job, int rank, double t, double step_s) {
+  return "{\"event\":\"sample\",\"job\":\"" + job + "\",\"rank\":" + std::to_string(rank) + ",\"t\":" +
+         std::to_string(t) + ",\"step_s\":" + std::to_string(step_s) + ",\"partners\":[]}\n";
+}
+}  // namespace
+
+// A job alone on its rank while another job samples on another rank (within 1.5 rounds) counts
+// as beside a busy rank; alone on an idle node as alone. The "*" line round-trips and becomes the
+// pair data's busy-neighbour slowdown; a two-rank job's own samples on its other rank, or another
+// job sharing one of its ranks, do not make it look beside a busy rank; a type measured only beside
+// busy ranks takes those as its baseline.
+TEST(MeasuredPairs, AloneBesideABusyRankIsItsOwnLine) {
+  Scratch s;
+  // Round 1 s: small.1 alone at t = 1, 2 (0.010 s); small.1 on rank 0 and other.1 on rank 1 at
+  // t = 10, 11 (0.015 s: slowdown 1.5); wide.1 on ranks 0 and 1 together at t = 20, part.1 on
+  // rank 0 beside it (wide.1's sample on rank 1 stays alone); only.1 at 30 beside other.2 at 30.5.
+  const std::string a =
+      s.run("a", "{\"event\":\"run_start\",\"round_interval_s\":1.0}\n" + timed("small.1", 0, 1, 0.010) +
+                     timed("small.1", 0, 2, 0.010) + timed("small.1", 0, 10, 0.015) + timed("other.1", 1, 10.2, 0.02) +
+                     timed("small.1", 0, 11, 0.015) + timed("other.1", 1, 11.2, 0.02) + timed("wide.1", 0, 20, 0.03) +
+                     timed("wide.1", 1, 20, 0.03) + timed("part.1", 0, 20.1, 0.02) + timed("only.1", 0, 30, 0.05) + timed("other.2", 1, 30.5, 0.02));
+  const MeasuredPairs m = measure_pairs({a});
+  std::map<std::string, double> solo;
+  for (const auto& t : m.types) solo[t.type] = t.solo_step_s;
+  EXPECT_DOUBLE_EQ(solo.at("small"), 0.010);
+  EXPECT_DOUBLE_EQ(solo.at("wide"), 0.03);
+  EXPECT_DOUBLE_EQ(solo.at("only"), 0.05);  // never on an idle node: its busy-neighbour samples
+  ASSERT_EQ(m.neighbours.size(), 1u);
+  EXPECT_EQ(m.neighbours[0].type, "small");
+  EXPECT_NEAR(m.neighbours[0].slowdown, 1.5, 1e-9);
+  EXPECT_EQ(m.neighbours[0].samples, 2);
+
+  std::ostringstream csv;
+  write_pairs_csv(m, csv);
+  EXPECT_NE(csv.str().find("small,*,"), std::string::npos);
+  const std::string file = (s.dir / "pairs.csv").string();
+  std::ofstream(file) << csv.str();
+  const MeasuredPairs back = read_pairs_csv(file);
+  ASSERT_EQ(back.neighbours.size(), 1u);
+  EXPECT_NEAR(back.neighbours[0].slowdown, 1.5, 1e-9);
+  EXPECT_NEAR(to_pair_dataset(back, "recmix").busy_neighbour.at("small"), 1.5, 1e-9);
+  // A "*" line for a type with no line alone is refused, naming the type.
+  std::ofstream(file) << "type,other,solo_step_s,colocated_step_s,slowdown,samples\nghost,*,0.01,0.02,2,3\n";
+  try {
+    read_pairs_csv(file);
+    FAIL() << "accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("'ghost' alone"), std::string::npos) << e.what();
+  }
 }

@@ -148,6 +148,38 @@ TEST(SimMeasuredPairs, ACoLocatedPairTakesExactlyTheMeasuredSlowdowns) {
   EXPECT_EQ(j.at("dlrm-small").at("formula_fallbacks").at("memory-first"), 0);
 }
 
+TEST(SimMeasuredPairs, AJobAloneBesideABusyGpuOfItsNodeTakesItsBusyNeighbourSlowdown) {
+  // One node of two GPUs, one job per GPU. A (dlrm-small, busy-neighbour slowdown 1.5) arrives at
+  // 0 with 100 s of work, B (dlrm-medium, none measured) at 20 s with 60 s, on the other GPU. A
+  // does 20 s alone; while B runs (20 to 80) A runs at 1/1.5, 40 s of work; its last 40 s alone:
+  // A finishes at 120, B at 80.
+  const test::ScratchDir scratch;
+  MeasuredPairs m = two_types();
+  m.neighbours.push_back({"small", 0.015, 1.5, 10});
+  const std::string file = write_pairs(scratch, "pairs.csv", m);
+  ClusterSpec cluster = one_gpu(1);
+  cluster.gpus_per_node = 2;
+  auto env = make_environment(cluster, "/nonexistent");
+  add_measured_pairs(*env, {file});
+  const std::string trace =
+      write_file(scratch, "trace.csv", "arrival_s,duration_s,gpus,type\n0,100,1,dlrm-small\n20,60,1,dlrm-medium\n");
+  WorkloadOptions wo;
+  wo.mix = "trace";
+  const Workload w = build_workload(read_trace(trace), cluster, *env, wo);
+  auto fifo = make_policy("fifo");
+  const SimResult r = simulate(cluster, w.jobs, *fifo, *env->truth, env->model);
+  EXPECT_NEAR(outcome(r, 1).finish_s, 80.0, 1e-6);
+  EXPECT_NEAR(outcome(r, 0).finish_s, 120.0, 1e-6);
+  EXPECT_FALSE(outcome(r, 0).colocated);
+  // Without the line: both at full speed.
+  const std::string plain = write_pairs(scratch, "plain.csv", two_types());
+  auto env2 = make_environment(cluster, "/nonexistent");
+  add_measured_pairs(*env2, {plain});
+  const Workload w2 = build_workload(read_trace(trace), cluster, *env2, wo);
+  const SimResult r2 = simulate(cluster, w2.jobs, *make_policy("fifo"), *env2->truth, env2->model);
+  EXPECT_NEAR(outcome(r2, 0).finish_s, 100.0, 1e-6);
+}
+
 TEST(SimMeasuredPairs, AGroupNoPairMeasuresFallsBackToTheFormulaAndIsCounted) {
   // One GPU holding up to 3 jobs. A (dlrm-small, 0 s) and B (dlrm-medium, 10 s) share it: a
   // measured pair. C (dlrm-large, 20 s, 5 s of work) joins: a group of three, the formula for
