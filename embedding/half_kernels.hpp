@@ -38,18 +38,16 @@ struct PoolBagsHalf {
   float* out;
   bool mean;
 
+  struct Decoded {
+    const std::uint16_t* weights;
+    half::Storage storage;
+    std::int64_t dim;
+    RECMIX_HOST_DEVICE float operator()(std::int64_t row, std::int64_t d) const {
+      return half_to_float(storage, weights[row * dim + d]);
+    }
+  };
   RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
-    float* o = out + (out_pos ? out_pos[j] : j) * dim;
-    const std::int64_t begin = offsets[j], end = offsets[j + 1];
-    for (std::int64_t d = 0; d < dim; ++d) o[d] = 0.f;
-    for (std::int64_t k = begin; k < end; ++k) {
-      const std::uint16_t* w = weights + rows[k] * dim;
-      for (std::int64_t d = 0; d < dim; ++d) o[d] += half_to_float(storage, w[d]);
-    }
-    if (mean && end > begin) {
-      const float inv = 1.0f / static_cast<float>(end - begin);
-      for (std::int64_t d = 0; d < dim; ++d) o[d] *= inv;
-    }
+    pool_bag(j, dim, offsets, rows, out_pos, out, mean, Decoded{weights, storage, dim});
   }
 };
 

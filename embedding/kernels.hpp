@@ -14,6 +14,22 @@ namespace recmix::embedding::kernels {
 // Bag j: out[out_pos[j]] (out[j] when out_pos is null) = sum of the weights rows
 // rows[offsets[j] .. offsets[j+1]), in index order;
 // divided by the bag's length when `mean` (an empty bag gives zeros).
+// Bag j of a pooling, for any table storage: `value(row, d)` reads element d of a weights row as
+// fp32 (PoolBags: the float itself; the 16-bit tables: its conversion), summed in index order.
+template <class Value>
+RECMIX_HOST_DEVICE void pool_bag(std::int64_t j, std::int64_t dim, const std::int64_t* offsets, const std::int64_t* rows,
+                                 const std::int64_t* out_pos, float* out, bool mean, const Value& value) {
+  float* o = out + (out_pos ? out_pos[j] : j) * dim;
+  const std::int64_t begin = offsets[j], end = offsets[j + 1];
+  for (std::int64_t d = 0; d < dim; ++d) o[d] = 0.f;
+  for (std::int64_t k = begin; k < end; ++k)
+    for (std::int64_t d = 0; d < dim; ++d) o[d] += value(rows[k], d);
+  if (mean && end > begin) {
+    const float inv = 1.0f / static_cast<float>(end - begin);
+    for (std::int64_t d = 0; d < dim; ++d) o[d] *= inv;
+  }
+}
+
 struct PoolBags {
   const float* weights;
   std::int64_t dim;
@@ -23,18 +39,13 @@ struct PoolBags {
   float* out;
   bool mean;
 
+  struct Fp32 {
+    const float* weights;
+    std::int64_t dim;
+    RECMIX_HOST_DEVICE float operator()(std::int64_t row, std::int64_t d) const { return weights[row * dim + d]; }
+  };
   RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
-    float* o = out + (out_pos ? out_pos[j] : j) * dim;
-    const std::int64_t begin = offsets[j], end = offsets[j + 1];
-    for (std::int64_t d = 0; d < dim; ++d) o[d] = 0.f;
-    for (std::int64_t k = begin; k < end; ++k) {
-      const float* w = weights + rows[k] * dim;
-      for (std::int64_t d = 0; d < dim; ++d) o[d] += w[d];
-    }
-    if (mean && end > begin) {
-      const float inv = 1.0f / static_cast<float>(end - begin);
-      for (std::int64_t d = 0; d < dim; ++d) o[d] *= inv;
-    }
+    pool_bag(j, dim, offsets, rows, out_pos, out, mean, Fp32{weights, dim});
   }
 };
 

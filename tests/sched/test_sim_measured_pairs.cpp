@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -117,6 +118,28 @@ TEST(SimMeasuredPairs, FileRoundTripsAndTheSimulatorUsesIt) {
   EXPECT_EQ(env->model.observation_count(), 2u);
 }
 
+// Jobs A (dlrm-small, 100 s of work, at 0) and B (dlrm-medium, 60 s, at 20 s) simulated under
+// `policy` with the pair file `pairs` as ground truth.
+struct TwoJobs {
+  std::unique_ptr<SimEnvironment> env;
+  Workload w;
+  SimResult r;
+};
+TwoJobs two_jobs(const test::ScratchDir& scratch, const ClusterSpec& cluster, const std::string& pairs,
+                 const char* policy) {
+  TwoJobs t;
+  t.env = make_environment(cluster, "/nonexistent");
+  add_measured_pairs(*t.env, {pairs});
+  const std::string trace =
+      write_file(scratch, "trace.csv", "arrival_s,duration_s,gpus,type\n0,100,1,dlrm-small\n20,60,1,dlrm-medium\n");
+  WorkloadOptions wo;
+  wo.mix = "trace";
+  t.w = build_workload(read_trace(trace), cluster, *t.env, wo);
+  auto p = make_policy(policy);
+  t.r = simulate(cluster, t.w.jobs, *p, *t.env->truth, t.env->model);
+  return t;
+}
+
 TEST(SimMeasuredPairs, ACoLocatedPairTakesExactlyTheMeasuredSlowdowns) {
   // One GPU, memory-first packs. A (dlrm-small) arrives at 0 with 100 s of work, B (dlrm-medium)
   // at 20 s with 60 s. A runs alone to 20 s (20 s done). Together A runs at 1/1.3, B at 1/1.6:
@@ -124,16 +147,10 @@ TEST(SimMeasuredPairs, ACoLocatedPairTakesExactlyTheMeasuredSlowdowns) {
   // and its last 100 - 20 - 73.846 = 6.154 s alone: A finishes at 116 + 80 - 96 / 1.3.
   const test::ScratchDir scratch;
   const std::string file = write_pairs(scratch, "pairs.csv", two_types());
-  const ClusterSpec cluster = one_gpu(2);
-  auto env = make_environment(cluster, "/nonexistent");
-  add_measured_pairs(*env, {file});
-  const std::string trace =
-      write_file(scratch, "trace.csv", "arrival_s,duration_s,gpus,type\n0,100,1,dlrm-small\n20,60,1,dlrm-medium\n");
-  WorkloadOptions wo;
-  wo.mix = "trace";
-  const Workload w = build_workload(read_trace(trace), cluster, *env, wo);
-  auto packing = make_policy("memory-first");
-  const SimResult r = simulate(cluster, w.jobs, *packing, *env->truth, env->model);
+  const TwoJobs t = two_jobs(scratch, one_gpu(2), file, "memory-first");
+  const SimResult& r = t.r;
+  const auto& env = t.env;
+  const Workload& w = t.w;
   EXPECT_NEAR(outcome(r, 1).finish_s, 116.0, 1e-6);
   EXPECT_NEAR(outcome(r, 0).finish_s, 116.0 + 80.0 - 96.0 / 1.3, 1e-6);
   EXPECT_TRUE(outcome(r, 0).colocated);
@@ -159,25 +176,13 @@ TEST(SimMeasuredPairs, AJobAloneBesideABusyGpuOfItsNodeTakesItsBusyNeighbourSlow
   const std::string file = write_pairs(scratch, "pairs.csv", m);
   ClusterSpec cluster = one_gpu(1);
   cluster.gpus_per_node = 2;
-  auto env = make_environment(cluster, "/nonexistent");
-  add_measured_pairs(*env, {file});
-  const std::string trace =
-      write_file(scratch, "trace.csv", "arrival_s,duration_s,gpus,type\n0,100,1,dlrm-small\n20,60,1,dlrm-medium\n");
-  WorkloadOptions wo;
-  wo.mix = "trace";
-  const Workload w = build_workload(read_trace(trace), cluster, *env, wo);
-  auto fifo = make_policy("fifo");
-  const SimResult r = simulate(cluster, w.jobs, *fifo, *env->truth, env->model);
-  EXPECT_NEAR(outcome(r, 1).finish_s, 80.0, 1e-6);
-  EXPECT_NEAR(outcome(r, 0).finish_s, 120.0, 1e-6);
-  EXPECT_FALSE(outcome(r, 0).colocated);
+  const TwoJobs t = two_jobs(scratch, cluster, file, "fifo");
+  EXPECT_NEAR(outcome(t.r, 1).finish_s, 80.0, 1e-6);
+  EXPECT_NEAR(outcome(t.r, 0).finish_s, 120.0, 1e-6);
+  EXPECT_FALSE(outcome(t.r, 0).colocated);
   // Without the line: both at full speed.
-  const std::string plain = write_pairs(scratch, "plain.csv", two_types());
-  auto env2 = make_environment(cluster, "/nonexistent");
-  add_measured_pairs(*env2, {plain});
-  const Workload w2 = build_workload(read_trace(trace), cluster, *env2, wo);
-  const SimResult r2 = simulate(cluster, w2.jobs, *make_policy("fifo"), *env2->truth, env2->model);
-  EXPECT_NEAR(outcome(r2, 0).finish_s, 100.0, 1e-6);
+  const TwoJobs plain = two_jobs(scratch, cluster, write_pairs(scratch, "plain.csv", two_types()), "fifo");
+  EXPECT_NEAR(outcome(plain.r, 0).finish_s, 100.0, 1e-6);
 }
 
 TEST(SimMeasuredPairs, AGroupNoPairMeasuresFallsBackToTheFormulaAndIsCounted) {
