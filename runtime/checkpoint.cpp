@@ -42,19 +42,6 @@ void require_shape(hid_t file, const std::string& name, const std::vector<hsize_
                                 fmt::join(want, ", ")));
 }
 
-// Whether x[0, n) holds only finite values: an exponent bit test over the whole range, which
-// the compiler vectorises (a loop of isfinite with an early exit it does not), so a checkpoint's
-// rows are scanned at memory speed.
-__attribute__((target_clones("avx2", "default"))) bool all_finite(const float* x, std::size_t n) {
-  std::uint32_t any = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, x + i, sizeof bits);
-    any |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
-  }
-  return any == 0;
-}
-
 // The first value of rows [first, first + n) x cols at p that is not finite, as an error
 // message naming the checkpoint, the dataset and the row; "" when every value is finite.
 std::string non_finite_in(const float* p, hsize_t first, hsize_t n, hsize_t cols, const std::string& where) {
@@ -146,7 +133,10 @@ std::string first_non_finite(DlrmModel& model, bool dense_only) {
 }
 
 void require_finite_model(DlrmModel& model, comm::Communicator& comm, std::int64_t step, const std::string& path) {
-  const std::string bad = first_non_finite(model, false);
+  agree_finite_model(first_non_finite(model, false), comm, step, path);
+}
+
+void agree_finite_model(const std::string& bad, comm::Communicator& comm, std::int64_t step, const std::string& path) {
   std::int32_t bad_ranks = bad.empty() ? 0 : 1;
   comm.all_reduce_sum(&bad_ranks, &bad_ranks, 1, comm::DataType::i32);
   if (bad_ranks > 0)

@@ -36,6 +36,9 @@ std::string first_non_finite(DlrmModel& model, bool dense_only);
 // holds a value that is not finite, every rank throws DivergedError naming the step, the tensor
 // and the row (on the rank that has it) and `path`, which is then not to be written.
 void require_finite_model(DlrmModel& model, comm::Communicator& comm, std::int64_t step, const std::string& path);
+// The agreement of require_finite_model on what each rank found already (`bad`: its first value
+// that is not finite, "" when none): throws DivergedError on every rank when any rank found one.
+void agree_finite_model(const std::string& bad, comm::Communicator& comm, std::int64_t step, const std::string& path);
 
 // Collective over comm (an MPI communicator). Overwrites path atomically.
 void save_checkpoint(const std::string& path, DlrmModel& model, const CheckpointMeta& meta,

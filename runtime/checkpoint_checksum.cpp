@@ -1,5 +1,7 @@
 #include "runtime/checkpoint_checksum.hpp"
 
+#include <cstring>
+
 #include <fmt/format.h>
 #include <xxhash.h>
 
@@ -9,6 +11,16 @@
 #include "data/h5.hpp"
 
 namespace recmix::runtime {
+
+__attribute__((target_clones("avx2", "default"))) bool all_finite(const float* x, std::size_t n) {
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    any |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return any == 0;
+}
 
 std::string checksum_dataset(const std::string& array) { return "checksums/" + array; }
 

@@ -7,6 +7,7 @@
 // edge blocks that it does not load. Stored as /checksums/<array path> (uint64 [blocks]).
 #include <hdf5.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,6 +15,11 @@
 namespace recmix::runtime {
 
 inline constexpr hsize_t kChecksumBlockRows = 4096;
+
+// Whether x[0, n) holds only finite values: an exponent bit test over the whole range, which
+// the compiler vectorises (a loop of isfinite with an early exit it does not), so a checkpoint's
+// rows are checked at memory speed.
+bool all_finite(const float* x, std::size_t n);
 
 // The dataset holding the block checksums of the array at `array` ("embedding/3/weights").
 std::string checksum_dataset(const std::string& array);

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -292,7 +294,7 @@ AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void AsyncCheckpointWriter::start(const std::string& path, const CheckpointContent& content) {
+std::string AsyncCheckpointWriter::snapshot(const CheckpointContent& content) {
   RECMIX_REQUIRE(!thread_.joinable(), Error, "a checkpoint write is already in flight");
   const auto copy_start = Clock::now();
   content_ = content;
@@ -317,18 +319,60 @@ void AsyncCheckpointWriter::start(const std::string& path, const CheckpointConte
     at += n;
   }
   const std::size_t total = at, half = total / 2;
-  auto copy_range = [&](std::size_t from, std::size_t to) {  // floats [from, to) of the host copies
-    std::size_t base = 0;
+  // Floats [from, to) of the host copies, a block at a time, each block checked for values that
+  // are not finite right after its copy (still in cache: no second pass over the model). Returns
+  // the buffer offset of the first block holding one, or `total`.
+  constexpr std::size_t kBlock = std::size_t(1) << 14;
+  auto copy_range = [&](std::size_t from, std::size_t to) {
+    std::size_t base = 0, bad = total;
     for (std::size_t i = 0; i < host_copies.size(); base += host_counts[i], ++i) {
       const std::size_t lo = std::max(from, base), hi = std::min(to, base + host_counts[i]);
-      if (lo < hi) std::memcpy(host_copies[i].first + (lo - base), host_copies[i].second + (lo - base), (hi - lo) * sizeof(float));
+      for (std::size_t b = lo; b < hi; b += kBlock) {
+        const std::size_t n = std::min(kBlock, hi - b);
+        float* dst = host_copies[i].first + (b - base);
+        std::memcpy(dst, host_copies[i].second + (b - base), n * sizeof(float));
+        if (bad == total && !all_finite(dst, n)) bad = static_cast<std::size_t>(dst - buffer);
+      }
     }
+    return bad;
   };
-  std::thread second([&] { copy_range(half, total); });
-  copy_range(0, half);
+  std::size_t bad_second = total;
+  std::thread second([&] { bad_second = copy_range(half, total); });
+  std::size_t bad = copy_range(0, half);
   second.join();
   stream->synchronize();
+  if (bad == total) bad = bad_second;
+  if (bad == total) {  // the copies from device memory, checked in place
+    std::size_t off = 0;
+    for (const auto& p : content_.pieces) {
+      const std::size_t n = p.count * content_.arrays[p.array].cols;
+      const bool copied_on_host = std::any_of(host_copies.begin(), host_copies.end(),
+                                              [&](const auto& c) { return c.first == buffer + off; });
+      if (!copied_on_host && !all_finite(buffer + off, n)) {
+        bad = off;
+        break;
+      }
+      off += n;
+    }
+  }
   snapshot_s_ = std::chrono::duration<double>(Clock::now() - copy_start).count();
+  if (bad == total) return {};
+  // The piece and row of the first value that is not finite at or after `bad`.
+  std::size_t off = 0;
+  for (const auto& p : content_.pieces) {
+    const std::size_t cols = content_.arrays[p.array].cols, n = p.count * cols;
+    if (bad < off + n)
+      for (std::size_t k = bad - off; k < n; ++k)
+        if (!std::isfinite(buffer[off + k]))
+          return fmt::format("{} row {} holds {}", content_.arrays[p.array].name, p.first + k / cols, buffer[off + k]);
+    if (bad < off + n) bad = off + n;  // not in this piece after all (a block spans pieces)
+    off += n;
+  }
+  return "a value that is not finite";
+}
+
+void AsyncCheckpointWriter::launch(const std::string& path) {
+  RECMIX_REQUIRE(!thread_.joinable(), Error, "a checkpoint write is already in flight");
   path_ = path;
   error_ = nullptr;
   failed_anywhere_ = false;

@@ -84,9 +84,12 @@ class AsyncCheckpointWriter {
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
   AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
 
-  // Copies the content's pieces into this writer's host buffer (kept for the next write), then
-  // writes them to path in the background. Collective over every rank's writer; none in flight.
-  void start(const std::string& path, const CheckpointContent& content);
+  // Copies the content's pieces into this writer's host buffer (kept for the next write),
+  // checking each block for values that are not finite while it is in cache: returns the first
+  // such value as "<array> row <r> holds <v>", "" when there is none. None in flight.
+  std::string snapshot(const CheckpointContent& content);
+  // Writes the snapshot to path in the background. Collective over every rank's writer.
+  void launch(const std::string& path);
   bool in_flight() const { return thread_.joinable(); }
   // Whether the write in flight has ended (local: ranks may see it at different times).
   bool finished() const { return done_.load(); }

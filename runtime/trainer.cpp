@@ -455,12 +455,15 @@ TrainResult Trainer::train(const TrainOptions& options) {
   auto do_checkpoint = [&](std::int64_t at_step, bool final) {
     std::string path = checkpoint_path(at_step);
     // A diverged model is not written: the newest checkpoint stays the last good one. Agreed
-    // before the write (and outside recmix run's write grant), so every rank stops together.
-    require_finite_model(*model_, comm_, at_step, path);
-    if (writer && !final && writer->in_flight() && spec_.checkpoint.when_busy == "skip") {
+    // before the write (and outside recmix run's write grant), so every rank stops together. A
+    // background write checks the values as it copies them (one pass over the model, not two).
+    const bool background = writer && !final;
+    if (!background) require_finite_model(*model_, comm_, at_step, path);
+    if (background && writer->in_flight() && spec_.checkpoint.when_busy == "skip") {
       std::int32_t busy = writer->finished() ? 0 : 1;  // every rank skips, or none
       comm_.all_reduce_sum(&busy, &busy, 1, comm::DataType::i32);
       if (busy > 0) {
+        require_finite_model(*model_, comm_, at_step, path);  // skipped, but checked
         log->warn("checkpoint of step {} skipped: the write of {} is still going (checkpoint.when_busy = \"skip\")",
                   at_step, writer->path());
         return;
@@ -468,9 +471,11 @@ TrainResult Trainer::train(const TrainOptions& options) {
     }
     finish_write();
     if (final && result.last_checkpoint == path) return;  // a stop at a checkpoint's step: written
-    if (writer && !final) {
+    if (background) {
       inject_checkpoint_fault(at_step);
-      writer->start(path, describe_checkpoint(*model_, checkpoint_meta(at_step), rank));
+      agree_finite_model(writer->snapshot(describe_checkpoint(*model_, checkpoint_meta(at_step), rank)), comm_,
+                         at_step, path);
+      writer->launch(path);
       log->info("checkpoint of step {} copied to host memory in {:.3f} s ({}); writing {} in the background", at_step,
                 writer->snapshot_seconds(), device::format_bytes(writer->snapshot_bytes()), path);
       return;

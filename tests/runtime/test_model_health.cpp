@@ -16,6 +16,7 @@
 #include "device/memory_pool.hpp"
 #include "embedding/sharding_plan.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint_write.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/job_spec.hpp"
 
@@ -94,6 +95,42 @@ TEST(ModelHealth, ADivergedModelIsNotCheckpointedOnAnyRank) {
   }
   EXPECT_EQ(sum_over_world(threw), f.comm->size());
   EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+// A background checkpoint checks the values while it copies them: the snapshot names the first
+// value that is not finite by array and row, the ranks agree, and no write starts.
+TEST(ModelHealth, ABackgroundCheckpointFindsTheValueWhileCopying) {
+  Fixture f;
+  CheckpointMeta meta;
+  meta.step = 9;
+  meta.table_rows = f.rows;
+  meta.num_dense = 3;
+  meta.world_size = f.comm->size();
+  const int rank = f.comm->rank();
+  AsyncCheckpointWriter writer(*f.comm, *f.backend);
+  EXPECT_EQ(writer.snapshot(describe_checkpoint(f.model, meta, rank)), "");  // a healthy model
+  const bool holder = rank == f.comm->size() - 1;
+  if (holder) {
+    auto& s = f.model.embedding().local_shards().back();
+    s.weights[(s.row_end - s.row_begin - 1) * s.dim + 2] = kNaN;  // the shard's last row
+  }
+  const std::string bad = writer.snapshot(describe_checkpoint(f.model, meta, rank));
+  if (holder) {
+    const auto& s = f.model.embedding().local_shards().back();
+    EXPECT_EQ(bad, "embedding/" + std::to_string(s.table) + "/weights row " + std::to_string(s.row_end - 1) +
+                       " holds nan");
+  } else {
+    EXPECT_EQ(bad, "");
+  }
+  int threw = 0;
+  try {
+    agree_finite_model(bad, *f.comm, meta.step, "unwritten.h5");
+  } catch (const DivergedError& e) {
+    threw = 1;
+    EXPECT_NE(std::string(e.what()).find("unwritten.h5 not written"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(sum_over_world(threw), f.comm->size());
+  EXPECT_FALSE(writer.in_flight());
 }
 
 }  // namespace
