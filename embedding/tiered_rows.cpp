@@ -89,7 +89,6 @@ void TransitRows::resize(std::size_t floats) {
     pinned_ = {};  // the old one first: the two never coexist
     pinned_ = device::Buffer<float>(*pinned_pool_, floats + floats / 4, what_);
   }
-  size_ = floats;
 }
 
 void TransitRows::swap(TransitRows& o) noexcept {
@@ -97,7 +96,6 @@ void TransitRows::swap(TransitRows& o) noexcept {
   std::swap(what_, o.what_);
   plain_.swap(o.plain_);
   std::swap(pinned_, o.pinned_);
-  std::swap(size_, o.size_);
 }
 
 std::uint64_t TieredRows::next_pass() {

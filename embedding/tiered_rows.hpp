@@ -72,7 +72,6 @@ class TransitRows {
   TransitRows(device::MemoryPool* pinned, std::string what) : pinned_pool_(pinned), what_(std::move(what)) {}
   void resize(std::size_t floats);
   float* data() { return pinned_pool_ ? pinned_.data() : plain_.data(); }
-  std::size_t size() const { return size_; }
   void swap(TransitRows& o) noexcept;
 
  private:
@@ -80,7 +79,6 @@ class TransitRows {
   std::string what_;
   std::vector<float> plain_;
   device::Buffer<float> pinned_;
-  std::size_t size_ = 0;
 };
 
 // One owned shard in the local row space.

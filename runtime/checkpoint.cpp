@@ -42,16 +42,6 @@ void require_shape(hid_t file, const std::string& name, const std::vector<hsize_
                                 fmt::join(want, ", ")));
 }
 
-// The first value of rows [first, first + n) x cols at p that is not finite, as an error
-// message naming the checkpoint, the dataset and the row; "" when every value is finite.
-std::string non_finite_in(const float* p, hsize_t first, hsize_t n, hsize_t cols, const std::string& where) {
-  if (all_finite(p, n * cols)) return {};
-  for (hsize_t i = 0; i < n * cols; ++i)
-    if (!std::isfinite(p[i]))
-      return fmt::format("{} row {} holds {}", where, first + i / cols, p[i]);
-  return {};
-}
-
 // Reads rows [first, first + count) of a [* x cols] float dataset into device memory after
 // checking its shape; every value must be finite (a diverged or damaged model is refused), and
 // when `verify`, the rows' blocks must match the file's checksums (checkpoint_checksum.hpp).

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "data/h5.hpp"
@@ -20,6 +21,14 @@ __attribute__((target_clones("avx2", "default"))) bool all_finite(const float* x
     any |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
   }
   return any == 0;
+}
+
+std::string non_finite_in(const float* p, hsize_t first, hsize_t n, hsize_t cols, const std::string& where) {
+  if (all_finite(p, n * cols)) return {};
+  for (hsize_t i = 0; i < n * cols; ++i)
+    if (!std::isfinite(p[i]))
+      return fmt::format("{} row {} holds {}", where, first + i / cols, p[i]);
+  return {};
 }
 
 std::string checksum_dataset(const std::string& array) { return "checksums/" + array; }

@@ -21,6 +21,10 @@ inline constexpr hsize_t kChecksumBlockRows = 4096;
 // rows are checked at memory speed.
 bool all_finite(const float* x, std::size_t n);
 
+// The first value of rows [first, first + n) x cols at p that is not finite, as "<where> row <r>
+// holds <v>"; "" when every value is finite.
+std::string non_finite_in(const float* p, hsize_t first, hsize_t n, hsize_t cols, const std::string& where);
+
 // The dataset holding the block checksums of the array at `array` ("embedding/3/weights").
 std::string checksum_dataset(const std::string& array);
 

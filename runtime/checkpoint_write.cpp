@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -305,14 +304,17 @@ std::string AsyncCheckpointWriter::snapshot(const CheckpointContent& content) {
   // background checkpoint costs the step, and a step with one compute thread leaves a core free.
   std::vector<std::pair<float*, const float*>> host_copies;
   std::vector<std::size_t> host_counts;
+  std::vector<bool> from_device(content_.pieces.size(), false);
   std::size_t at = 0;
-  for (auto& p : content_.pieces) {
+  for (std::size_t i = 0; i < content_.pieces.size(); ++i) {
+    CheckpointPiece& p = content_.pieces[i];
     const std::size_t n = p.count * content_.arrays[p.array].cols;
     if (p.host || backend_.host_accessible(device::Tier::device)) {
       host_copies.push_back({buffer + at, p.data});
       host_counts.push_back(n);
     } else {
       backend_.copy(buffer + at, p.data, n * sizeof(float), *stream);
+      from_device[i] = true;
     }
     p.data = buffer + at;
     p.host = true;
@@ -338,37 +340,23 @@ std::string AsyncCheckpointWriter::snapshot(const CheckpointContent& content) {
   };
   std::size_t bad_second = total;
   std::thread second([&] { bad_second = copy_range(half, total); });
-  std::size_t bad = copy_range(0, half);
+  const std::size_t bad_first = copy_range(0, half);
   second.join();
   stream->synchronize();
-  if (bad == total) bad = bad_second;
-  if (bad == total) {  // the copies from device memory, checked in place
-    std::size_t off = 0;
-    for (const auto& p : content_.pieces) {
-      const std::size_t n = p.count * content_.arrays[p.array].cols;
-      const bool copied_on_host = std::any_of(host_copies.begin(), host_copies.end(),
-                                              [&](const auto& c) { return c.first == buffer + off; });
-      if (!copied_on_host && !all_finite(buffer + off, n)) {
-        bad = off;
-        break;
-      }
-      off += n;
-    }
-  }
-  snapshot_s_ = std::chrono::duration<double>(Clock::now() - copy_start).count();
-  if (bad == total) return {};
-  // The piece and row of the first value that is not finite at or after `bad`.
+  // Named by array and row: the piece holding the first bad block of the host copies, and the
+  // pieces copied from device memory (checked here, in the snapshot).
+  const std::size_t first_bad = std::min(bad_first, bad_second);
+  std::string found;
   std::size_t off = 0;
-  for (const auto& p : content_.pieces) {
+  for (std::size_t i = 0; i < content_.pieces.size() && found.empty(); ++i) {
+    const CheckpointPiece& p = content_.pieces[i];
     const std::size_t cols = content_.arrays[p.array].cols, n = p.count * cols;
-    if (bad < off + n)
-      for (std::size_t k = bad - off; k < n; ++k)
-        if (!std::isfinite(buffer[off + k]))
-          return fmt::format("{} row {} holds {}", content_.arrays[p.array].name, p.first + k / cols, buffer[off + k]);
-    if (bad < off + n) bad = off + n;  // not in this piece after all (a block spans pieces)
+    if (from_device[i] || (first_bad >= off && first_bad < off + n))
+      found = non_finite_in(buffer + off, p.first, p.count, cols, content_.arrays[p.array].name);
     off += n;
   }
-  return "a value that is not finite";
+  snapshot_s_ = std::chrono::duration<double>(Clock::now() - copy_start).count();
+  return found;
 }
 
 void AsyncCheckpointWriter::launch(const std::string& path) {
