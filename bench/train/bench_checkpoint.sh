@@ -5,6 +5,7 @@
 # R times. Also each run's wall time (including the final checkpoint, whose write every run has)
 # and peak RSS (the asynchronous writer's host snapshot shows there).
 #   bench/train/bench_checkpoint.sh [build dir] [N=500] [steps=1500] [R=2]
+# RUNS="none async" leaves the synchronous run out (more repeats of the pair in the same time).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$src/build}
@@ -16,7 +17,7 @@ recmix="$build/recmix"
 work=$(mktemp -d "${TMPDIR:-/tmp}/recmix-bench-ckpt-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
-echo "command: $0 $build $interval $steps $repeats"
+echo "command: ${RUNS:+RUNS=\"$RUNS\" }$0 $build $interval $steps $repeats"
 "$recmix" data synth -o "$work/data.h5" --rows $((steps * 512 + 512)) --tables 8 --table-rows 2000000 \
   --dense 13 --seed 3 > /dev/null
 job() {  # name interval async
@@ -49,7 +50,7 @@ job sync "$interval" false
 job async "$interval" true
 printf '%-6s %6s %12s %10s %12s\n' run repeat samples/s wall_s peak_rss_MiB
 for r in $(seq 1 "$repeats"); do
-  for name in none sync async; do
+  for name in ${RUNS:-none sync async}; do
     rm -rf "${work:?}/$name"
     start=$(date +%s%N)
     /usr/bin/time -f '%M' -o "$work/rss" "$recmix" train "$work/$name.toml" > "$work/$name.log" 2>&1 \
