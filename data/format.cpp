@@ -43,7 +43,10 @@ DatasetInfo open_file_info(const std::string& file) {
   info.files = {file};
   std::int64_t num_dense = h5::read_int_attribute(f, "num_dense");
   info.table_rows = h5::read_int_vector_attribute(f, "table_rows");
-  info.multi_hot = h5::read_int_attribute(f, "multi_hot") != 0;
+  const std::int64_t multi_hot = h5::read_int_attribute(f, "multi_hot");
+  if (multi_hot != 0 && multi_hot != 1)
+    throw DataError(file + ": attribute multi_hot is " + std::to_string(multi_hot) + " (0: one-hot, 1: multi-hot)");
+  info.multi_hot = multi_hot == 1;
   if (num_dense < 0 || num_dense > 1 << 20) throw DataError(file + ": attribute num_dense out of range");
   info.num_dense = static_cast<int>(num_dense);
   for (std::size_t t = 0; t < info.table_rows.size(); ++t)
@@ -131,6 +134,34 @@ std::int64_t DatasetInfo::max_bag_rows() const {
   std::int64_t m = 0;
   for (auto b : max_bag) m = std::max(m, b);
   return m;
+}
+
+std::vector<std::int64_t> read_access_counts(const std::string& file, const DatasetInfo& info, int table) {
+  const std::string name = "access_counts/" + std::to_string(table);
+  const std::string where = file + ":/" + name;
+  h5::File f = h5::open_file(file);
+  const std::int64_t table_rows = info.table_rows.at(static_cast<std::size_t>(table));
+  // The shape first: a damaged file may claim any length, which is not to be allocated.
+  const std::vector<hsize_t> dims = h5::shape(h5::open_dataset(f, name));
+  if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(table_rows))
+    throw DataError(where + ": length differs from table_rows[" + std::to_string(table) + "] = " +
+                    std::to_string(table_rows));
+  std::int64_t indices = info.rows;
+  if (info.multi_hot) {
+    const std::vector<hsize_t> n = h5::shape(h5::open_dataset(f, "sparse/" + std::to_string(table) + "/indices"));
+    indices = n.size() == 1 ? static_cast<std::int64_t>(n[0]) : 0;
+  }
+  std::vector<std::int64_t> counts = h5::read_array<std::int64_t>(f, name);
+  std::int64_t sum = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] < 0)
+      throw DataError(where + ": row " + std::to_string(r) + " has a negative count (" + std::to_string(counts[r]) + ")");
+    if (counts[r] > indices - sum)  // sum + counts[r] > indices, without overflowing
+      throw DataError(where + ": the counts sum to more than the " + std::to_string(indices) + " indices of table " +
+                      std::to_string(table) + " in the file");
+    sum += counts[r];
+  }
+  return counts;
 }
 
 }  // namespace recmix::data

@@ -34,4 +34,10 @@ DatasetInfo open_dataset_info(const std::vector<std::string>& files);
 // The metadata of one file (same checks).
 DatasetInfo open_file_info(const std::string& file);
 
+// /access_counts/<table> of a file whose metadata is `info` (open_file_info of that file): one count per
+// table row, none negative, summing to at most the table's indices in the file (its rows when
+// one-hot, the length of /sparse/<table>/indices when multi-hot), so sums over tables and files
+// stay in range. DataError naming the file and dataset otherwise.
+std::vector<std::int64_t> read_access_counts(const std::string& file, const DatasetInfo& info, int table);
+
 }  // namespace recmix::data

@@ -508,6 +508,12 @@ std::string read_string_attribute(hid_t obj, const std::string& name) {
   std::string where = describe(obj) + ": attribute " + name;
   Datatype type(RECMIX_H5_CHECK(H5Aget_type(a), IoError, where));
   if (H5Tget_class(type) != H5T_STRING) fail_data(where, "not a string");
+  {
+    // One string, scalar or [1]: the reads below have room for one.
+    Dataspace space(RECMIX_H5_CHECK(H5Aget_space(a), IoError, where));
+    const hssize_t n = H5Sget_simple_extent_npoints(space);
+    if (n != 1) fail_data(where, "holds " + std::to_string(n) + " strings, not one");
+  }
   if (H5Tis_variable_str(type) > 0) {  // h5py's default: variable length, UTF-8
     Datatype mem(RECMIX_H5_CHECK(H5Tcopy(H5T_C_S1), IoError, where));
     H5Tset_size(mem, H5T_VARIABLE);

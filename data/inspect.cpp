@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::int64_t kMaxCountedRows = std::int64_t{1} << 26;
 
-std::string attribute_text(hid_t obj, const std::string& name) {
+std::string attribute_text_or_throw(hid_t obj, const std::string& name) {
   h5::Lock lock(h5::api_mutex());
   h5::Attribute a(RECMIX_H5_CHECK(H5Aopen(obj, name.c_str(), H5P_DEFAULT), IoError, name));
   h5::Datatype type(RECMIX_H5_CHECK(H5Aget_type(a), IoError, name));
@@ -37,6 +37,16 @@ std::string attribute_text(hid_t obj, const std::string& name) {
     return s + "]";
   }
   return "(unsupported type)";
+}
+
+// An attribute's value as text; one the format does not use may hold anything (a list of
+// strings, an unsigned value beyond int64), which is shown as such rather than failing the file.
+std::string attribute_text(hid_t obj, const std::string& name) {
+  try {
+    return attribute_text_or_throw(obj, name);
+  } catch (const DataError& e) {
+    return std::string("(not shown: ") + e.what() + ")";
+  }
 }
 
 }  // namespace
@@ -71,14 +81,14 @@ InspectReport inspect_file(const std::string& file, bool scan) {
         report.tables[t].rows = report.info.table_rows[t];
         const std::string name = "access_counts/" + std::to_string(t);
         const bool stored = h5::exists(f, name);
-        if (stored) {
-          // The shape first: a damaged file may claim any length, which is not to be allocated.
+        if (stored && report.info.table_rows[t] > kMaxCountedRows) {
+          // Not summarised; the shape is still checked (a damaged length is not to be allocated).
           const std::vector<hsize_t> dims = h5::shape(h5::open_dataset(f, name));
           if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(report.info.table_rows[t]))
             throw DataError(file + ":/" + name + ": length differs from table_rows[" + std::to_string(t) + "]");
         }
         if (stored && report.info.table_rows[t] <= kMaxCountedRows) {
-          counts[t] = h5::read_array<std::int64_t>(f, name);
+          counts[t] = read_access_counts(file, report.info, t);
           report.tables[t].from_stored_counts = true;
         } else {
           // Capped: the sum of any number of tables' rows stays far from overflowing.

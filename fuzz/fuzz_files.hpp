@@ -1,6 +1,6 @@
 #pragma once
 // A scratch file for fuzz targets that read files: one per process, in a folder of its own
-// under the system's temporary folder, rewritten for each input and removed at exit.
+// under /dev/shm (else the system's temporary folder), rewritten for each input and removed at exit.
 #include <cstddef>
 #include <cstdint>
 #include <string>

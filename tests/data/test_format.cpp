@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "data/format.hpp"
+#include "data/inspect.hpp"
 #include "data/h5.hpp"
 #include "data/reader.hpp"
 #include "data/writer.hpp"
@@ -190,6 +191,61 @@ TEST(Format, LayoutErrorsNameFileAndDataset) {
   });
   EXPECT_NE(e.find("table_rows"), std::string::npos) << e;
   EXPECT_NE(e.find("must be an integer"), std::string::npos) << e;
+}
+
+// Found by the structured dataset fuzzer (fuzz/dataset_edits_fuzz.cpp); each failed or misread
+// before its fix.
+TEST(Format, FuzzFindingsAreClearErrors) {
+  ScratchDir dir;
+  // multi_hot other than 0 or 1 was read as multi-hot.
+  std::string e = open_error_after(dir / "a.h5", [](hid_t f) { h5::write_attribute(f, "multi_hot", std::int64_t{2}); });
+  EXPECT_NE(e.find("attribute multi_hot is 2"), std::string::npos) << e;
+  // A string attribute holding several strings was read into room for one (a stack overflow).
+  e = open_error_after(dir / "b.h5", [](hid_t f) {
+    H5Adelete(f, "format");
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 16);
+    const hsize_t three = 3;
+    hid_t space = H5Screate_simple(1, &three, nullptr);
+    hid_t a = H5Acreate2(f, "format", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    const char text[48] = "recmix-dataset";
+    H5Awrite(a, type, text);
+    H5Aclose(a), H5Sclose(space), H5Tclose(type);
+  });
+  EXPECT_NE(e.find("attribute format: holds 3 strings, not one"), std::string::npos) << e;
+  // ... and an extra attribute of that kind made `recmix data inspect` refuse a valid file.
+  test::write_fixture(dir / "c.h5", 0, 50, 3, {4, 4}, false);
+  {
+    h5::File f = h5::open_file(dir / "c.h5", true);
+    h5::write_attribute(f, "note", std::vector<std::int64_t>{1, 2});
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 4);
+    const hsize_t two = 2;
+    hid_t space = H5Screate_simple(1, &two, nullptr);
+    hid_t a = H5Acreate2(f, "notes", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, type, "abcdefgh");
+    H5Aclose(a), H5Sclose(space), H5Tclose(type);
+  }
+  InspectReport r = inspect_file(dir / "c.h5");
+  EXPECT_TRUE(r.problem.empty()) << r.problem;
+  // Stored access counts summing past int64 overflowed (undefined behaviour) in inspect and in
+  // the trainer's sum over files; a negative count was taken as is.
+  for (std::int64_t bad : {std::numeric_limits<std::int64_t>::max(), std::int64_t{-1}}) {
+    const std::string path = dir / (bad < 0 ? "negative.h5" : "overflow.h5");
+    test::write_fixture(path, 0, 50, 3, {4, 4}, false);
+    {
+      h5::File f = h5::open_file(path, true);
+      h5::create_group(f, "access_counts");
+      std::vector<std::int64_t> counts{10, bad, 1, 1};
+      h5::write_array(f, "access_counts/0", counts.data(), {4});
+    }
+    r = inspect_file(path);
+    const std::string want = bad < 0 ? "row 1 has a negative count" : "counts sum to more than the 50 indices of table 0";
+    EXPECT_NE(r.problem.find(want), std::string::npos) << r.problem;
+    EXPECT_NE(r.problem.find("/access_counts/0"), std::string::npos) << r.problem;
+    e = error_of([&] { read_access_counts(path, open_file_info(path), 0); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  }
 }
 
 // A damaged compressed chunk: the read names the file, the dataset and the rows asked for.
