@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/target_clones.hpp"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -15,13 +17,13 @@ namespace recmix::data::detail {
 // --- checks in place (packed one-hot batches) ---
 // Plain loops over flat memory, with an AVX2 clone chosen at run time.
 
-__attribute__((target_clones("avx2", "default"))) bool labels_ok(const float* x, std::size_t n) {
+RECMIX_CLONES_AVX2 bool labels_ok(const float* x, std::size_t n) {
   int ok = 1;
   for (std::size_t i = 0; i < n; ++i) ok &= static_cast<int>(x[i] >= 0.0f) & static_cast<int>(x[i] <= 1.0f);
   return ok != 0;
 }
 
-__attribute__((target_clones("avx2", "default"))) bool all_finite(const float* x, std::size_t n) {
+RECMIX_CLONES_AVX2 bool all_finite(const float* x, std::size_t n) {
   std::uint32_t any = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t bits;
@@ -38,7 +40,7 @@ std::size_t first_non_finite(const float* x, std::size_t n) {
   return n;
 }
 
-__attribute__((target_clones("avx2", "default"))) bool indices_ok(const std::int32_t* x, std::int64_t m, int T,
+RECMIX_CLONES_AVX2 bool indices_ok(const std::int32_t* x, std::int64_t m, int T,
                                                                   const std::uint32_t* max) {
   const std::int64_t total = m * T, block = std::int64_t{kLimitRows} * T;
   std::uint32_t bad = 0;
@@ -51,7 +53,7 @@ __attribute__((target_clones("avx2", "default"))) bool indices_ok(const std::int
 
 // --- copies fused with validation ---
 
-__attribute__((target_clones("avx2", "default"))) bool copy_dense(const float* src, float* dst, std::size_t n) {
+RECMIX_CLONES_AVX2 bool copy_dense(const float* src, float* dst, std::size_t n) {
   std::uint32_t any = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t bits;
@@ -62,7 +64,7 @@ __attribute__((target_clones("avx2", "default"))) bool copy_dense(const float* s
   return any != 0;
 }
 
-__attribute__((target_clones("avx2", "default"))) bool copy_labels(const float* src, float* dst, std::size_t n) {
+RECMIX_CLONES_AVX2 bool copy_labels(const float* src, float* dst, std::size_t n) {
   std::uint32_t bad = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const float y = src[i];

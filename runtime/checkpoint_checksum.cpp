@@ -9,11 +9,12 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/target_clones.hpp"
 #include "data/h5.hpp"
 
 namespace recmix::runtime {
 
-__attribute__((target_clones("avx2", "default"))) bool all_finite(const float* x, std::size_t n) {
+RECMIX_CLONES_AVX2 bool all_finite(const float* x, std::size_t n) {
   std::uint32_t any = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t bits;

@@ -5,9 +5,12 @@
 # reads and a job whose memory share is too small each end alone with one error line, the others
 # unaffected. recmix submit adds a job to a running run and rejects bad ones with a reason;
 # recmix status shows them. A bad jobs file is one clear error.
-# Usage: run_end_to_end.sh <recmix binary> <source dir>
+# Usage: run_end_to_end.sh <recmix binary> <source dir> [co-location]
+# With "co-location" only the first run is checked (its jobs, failures and bit-for-bit weights),
+# not its replay through the simulator nor the later runs: what the ThreadSanitizer stage runs,
+# where everything is 5-15 times slower and the later runs' timing-based checks do not hold.
 set -euo pipefail
-recmix=$1 src=$2
+recmix=$1 src=$2 part=${3:-all}
 work=$(mktemp -d /tmp/recmix-run-XXXXXX)
 trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"' EXIT
 mpirun=("$src/launch/recmix-mpirun")
@@ -163,13 +166,19 @@ grep -q "failed 'bad-row'" run.err || fail "the failure is not reported on the c
 
 # Live = simulated: the run's decisions, replayed through recmix sim with the same jobs, arrival
 # times and measured run times, are the same decisions in the same order.
-"$recmix" sim --replay run > replay.out 2>&1 || { cat replay.out; fail "the simulator decided otherwise than the live run"; }
-grep -q "the same decisions in the same order" replay.out || { cat replay.out; fail "no replay verdict"; }
+if [[ $part == all ]]; then
+  "$recmix" sim --replay run > replay.out 2>&1 || { cat replay.out; fail "the simulator decided otherwise than the live run"; }
+  grep -q "the same decisions in the same order" replay.out || { cat replay.out; fail "no replay verdict"; }
+fi
 
 # The same jobs alone, on the same ranks and threads: the same final weights, bit for bit.
 same_as_solo run 2 wide
 same_as_solo run 1 narrow
 same_as_solo run 2 late
+if [[ $part == co-location ]]; then
+  echo "co-location part passed"
+  exit 0
+fi
 
 # Memory: random job shapes, optimizers, batch sizes and embedding tiers against random per-rank capacities.
 # Every job either finishes or is rejected as never fitting; no estimate is below its job's
