@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Weights in: a PyTorch DLRM state_dict (its names and shapes, made with numpy here) exported to a
 # weights file with h5py as docs/checkpoint-format.md shows, turned into a step-0 checkpoint by
-# recmix init-checkpoint: the checkpoint holds exactly those weights, training resumes from it,
-# and a wrong shape or an existing output is one clear error.
+# recmix init-checkpoint: the checkpoint holds exactly those weights (also when they were exported
+# in float16, bfloat16 or float64), training resumes from it, and a wrong shape or an existing
+# output is one clear error.
 # Usage: init_checkpoint.sh <recmix binary>
 set -euo pipefail
 recmix=$1
@@ -52,6 +53,24 @@ def export(state, path):
                 layer = {"bot_l": "bottom", "top_l": "top"}[part[0]]
                 f[f"dense/{layer}.{int(part[1]) // 2}.{part[2]}"] = value
 export(state, "weights.h5")
+# The same weights in half precision and in double: HDF5 converts every float type on reading.
+export({k: v.astype(np.float16) for k, v in state.items()}, "weights-fp16.h5")
+export({k: v.astype(np.float64) for k, v in state.items()}, "weights-fp64.h5")
+bf16 = h5py.h5t.IEEE_F32LE.copy()   # bfloat16: sign bit 15, exponent bits 7-14 (bias 127), mantissa 0-6
+bf16.set_fields(15, 7, 8, 0, 7); bf16.set_size(2); bf16.set_ebias(127)
+def to_bf16_bits(v):  # round to nearest even
+    u = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+with h5py.File("weights-bf16.h5", "w") as f:
+    for name, value in state.items():
+        part = name.split(".")
+        path = f"embedding/{part[1]}" if part[0] == "emb_l" else \
+            f"dense/{ {'bot_l': 'bottom', 'top_l': 'top'}[part[0]] }.{int(part[1]) // 2}.{part[2]}"
+        d = f.create_dataset(path, shape=value.shape, dtype=h5py.Datatype(bf16))
+        d.id.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(to_bf16_bits(value)), mtype=bf16)
+np.savez("state-bf16.npz", **{k: (to_bf16_bits(v).astype(np.uint32) << 16).view(np.float32) for k, v in state.items()})
+np.savez("state-fp16.npz", **{k: v.astype(np.float16).astype(np.float32) for k, v in state.items()})
+np.savez("state-fp64.npz", **state)
 bad = dict(state)
 bad["bot_l.0.weight"] = bad["bot_l.0.weight"][:, :4]
 export(bad, "bad.h5")
@@ -74,6 +93,24 @@ with h5py.File(sys.argv[1], "r") as f:
             got = f[f"dense/{layer}.{int(part[1]) // 2}.{part[2]}"][()].reshape(state[name].shape)
         assert np.array_equal(got, state[name]), name
 PY
+for kind in fp16 bf16 fp64; do
+  "$recmix" init-checkpoint job.toml --weights "weights-$kind.h5" -o "ckpt-$kind.h5" > "init-$kind.out" 2>&1 ||
+    { cat "init-$kind.out"; fail "init-checkpoint from $kind weights failed"; }
+  "$py" - "ckpt-$kind.h5" "state-$kind.npz" <<'PY' || fail "the $kind weights were not converted exactly"
+import sys, h5py, numpy as np
+state = np.load(sys.argv[2])
+with h5py.File(sys.argv[1], "r") as f:
+    for name in state.files:
+        part = name.split(".")
+        if part[0] == "emb_l":
+            got = f[f"embedding/{part[1]}/weights"][()]
+        else:
+            layer = {"bot_l": "bottom", "top_l": "top"}[part[0]]
+            got = f[f"dense/{layer}.{int(part[1]) // 2}.{part[2]}"][()].reshape(state[name].shape)
+        # float16 and bfloat16 are exact in float32; float64 is rounded to nearest
+        assert np.array_equal(got, state[name].astype(np.float32)), name
+PY
+done
 "$recmix" train job.toml --resume-latest > train.out 2>&1 || { cat train.out; fail "training from the imported checkpoint failed"; }
 grep -q "resumed from .*ckpt-000000000.h5 at step 0" train.out || { cat train.out; fail "training did not start from it"; }
 
