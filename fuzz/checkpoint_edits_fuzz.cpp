@@ -64,9 +64,8 @@ void reseal_checksums(const std::string& path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  model = fuzz::start_checkpoint_model(argc, argv);
   base = fuzz::scratch_dir() + "/base.h5";
-  model->save(base);
+  model = fuzz::start_checkpoint_model(argc, argv, base);
   base_shapes = fuzz::dataset_shapes(base);
   return 0;
 }

@@ -31,11 +31,9 @@ void require(bool ok, const char* what) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  model = fuzz::start_checkpoint_model(argc, argv);
-  if (const char* seed = std::getenv("RECMIX_FUZZ_WRITE_SEED")) {
-    model->save(seed);
-    std::printf("wrote %s\n", seed);
-  }
+  const char* seed = std::getenv("RECMIX_FUZZ_WRITE_SEED");
+  model = fuzz::start_checkpoint_model(argc, argv, seed ? seed : "");
+  if (seed) std::printf("wrote %s\n", seed);
   return 0;
 }
 
