@@ -7,7 +7,7 @@
 #         reader (its prefetch thread), the trainer with two host threads and the background
 #         checkpoint writer; with --with-run also `recmix run` (the scheduler service, the
 #         executor and its job threads: the first part of tests/runtime/run_end_to_end.sh), left
-#         out of CI until the one report it gave in 16 runs is explained (docs/reliability.md).
+#         out of CI until the one report it gave in 19 runs is explained (docs/reliability.md).
 #
 #   fuzz: build-fuzz/ with clang: the libFuzzer binaries of the two parsers that read only
 #         memory (the job spec and the Criteo line) and the two structured file targets (edits
