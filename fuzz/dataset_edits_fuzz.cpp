@@ -124,10 +124,14 @@ std::string page_problem(const std::string& path) {
         !r.integer("multi_hot", multi_hot) || !r.integer("rows", rows))
       return;
     if (format != "recmix-dataset" || version != 1) return (void)r.fail("format or version");
-    if (num_dense < 0 || rows < 0 || (multi_hot != 0 && multi_hot != 1)) return (void)r.fail("a count out of range");
+    // Counts are int64 values (an unsigned attribute past int64 does not fit), so that they
+    // convert to sizes below; recmix also caps num_dense at 2^20, far above what a fuzzed file holds.
+    constexpr double kInt64 = 9.2e18;
+    if (num_dense < 0 || num_dense > (1 << 20) || rows < 0 || rows >= kInt64 || (multi_hot != 0 && multi_hot != 1))
+      return (void)r.fail("a count out of range");
     if (table_rows.size() != num_tables) return (void)r.fail("table_rows does not have num_tables entries");
     for (double t : table_rows)
-      if (t <= 0) return (void)r.fail("a table without rows");
+      if (t <= 0 || t >= kInt64) return (void)r.fail("a table without rows, or too many");
     const hsize_t n = static_cast<hsize_t>(rows), tables = table_rows.size();
     if (!r.dataset("/labels", H5T_FLOAT, {n}, v)) return;
     for (double x : v)
@@ -169,7 +173,9 @@ std::string page_problem(const std::string& path) {
       }
       for (double x : indices)
         if (!(x >= 0 && x < table_rows[t])) return (void)r.fail("an index outside its table");
-      if (has_max_bag && n > 0 && max_bag[t] < bag) return (void)r.fail("max_bag below a row's bag");
+      // Not judged yet: a max_bag below a row's bag is accepted by the reader (docs/reliability.md,
+      // "Not yet promised"); the fuzzer found it.
+      (void)bag;
       const std::string counts = "/access_counts/" + std::to_string(t);
       // Counts are read converted, so any integer type holds them; they are not checked against
       // the data (a wrong count misleads the hot-row ranking, not training).
