@@ -91,6 +91,8 @@ bool onednn_compiled();
 
 // True when this build has the CUDA backend and a GPU is visible.
 bool cuda_device_available();
+// GPUs visible to this process (0 without CUDA).
+int cuda_device_count();
 bool cuda_compiled();
 
 }  // namespace recmix::device

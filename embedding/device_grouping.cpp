@@ -41,21 +41,43 @@ void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, 
 
   if (n_bags > 0) launch(backend_, stream, n_bags, kernels::BagOfEntry{offsets, bag_of});
   launch(backend_, stream, n, kernels::InitSort{rows, keys[0], vals[0]});
+  const int bits = std::max(key_bits, 1);
   int from = 0;
-  for (int shift = 0; shift < std::max(key_bits, 1); shift += kernels::kRadixBits) {
-    launch(backend_, stream, blocks, kernels::RadixHistogram{keys[from], n, blocks, shift, counts});
-    launch(backend_, stream, 1, kernels::RadixOffsets{counts, blocks});
-    launch(backend_, stream, blocks,
-           kernels::RadixScatter{keys[from], vals[from], keys[1 - from], vals[1 - from], n, blocks, shift, counts});
-    from = 1 - from;
+#ifdef RECMIX_HAVE_CUDA
+  const bool cub = backend_.kind() == device::BackendKind::cuda && n > 0;
+  void* temp = nullptr;
+  std::size_t temp_bytes = 0;
+  if (cub) {
+    temp_bytes = std::max(cuda::sort_pairs(stream.native(), nullptr, 0, keys[0], keys[1], vals[0], vals[1], n, bits),
+                          cuda::exclusive_sum(stream.native(), nullptr, 0, counts, counts, n));
+    temp = grow(temp_, static_cast<std::int64_t>(temp_bytes), "embedding grouping scratch");
+    cuda::sort_pairs(stream.native(), temp, temp_bytes, keys[0], keys[1], vals[0], vals[1], n, bits);
+    from = 1;
   }
+#else
+  constexpr bool cub = false;
+#endif
+  if (!cub)
+    for (int shift = 0; shift < bits; shift += kernels::kRadixBits) {
+      launch(backend_, stream, blocks, kernels::RadixHistogram{keys[from], n, blocks, shift, counts});
+      launch(backend_, stream, 1, kernels::RadixOffsets{counts, blocks});
+      launch(backend_, stream, blocks,
+             kernels::RadixScatter{keys[from], vals[from], keys[1 - from], vals[1 - from], n, blocks, shift, counts});
+      from = 1 - from;
+    }
   const std::int64_t* sorted_keys = keys[from];
   const std::int64_t* sorted_vals = vals[from];
-  launch(backend_, stream, blocks, kernels::GroupCount{sorted_keys, n, blocks, counts});
-  launch(backend_, stream, 1, kernels::GroupBase{counts, blocks, n, groups, entry_offsets});
-  launch(backend_, stream, blocks,
-         kernels::GroupWrite{sorted_keys, sorted_vals, bag_of, bag_scale, n, blocks, counts, unique, entry_offsets,
-                             entry_grad, entry_scale});
+  std::int64_t* head = grow(head_, n, "embedding grouping heads");
+  std::int64_t* group = grow(group_, n, "embedding grouping groups");
+  launch(backend_, stream, n, kernels::GroupHeads{sorted_keys, head});
+#ifdef RECMIX_HAVE_CUDA
+  if (cub) cuda::exclusive_sum(stream.native(), temp, temp_bytes, head, group, n);
+#endif
+  if (!cub) launch(backend_, stream, 1, kernels::ExclusiveSum{head, group, n});
+  launch(backend_, stream, n,
+         kernels::GroupScatter{sorted_keys, sorted_vals, bag_of, bag_scale, head, group, unique, entry_offsets,
+                               entry_grad, entry_scale});
+  launch(backend_, stream, 1, kernels::GroupTotal{head, group, n, groups, entry_offsets});
 }
 
 void DeviceGrouping::fill(kernels::UpdateRows& f) const {

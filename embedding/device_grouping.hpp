@@ -35,8 +35,10 @@ class DeviceGrouping {
   device::MemoryPool& pool_;
   std::int64_t entries_ = 0;
   bool scaled_ = false;
-  device::Buffer<std::int64_t> keys_[2], vals_[2], bag_of_, counts_, unique_, entry_offsets_, entry_grad_, groups_;
+  device::Buffer<std::int64_t> keys_[2], vals_[2], bag_of_, counts_, head_, group_, unique_, entry_offsets_,
+      entry_grad_, groups_;
   device::Buffer<float> entry_scale_;
+  device::Buffer<unsigned char> temp_;  // CUB's scratch (CUDA)
 };
 
 }  // namespace recmix::embedding

@@ -1,9 +1,10 @@
 #pragma once
 // Grouping the sparse update's entries by row on the device, as host/device functors: a stable
-// LSD radix sort of (row, entry) pairs, then one group per distinct row. Every functor but the
-// scans runs one thread per block of consecutive items, each block walked in order, so the result
-// is the same for any thread count or launch shape: entries of a row stay in CSR order (the order
-// of the global batch), and UpdateRows sums them in that order, as the host grouping does.
+// LSD radix sort of (row, entry) pairs (here, or on CUDA CUB's), then one group per distinct row.
+// The sort's functors but the scan run one thread per block of consecutive items, each block
+// walked in order, so the result is the same for any thread count or launch shape, and a stable
+// sort has one result whoever runs it: entries of a row stay in CSR order (the order of the global
+// batch), and UpdateRows sums them in that order, as the host grouping does.
 // Driven by DeviceGrouping (device_grouping.hpp).
 #include <cstdint>
 
@@ -88,63 +89,64 @@ struct RadixScatter {
   }
 };
 
-// counts[b]: sorted keys of block b that start a group (differ from the key before them).
-struct GroupCount {
+// Groups of the sorted entries, one thread per entry: GroupHeads marks the entries that start a
+// group (differ from the key before them); an exclusive prefix sum of the marks (ExclusiveSum, or
+// on CUDA CUB's) gives each its group; GroupScatter writes the update's inputs (UpdateRows): the
+// unique rows, each group's first entry, and per entry the gradient vector it takes (its bag) and,
+// when bag_scale is set, that bag's scale; GroupTotal the number of groups and the end offset.
+struct GroupHeads {
   const std::int64_t* keys;
-  std::int64_t n, blocks;
-  std::int64_t* counts;
-  RECMIX_HOST_DEVICE void operator()(std::int64_t b) const {
-    std::int64_t c = 0;
-    for (std::int64_t i = block_begin(n, blocks, b); i < block_begin(n, blocks, b + 1); ++i)
-      c += i == 0 || keys[i] != keys[i - 1];
-    counts[b] = c;
-  }
+  std::int64_t* head;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const { head[i] = i == 0 || keys[i] != keys[i - 1]; }
 };
 
-// One thread: counts become each block's first group; groups[0] the number of groups, and the
-// group offsets end at n.
-struct GroupBase {
-  std::int64_t* counts;
-  std::int64_t blocks, n;
-  std::int64_t* groups;
-  std::int64_t* entry_offsets;
+// One thread (launched over 1 item): out[i] = head[0] + ... + head[i - 1].
+struct ExclusiveSum {
+  const std::int64_t* head;
+  std::int64_t* out;
+  std::int64_t n;
   RECMIX_HOST_DEVICE void operator()(std::int64_t) const {
     std::int64_t sum = 0;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::int64_t c = counts[b];
-      counts[b] = sum;
-      sum += c;
+    for (std::int64_t i = 0; i < n; ++i) {
+      out[i] = sum;
+      sum += head[i];
     }
-    groups[0] = sum;
-    entry_offsets[sum] = n;
   }
 };
 
-// The update's inputs (UpdateRows): unique rows, each group's first entry, and per entry the
-// gradient vector it takes (its bag) and, when bag_scale is set, that bag's scale.
-struct GroupWrite {
+struct GroupScatter {
   const std::int64_t* keys;
   const std::int64_t* vals;
   const std::int64_t* bag_of;
   const float* bag_scale;
-  std::int64_t n, blocks;
-  const std::int64_t* base;
+  const std::int64_t* head;
+  const std::int64_t* group;  // exclusive prefix sum of head
   std::int64_t* unique_rows;
   std::int64_t* entry_offsets;
   std::int64_t* entry_grad;
   float* entry_scale;
-  RECMIX_HOST_DEVICE void operator()(std::int64_t b) const {
-    std::int64_t g = base[b];
-    for (std::int64_t i = block_begin(n, blocks, b); i < block_begin(n, blocks, b + 1); ++i) {
-      if (i == 0 || keys[i] != keys[i - 1]) {
-        unique_rows[g] = keys[i];
-        entry_offsets[g] = i;
-        ++g;
-      }
-      const std::int64_t j = bag_of[vals[i]];
-      entry_grad[i] = j;
-      if (bag_scale) entry_scale[i] = bag_scale[j];
+  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const {
+    if (head[i]) {
+      unique_rows[group[i]] = keys[i];
+      entry_offsets[group[i]] = i;
     }
+    const std::int64_t j = bag_of[vals[i]];
+    entry_grad[i] = j;
+    if (bag_scale) entry_scale[i] = bag_scale[j];
+  }
+};
+
+// One thread: groups[0] the number of groups, and the group offsets end at n.
+struct GroupTotal {
+  const std::int64_t* head;
+  const std::int64_t* group;
+  std::int64_t n;
+  std::int64_t* groups;
+  std::int64_t* entry_offsets;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t) const {
+    const std::int64_t total = n > 0 ? group[n - 1] + head[n - 1] : 0;
+    groups[0] = total;
+    entry_offsets[total] = n;
   }
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "device/fine_grained.hpp"
 #include "device/launch.hpp"
 
 namespace recmix::embedding {
@@ -80,6 +81,13 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
   if (n <= 0) return;
   if (device::runs_kernels_on_host(backend)) {
     device::DeviceWork work(backend);
+    if constexpr (device::FineGrained<F>) {
+      // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
+      if (backend.kind() == device::BackendKind::cpu_strict) {
+        device::cpu::parallel_for(backend.num_threads(), f.fine_items(n), device::FineItems<F>{f}, grain);
+        return;
+      }
+    }
     if constexpr (std::is_same_v<F, kernels::PoolBags>)
       cpu_prefetched(backend.num_threads(), n, f, PrefetchPool{f}, grain);
     else if constexpr (std::is_same_v<F, kernels::UpdateRows>)

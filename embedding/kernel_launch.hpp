@@ -2,6 +2,7 @@
 // Runs an embedding kernel (kernels.hpp) on the backend that owns the memory: the CPU backend's
 // parallel_for (serial below the grain, where waking threads costs more than it saves), or the
 // CUDA launcher compiled in embedding/cuda/ (NotCompiledError in a build without CUDA).
+#include <cstddef>
 #include <cstdint>
 
 #include "device/backend.hpp"
@@ -24,7 +25,8 @@ void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::GatherRows& f);
 // The device grouping's kernels (group_kernels.hpp), each run over blocks (or one item).
 #define RECMIX_EMBEDDING_GROUP_KERNELS(X) \
-  X(BagOfEntry) X(InitSort) X(RadixHistogram) X(RadixOffsets) X(RadixScatter) X(GroupCount) X(GroupBase) X(GroupWrite)
+  X(BagOfEntry) X(InitSort) X(RadixHistogram) X(RadixOffsets) X(RadixScatter) X(GroupHeads) X(ExclusiveSum) \
+  X(GroupScatter) X(GroupTotal)
 #define RECMIX_EMBEDDING_DECLARE_LAUNCH(K) \
   void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::K& f);
 RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_LAUNCH)
@@ -75,6 +77,15 @@ void launch(void* native_stream, std::int64_t n, const kernels::GatherRows& f);
 #define RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH(K) void launch(void* native_stream, std::int64_t n, const kernels::K& f);
 RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH)
 #undef RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH
+
+// CUB's stable radix sort of (keys, vals) by the keys' low `bits` bits, and its exclusive prefix
+// sum, enqueued on the stream (embedding/cuda/grouping.cu). With temp == nullptr each only returns
+// the scratch bytes it needs for n items.
+std::size_t sort_pairs(void* native_stream, void* temp, std::size_t temp_bytes, const std::int64_t* keys_in,
+                       std::int64_t* keys_out, const std::int64_t* vals_in, std::int64_t* vals_out, std::int64_t n,
+                       int bits);
+std::size_t exclusive_sum(void* native_stream, void* temp, std::size_t temp_bytes, const std::int64_t* in,
+                          std::int64_t* out, std::int64_t n);
 }  // namespace cuda
 
 }  // namespace recmix::embedding

@@ -47,6 +47,16 @@ struct PoolBags {
   RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
     pool_bag(j, dim, offsets, rows, out_pos, out, mean, Fp32{weights, dim});
   }
+  // Fine decomposition (device/fine_grained.hpp): component d of bag j, the same sum.
+  RECMIX_HOST_DEVICE std::int64_t fine_items(std::int64_t bags) const { return bags * dim; }
+  RECMIX_HOST_DEVICE void fine(std::int64_t i) const {
+    const std::int64_t j = i / dim, d = i % dim;
+    const std::int64_t begin = offsets[j], end = offsets[j + 1];
+    float acc = 0.f;
+    for (std::int64_t k = begin; k < end; ++k) acc += weights[rows[k] * dim + d];
+    if (mean && end > begin) acc *= 1.0f / static_cast<float>(end - begin);
+    out[(out_pos ? out_pos[j] : j) * dim + d] = acc;
+  }
 };
 
 // Unique row u (weights row unique_rows[u]) receives the gradient vectors
@@ -120,6 +130,38 @@ struct UpdateRows {
       }
     }
   }
+
+  // Fine decomposition: component d of unique row u (SGD, Adagrad), its entries summed in the
+  // same order; row-wise Adagrad needs the whole row's gradient for its one state, so it keeps a
+  // row per item.
+  RECMIX_HOST_DEVICE std::int64_t fine_items(std::int64_t items) const {
+    return kind == SparseOptimizerKind::rowwise_adagrad ? items : items * dim;
+  }
+  RECMIX_HOST_DEVICE void fine(std::int64_t i) const {
+    if (kind == SparseOptimizerKind::rowwise_adagrad) {
+      (*this)(i);
+      return;
+    }
+    const std::int64_t u = i / dim, d = i % dim;
+    if (unique_count && u >= *unique_count) return;
+    float g = 0.f;
+    for (std::int64_t e = entry_offsets[u]; e < entry_offsets[u + 1]; ++e) {
+      const float src = grad[entry_grad[e] * dim + d];
+      if (entry_scale)
+        g += src * entry_scale[e];
+      else
+        g += src;
+    }
+    const std::int64_t row = unique_rows[u];
+    float& w = weights[row * dim + d];
+    if (kind == SparseOptimizerKind::sgd) {
+      w -= lr * g;
+    } else {  // adagrad
+      float& s = state[row * dim + d];
+      s += g * g;
+      w -= lr * g / (sqrtf(s) + eps);
+    }
+  }
 };
 
 // Element i of a shard of rows [row_begin, row_begin + n / dim) of `table`: its initial value.
@@ -162,6 +204,14 @@ struct CombineParts {
       for (std::int64_t d = 0; d < dim; ++d) o[d] *= s;
     }
   }
+  RECMIX_HOST_DEVICE std::int64_t fine_items(std::int64_t bags) const { return bags * dim; }
+  RECMIX_HOST_DEVICE void fine(std::int64_t i) const {
+    const std::int64_t j = i / dim, d = i % dim;
+    float acc = 0.f;
+    for (std::int64_t k = offsets[j]; k < offsets[j + 1]; ++k) acc += parts[pos[k] * dim + d];
+    if (scale) acc *= scale[j];
+    out[i] = acc;
+  }
 };
 
 // The device path's gradient gather (backward): vector j of out = vector src_pos[j] of src,
@@ -178,6 +228,11 @@ struct GatherRows {
     float* o = out + j * dim;
     const float sc = scale ? scale[j] : 1.f;
     for (std::int64_t d = 0; d < dim; ++d) o[d] = s[d] * sc;
+  }
+  RECMIX_HOST_DEVICE std::int64_t fine_items(std::int64_t rows) const { return rows * dim; }
+  RECMIX_HOST_DEVICE void fine(std::int64_t i) const {
+    const std::int64_t j = i / dim, d = i % dim;
+    out[i] = src[src_pos[j] * dim + d] * (scale ? scale[j] : 1.f);
   }
 };
 

@@ -39,6 +39,8 @@ struct InitNormal {
   std::uint64_t seed, stream;
   float stddev;
   RECMIX_HOST_DEVICE void operator()(Index item) const;
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
+  RECMIX_HOST_DEVICE void fine(Index i) const;
 };
 
 // y[r, :] = act(y[r, :] + bias) for the rows of block `item`; y holds x W^T on entry.
@@ -67,6 +69,9 @@ struct BiasActivationForward {
       }
     }
   }
+  // Fine decomposition (device/fine_grained.hpp): one element.
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return static_cast<Index>(rows) * cols; }
+  RECMIX_HOST_DEVICE void fine(Index i) const { y[i] = activate(y[i] + bias[i % cols], act); }
 };
 
 // Activation backward in place for the rows of block `item`: dz = dz * act'(y) (dz holds dL/dy on
@@ -104,6 +109,27 @@ struct ActivationBackward {
           break;
       }
     }
+  }
+  // Fine decomposition: one column of one block, its rows summed in the same order.
+  RECMIX_HOST_DEVICE Index fine_items(Index blocks) const { return blocks * cols; }
+  RECMIX_HOST_DEVICE void fine(Index i) const {
+    const Index item = i / cols;
+    const int c = static_cast<int>(i % cols);
+    Index r1 = min_index((item + 1) * kRowBlock, rows);
+    float acc = 0.f;
+    for (Index r = item * kRowBlock; r < r1; ++r) {
+      float* d = dz + r * cols + c;
+      const float out = y[r * cols + c];
+      float v = *d;
+      switch (act) {
+        case Activation::none: break;
+        case Activation::relu: v = out > 0.f ? v : 0.f; break;
+        case Activation::sigmoid: v = v * (1.f - out) * out; break;
+      }
+      *d = v;
+      acc += v;
+    }
+    partial[item * cols + c] = acc;
   }
 };
 
@@ -153,6 +179,28 @@ struct DotInteractionForward {
         z += i;
       }
     }
+  }
+  // Fine decomposition: one output of one sample (the same dot, summed in the same order).
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return static_cast<Index>(batch) * out_cols; }
+  RECMIX_HOST_DEVICE void fine(Index idx) const {
+    const Index s = idx / out_cols;
+    const int o = static_cast<int>(idx % out_cols);
+    const float* b = bottom + s * d;
+    if (o < d) {
+      out[idx] = b[o];
+      return;
+    }
+    const int p = o - d;
+    if (p >= (k + 1) * k / 2) return;  // padding, if any: not written, as above
+    int i = 1;
+    while ((i + 1) * i / 2 <= p) ++i;
+    const int j = p - i * (i - 1) / 2;
+    const float* e = emb + s * k * d;
+    const float* ti = e + (i - 1) * d;
+    const float* tj = j == 0 ? b : e + (j - 1) * d;
+    float acc = 0.f;
+    for (int c = 0; c < d; ++c) acc += ti[c] * tj[c];
+    out[idx] = acc;
   }
 };
 
@@ -209,6 +257,29 @@ struct DotInteractionBackward {
       gi[c] = sum;
     }
   }
+
+  // Fine decomposition: component c of dT_i of one sample, G read from the packed triangle (the
+  // same terms, the zero diagonal included, in the same order).
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return static_cast<Index>(batch) * (k + 1) * d; }
+  RECMIX_HOST_DEVICE void fine(Index idx) const {
+    const int n = k + 1;
+    const Index s = idx / (static_cast<Index>(n) * d);
+    const int rem = static_cast<int>(idx % (static_cast<Index>(n) * d));
+    const int i = rem / d, c = rem % d;
+    const float* b = bottom + s * d;
+    const float* e = emb + s * k * d;
+    const float* gx = grad_out + s * out_cols;
+    const float* gz = gx + d;
+    auto g = [&](int j) {
+      if (i == j) return 0.f;
+      const int hi = i > j ? i : j, lo = i > j ? j : i;
+      return gz[hi * (hi - 1) / 2 + lo];
+    };
+    float sum = i == 0 ? gx[c] : 0.f;
+    sum += g(0) * b[c];
+    for (int j = 1; j < n; ++j) sum += g(j) * e[(j - 1) * d + c];
+    (i == 0 ? grad_bottom + s * d : grad_emb + (s * k + i - 1) * d)[c] = sum;
+  }
 };
 
 // Cat interaction forward for sample s: out = [bottom, emb 0 .. emb k-1].
@@ -224,6 +295,13 @@ struct CatInteractionForward {
     for (int c = 0; c < d; ++c) o[c] = b[c];
     for (int c = 0; c < k * d; ++c) o[d + c] = e[c];
   }
+  // Fine decomposition: one element of the output.
+  RECMIX_HOST_DEVICE Index fine_items(Index batch) const { return batch * (k + 1) * d; }
+  RECMIX_HOST_DEVICE void fine(Index idx) const {
+    const Index s = idx / ((k + 1) * d);
+    const int o = static_cast<int>(idx % ((k + 1) * d));
+    out[idx] = o < d ? bottom[s * d + o] : emb[s * k * d + o - d];
+  }
 };
 
 struct CatInteractionBackward {
@@ -237,6 +315,15 @@ struct CatInteractionBackward {
     float* ge = grad_emb + s * k * d;
     for (int c = 0; c < d; ++c) gb[c] = g[c];
     for (int c = 0; c < k * d; ++c) ge[c] = g[d + c];
+  }
+  RECMIX_HOST_DEVICE Index fine_items(Index batch) const { return batch * (k + 1) * d; }
+  RECMIX_HOST_DEVICE void fine(Index idx) const {
+    const Index s = idx / ((k + 1) * d);
+    const int o = static_cast<int>(idx % ((k + 1) * d));
+    if (o < d)
+      grad_bottom[s * d + o] = grad_out[idx];
+    else
+      grad_emb[s * k * d + o - d] = grad_out[idx];
   }
 };
 
@@ -278,8 +365,10 @@ struct SgdStep {
   float lr;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
     Index i1 = min_index((item + 1) * kFlatBlock, count);
-    for (Index i = item * kFlatBlock; i < i1; ++i) value[i] -= lr * grad[i];
+    for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
   }
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
+  RECMIX_HOST_DEVICE void fine(Index i) const { value[i] -= lr * grad[i]; }
 };
 
 struct AdagradStep {
@@ -290,12 +379,14 @@ struct AdagradStep {
   float lr, eps;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
     Index i1 = min_index((item + 1) * kFlatBlock, count);
-    for (Index i = item * kFlatBlock; i < i1; ++i) {
-      float g = grad[i];
-      float s = sum[i] + g * g;
-      sum[i] = s;
-      value[i] -= lr * (g / (::sqrtf(s) + eps));
-    }
+    for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+  }
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
+  RECMIX_HOST_DEVICE void fine(Index i) const {
+    float g = grad[i];
+    float s = sum[i] + g * g;
+    sum[i] = s;
+    value[i] -= lr * (g / (::sqrtf(s) + eps));
   }
 };
 
@@ -309,15 +400,17 @@ struct AdamStep {
   float beta1, beta2, eps, step_size, bias2_sqrt;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
     Index i1 = min_index((item + 1) * kFlatBlock, count);
-    for (Index i = item * kFlatBlock; i < i1; ++i) {
-      float g = grad[i];
-      float mi = beta1 * m[i] + (1.f - beta1) * g;
-      float vi = beta2 * v[i] + (1.f - beta2) * g * g;
-      m[i] = mi;
-      v[i] = vi;
-      float denom = ::sqrtf(vi) / bias2_sqrt + eps;
-      value[i] -= step_size * (mi / denom);
-    }
+    for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+  }
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
+  RECMIX_HOST_DEVICE void fine(Index i) const {
+    float g = grad[i];
+    float mi = beta1 * m[i] + (1.f - beta1) * g;
+    float vi = beta2 * v[i] + (1.f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float denom = ::sqrtf(vi) / bias2_sqrt + eps;
+    value[i] -= step_size * (mi / denom);
   }
 };
 
@@ -329,6 +422,8 @@ struct Fill {
     Index i1 = min_index((item + 1) * kFlatBlock, count);
     for (Index i = item * kFlatBlock; i < i1; ++i) value[i] = x;
   }
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
+  RECMIX_HOST_DEVICE void fine(Index i) const { value[i] = x; }
 };
 
 }  // namespace recmix::mlp::kernels
@@ -339,7 +434,9 @@ struct Fill {
 namespace recmix::mlp::kernels {
 RECMIX_HOST_DEVICE inline void InitNormal::operator()(Index item) const {
   Index i1 = min_index((item + 1) * kFlatBlock, count);
-  for (Index i = item * kFlatBlock; i < i1; ++i)
-    value[i] = random::normal(seed, stream, static_cast<std::uint64_t>(i), 0.f, stddev);
+  for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+}
+RECMIX_HOST_DEVICE inline void InitNormal::fine(Index i) const {
+  value[i] = random::normal(seed, stream, static_cast<std::uint64_t>(i), 0.f, stddev);
 }
 }  // namespace recmix::mlp::kernels

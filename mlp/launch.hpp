@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "device/backend.hpp"
+#include "device/fine_grained.hpp"
 #include "mlp/cpu_threading.hpp"
 #include "mlp/host_workers.hpp"
 #include "mlp/kernels.hpp"
@@ -35,6 +36,13 @@ void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, 
   if (n <= 0) return;
   if (device::runs_kernels_on_host(backend)) {
     device::DeviceWork work(backend);
+    if constexpr (device::FineGrained<F>) {
+      // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
+      if (backend.kind() == device::BackendKind::cpu_strict) {
+        cpu::parallel_blocks(cpu_threads_for(backend, elements), f.fine_items(n), device::FineItems<F>{f});
+        return;
+      }
+    }
     cpu::parallel_blocks(cpu_threads_for(backend, elements), n, f);
   } else {
     cuda_launch(stream.native(), n, f);

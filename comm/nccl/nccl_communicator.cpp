@@ -248,10 +248,15 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, co
     problem = std::string("no usable CUDA device: ") + (rc != cudaSuccess ? cudaGetErrorString(rc) : "none visible");
   } else {
     if (device < 0) {
-      int local = local_rank_from_environment();
-      device = (local >= 0 ? local : bootstrap.rank()) % count;
+      const int local = local_rank_from_environment();
+      device = local >= 0 ? local : bootstrap.rank();
     }
-    if (device >= count)
+    if (device >= count && options.device < 0)
+      // NCCL refuses two ranks of one communicator on one GPU; say so in the launcher's terms.
+      problem = "node-local rank " + std::to_string(device) + " has no GPU of its own (" + std::to_string(count) +
+                " visible): the CUDA backend takes one GPU per rank, so launch at most " + std::to_string(count) +
+                " rank(s) per node";
+    else if (device >= count)
       problem = "device " + std::to_string(device) + " requested but only " + std::to_string(count) + " visible";
     else if ((rc = cudaSetDevice(device)) != cudaSuccess)
       problem = std::string("cudaSetDevice(") + std::to_string(device) + ") failed: " + cudaGetErrorString(rc);

@@ -116,9 +116,11 @@ std::unique_ptr<Backend> make_cuda_backend(int) { return std::make_unique<CudaBa
 
 bool cuda_compiled() { return true; }
 
-bool cuda_device_available() {
+bool cuda_device_available() { return cuda_device_count() > 0; }
+
+int cuda_device_count() {
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }
 
 }  // namespace recmix::device

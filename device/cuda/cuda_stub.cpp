@@ -9,5 +9,6 @@ std::unique_ptr<Backend> make_cuda_backend(int) {
 }
 bool cuda_compiled() { return false; }
 bool cuda_device_available() { return false; }
+int cuda_device_count() { return 0; }
 
 }  // namespace recmix::device

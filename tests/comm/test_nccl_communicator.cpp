@@ -67,6 +67,18 @@ struct DeviceFloats {
 TEST(NcclCommunicator, CollectivesOnDeviceBuffers) {
   if (!device::cuda_device_available() || !nccl_compiled()) GTEST_SKIP() << "needs a GPU and NCCL";
   auto bootstrap = make_mpi_world_communicator();
+  if (device::cuda_device_count() < bootstrap->size()) {
+    // More ranks than GPUs: every rank gets one clear error naming the launch.
+    try {
+      make_nccl_communicator(*bootstrap);
+      ADD_FAILURE() << "ranks sharing a GPU were accepted";
+    } catch (const DeviceError& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("rank(s) per node") != std::string::npos || what.find("other rank(s)") != std::string::npos)
+          << what;
+    }
+    GTEST_SKIP() << "needs a GPU per rank";
+  }
   auto backend = device::make_backend(device::BackendKind::cuda);
   auto stream = backend->create_stream();
   auto comm = make_nccl_communicator(*bootstrap);

@@ -1,5 +1,5 @@
 // The device grouping of the sparse update (DeviceGrouping, group_kernels.hpp) under the strict
-// device emulator, against a reference: one group per distinct row in row order, each group's
+// device emulator, and on CUDA (CUB's sort and scan) where a GPU is present, against a reference: one group per distinct row in row order, each group's
 // entries in CSR order, each entry's gradient vector its bag, the bag's scale carried along; for
 // several block counts and radix passes.
 #include <gtest/gtest.h>
@@ -44,6 +44,9 @@ struct Case {
 
 class DeviceGroupingTest : public testing::TestWithParam<Case> {};
 
+void check_grouping(device::BackendKind kind, const Case& c, const std::vector<std::int64_t>& offsets,
+                    const std::vector<std::int64_t>& rows, const std::vector<float>& scale);
+
 TEST_P(DeviceGroupingTest, MatchesAStableSortByRow) {
   const Case c = GetParam();
   std::mt19937_64 rng(c.bags * 31 + c.rows);
@@ -57,8 +60,16 @@ TEST_P(DeviceGroupingTest, MatchesAStableSortByRow) {
     offsets.push_back(static_cast<std::int64_t>(rows.size()));
     scale.push_back(1.0f / float(j + 1));
   }
+  std::vector<device::BackendKind> kinds{device::BackendKind::cpu_strict};
+  if (device::cuda_device_available()) kinds.push_back(device::BackendKind::cuda);
+  for (const auto kind : kinds) check_grouping(kind, c, offsets, rows, scale);
+}
+
+void check_grouping(device::BackendKind kind, const Case& c, const std::vector<std::int64_t>& offsets,
+                    const std::vector<std::int64_t>& rows, const std::vector<float>& scale) {
+  SCOPED_TRACE(kind == device::BackendKind::cuda ? "cuda" : "cpu-strict");
   const std::int64_t n = static_cast<std::int64_t>(rows.size());
-  auto backend = device::make_backend(device::BackendKind::cpu_strict, 2);
+  auto backend = device::make_backend(kind, 2);
   device::MemoryPool pool(*backend, device::Tier::device, "grouping test");
   auto d_offsets = upload(*backend, pool, offsets);
   auto d_rows = upload(*backend, pool, rows);

@@ -23,7 +23,9 @@ TEST_P(EmbeddingDevice, MatchesTheCpuBackend) {
   const device::BackendKind kind = GetParam();
   if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
   const std::vector<TableSpec> tables{{300, 12}, {40, 12}};
+  for (const char* optimizer : {"rowwise_adagrad", "sgd", "adagrad"})
   for (const char* plan_text : {"0:r0,1:r0", "0:0-100@r0+100-300@r0,1:r0"}) {
+    SCOPED_TRACE(optimizer);
     std::vector<std::vector<float>> outs(2), weights(2);
     for (int which = 0; which < 2; ++which) {
       auto backend = device::make_backend(which ? kind : device::BackendKind::cpu, 1);
@@ -33,7 +35,7 @@ TEST_P(EmbeddingDevice, MatchesTheCpuBackend) {
       // Device buffers travel through a device communicator: the staged one over comm here.
       auto device_comm = which ? comm::make_staged_communicator(comm, *backend) : nullptr;
       ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::mean,
-                           ShardingPlan::parse(plan_text, tables, 1), {"rowwise_adagrad", 0.1f}, 3,
+                           ShardingPlan::parse(plan_text, tables, 1), {optimizer, 0.1f}, 3,
                            device_comm.get());
       std::mt19937_64 rng(8);
       for (int step = 0; step < 3; ++step) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <mpi.h>
 
 #include "mlp/cpu_linear.hpp"
 #include "runtime/checkpoint.hpp"
@@ -78,6 +79,9 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, StrictTrainer,
 // order sums differently). Skipped without a GPU.
 TEST(CudaTrainer, AFewStepsMatchTheCpuBackend) {
   if (!device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (device::cuda_device_count() < ranks) GTEST_SKIP() << "needs a GPU per rank";
   auto spec = small_spec("cuda-steps");
   spec.optimizer.sparse = "rowwise_adagrad";
   const auto r = against_cpu(spec, "cuda", 6);

@@ -1,0 +1,90 @@
+// The two decompositions of each embedding kernel (device/fine_grained.hpp): the CPU's item per
+// bag or row and the GPU's item per component, run here on the host over the same inputs, must
+// give the same bits.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "device/fine_grained.hpp"
+#include "embedding/kernels.hpp"
+
+using namespace recmix;
+using namespace recmix::embedding;
+
+namespace {
+
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+// Runs make(state) over `items` items, and over its fine items on a copy; the states must agree.
+template <class Make>
+void check(std::int64_t items, const std::vector<std::vector<float>>& state, Make make, const char* what) {
+  auto coarse = state, fine = state;
+  auto fc = make(coarse);
+  for (std::int64_t i = 0; i < items; ++i) fc(i);
+  auto ff = make(fine);
+  static_assert(device::FineGrained<decltype(ff)>);
+  const device::FineItems<decltype(ff)> run{ff};
+  for (std::int64_t i = 0; i < ff.fine_items(items); ++i) run(i);
+  for (std::size_t k = 0; k < state.size(); ++k) {
+    ASSERT_EQ(coarse[k].size(), fine[k].size());
+    EXPECT_EQ(std::memcmp(coarse[k].data(), fine[k].data(), coarse[k].size() * sizeof(float)), 0)
+        << what << ", array " << k;
+  }
+}
+
+TEST(FineEmbeddingKernels, PoolCombineAndGather) {
+  const std::int64_t dim = 7, rows = 40, bags = 25;
+  std::mt19937_64 rng(3);
+  std::vector<std::int64_t> offsets{0}, index, out_pos(bags);
+  const std::int64_t* no_pos = nullptr;
+  for (std::int64_t j = 0; j < bags; ++j) {
+    for (std::int64_t k = 0, len = rng() % 5; k < len; ++k) index.push_back(static_cast<std::int64_t>(rng() % rows));
+    offsets.push_back(static_cast<std::int64_t>(index.size()));
+    out_pos[j] = bags - 1 - j;
+  }
+  const auto weights = random_floats(rows * dim, 4);
+  for (bool mean : {false, true})
+    for (const std::int64_t* pos : {no_pos, static_cast<const std::int64_t*>(out_pos.data())})
+      check(bags, {std::vector<float>(bags * dim, 9.f)},
+            [&](auto& s) {
+              return kernels::PoolBags{weights.data(), dim, offsets.data(), index.data(), pos, s[0].data(), mean};
+            },
+            "pool");
+  const auto scale = random_floats(bags, 5);
+  for (const float* sc : {static_cast<const float*>(nullptr), scale.data()}) {
+    check(bags, {std::vector<float>(bags * dim, 9.f)},
+          [&](auto& s) {
+            return kernels::CombineParts{weights.data(), dim, offsets.data(), index.data(), sc, s[0].data()};
+          },
+          "combine");
+    check(bags, {std::vector<float>(bags * dim, 9.f)},
+          [&](auto& s) { return kernels::GatherRows{weights.data(), dim, out_pos.data(), sc, s[0].data()}; },
+          "gather");
+  }
+}
+
+TEST(FineEmbeddingKernels, UpdateRows) {
+  const std::int64_t dim = 5, table_rows = 30, grads = 12;
+  // Unique rows 3, 7, 29 with 2, 1 and 4 entries; the launch covers 9 items, the count says 3.
+  const std::vector<std::int64_t> unique{3, 7, 29}, entry_offsets{0, 2, 3, 7}, entry_grad{0, 5, 11, 1, 2, 3, 9};
+  const std::int64_t count = 3;
+  const auto grad = random_floats(grads * dim, 6), scale = random_floats(7, 7);
+  for (auto kind : {SparseOptimizerKind::sgd, SparseOptimizerKind::adagrad, SparseOptimizerKind::rowwise_adagrad})
+    for (const float* sc : {static_cast<const float*>(nullptr), scale.data()})
+      check(9, {random_floats(table_rows * dim, 8), std::vector<float>(table_rows * dim, 0.25f)},
+            [&](auto& s) {
+              return kernels::UpdateRows{s[0].data(), s[1].data(), dim,  kind,      0.1f,        1e-8f,
+                                         unique.data(), entry_offsets.data(), entry_grad.data(), sc, grad.data(), &count};
+            },
+            "update");
+}
+
+}  // namespace
