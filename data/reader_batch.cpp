@@ -293,6 +293,11 @@ void Reader::Impl::read_rows(const std::vector<std::pair<std::int64_t, std::int6
       for (const Run& r : offset_runs) {
         for (std::int64_t j = 0; j + 1 < r.len; ++j, ++sample) {
           const std::int64_t len = foffsets[off_at + j + 1] - foffsets[off_at + j];
+          // max_bag sizes buffers downstream (tiered tables' staging slots): a longer bag is refused.
+          if (!info.max_bag.empty() && len > info.max_bag[t])
+            bad_value(f, name + "/offsets", r.start + j,
+                      "a bag of " + std::to_string(len) + " indices, above the attribute max_bag's " +
+                          std::to_string(info.max_bag[t]) + " for table " + std::to_string(t));
           const std::int64_t slot = rows[sample].second;
           slot_begin[t][slot] = static_cast<std::int64_t>(gathered[t].size());
           slot_len[t][slot] = len;

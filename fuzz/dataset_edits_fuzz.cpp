@@ -173,9 +173,7 @@ std::string page_problem(const std::string& path) {
       }
       for (double x : indices)
         if (!(x >= 0 && x < table_rows[t])) return (void)r.fail("an index outside its table");
-      // Not judged yet: a max_bag below a row's bag is accepted by the reader (docs/reliability.md,
-      // "Not yet promised"); the fuzzer found it.
-      (void)bag;
+      if (has_max_bag && bag > max_bag[t]) return (void)r.fail("a bag above max_bag");
       const std::string counts = "/access_counts/" + std::to_string(t);
       // Counts are read converted, so any integer type holds them; they are not checked against
       // the data (a wrong count misleads the hot-row ranking, not training).

@@ -246,6 +246,17 @@ TEST(Format, FuzzFindingsAreClearErrors) {
     e = error_of([&] { read_access_counts(path, open_file_info(path), 0); });
     EXPECT_NE(e.find(want), std::string::npos) << e;
   }
+  // A max_bag below a row's bag was accepted (it sizes the tiered tables' staging slots).
+  test::write_fixture(dir / "bag.h5", 0, 50, 3, {40, 40}, true);  // bags of 0 to 3 indices
+  {
+    h5::File f = h5::open_file(dir / "bag.h5", true);
+    H5Adelete(f, "max_bag");
+    h5::write_attribute(f, "max_bag", std::vector<std::int64_t>{3, 2});
+  }
+  r = inspect_file(dir / "bag.h5", true);
+  EXPECT_NE(r.problem.find("a bag of 3 indices, above the attribute max_bag's 2 for table 1"), std::string::npos)
+      << r.problem;
+  EXPECT_NE(r.problem.find("sparse/1/offsets"), std::string::npos) << r.problem;
 }
 
 // A damaged compressed chunk: the read names the file, the dataset and the rows asked for.
