@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Training throughput on a GPU against the CPU backend of the same machine, side by side: one
+# rank, a Kaggle-shaped model (26 tables of 100k rows, dim 16, bottom MLP 512-256-64-16, top MLP
+# 512-256-1, dot interaction, SGD) on a 2M-row synthetic dataset, batch 2048 and 16384, about
+# 3 epochs per run; the CUDA run twice around the CPU run. Prints each run's samples/s (the
+# trainer's own "done after" line: the whole run, start-up included) and cuda / cpu.
+#   bench/device/bench_gpu_train.sh <recmix binary> [work dir] [cpu threads]
+# Needs a build with the CUDA backend and a visible GPU; exits 77 (skipped) without one.
+set -euo pipefail
+recmix=$(realpath "$1")
+work=${2:-/tmp/recmix-bench-gpu}
+threads=${3:-$(nproc)}
+mkdir -p "$work"
+cd "$work"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
+  { echo "no GPU: skipped"; exit 77; }
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads"
+[[ -f d.h5 ]] || "$recmix" data synth -o d.h5 --rows 2M --tables 26 --table-rows 100000 | tail -1
+
+rate() { sed -n 's/^done after .*: \([0-9]*\) samples\/s.*/\1/p' "$1"; }
+for batch in 2048 16384; do
+  steps=$((6000000 / batch))
+  cat > "k$batch.toml" <<TOML
+name = "k$batch"
+[model]
+embedding_dim = 16
+bottom_mlp = [512, 256, 64, 16]
+top_mlp = [512, 256, 1]
+[data]
+train = "d.h5"
+[train]
+batch_size = $batch
+steps = $steps
+log_interval_s = 5.0
+TOML
+  for run in cuda cpu cuda2; do
+    device=${run%2}
+    "$recmix" train "k$batch.toml" --device "$device" --threads "$threads" --run-dir "r-$batch-$run" > "$run-$batch.out" 2>&1 ||
+      { tail -5 "$run-$batch.out"; exit 1; }
+    echo "batch $batch $run: $(rate "$run-$batch.out") samples/s ($(grep -o 'loss [0-9.]*' "$run-$batch.out" | tail -1))"
+  done
+  awk -v a="$(rate cuda-$batch.out)" -v b="$(rate cuda2-$batch.out)" -v c="$(rate cpu-$batch.out)" -v n="$batch" \
+    'BEGIN { printf "batch %s: cuda / cpu %.1f and %.1f\n", n, a / c, b / c }'
+done
