@@ -136,16 +136,29 @@ std::int64_t DatasetInfo::max_bag_rows() const {
   return m;
 }
 
+namespace {
+
+void check_counts_shape(const h5::File& f, const std::string& file, const DatasetInfo& info, int table) {
+  const std::string name = "access_counts/" + std::to_string(table);
+  const std::int64_t table_rows = info.table_rows.at(static_cast<std::size_t>(table));
+  const std::vector<hsize_t> dims = h5::shape(h5::open_dataset(f, name));
+  if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(table_rows))
+    throw DataError(file + ":/" + name + ": length differs from table_rows[" + std::to_string(table) + "] = " +
+                    std::to_string(table_rows));
+}
+
+}  // namespace
+
+void check_access_counts_shape(const std::string& file, const DatasetInfo& info, int table) {
+  check_counts_shape(h5::open_file(file), file, info, table);
+}
+
 std::vector<std::int64_t> read_access_counts(const std::string& file, const DatasetInfo& info, int table) {
   const std::string name = "access_counts/" + std::to_string(table);
   const std::string where = file + ":/" + name;
   h5::File f = h5::open_file(file);
-  const std::int64_t table_rows = info.table_rows.at(static_cast<std::size_t>(table));
   // The shape first: a damaged file may claim any length, which is not to be allocated.
-  const std::vector<hsize_t> dims = h5::shape(h5::open_dataset(f, name));
-  if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(table_rows))
-    throw DataError(where + ": length differs from table_rows[" + std::to_string(table) + "] = " +
-                    std::to_string(table_rows));
+  check_counts_shape(f, file, info, table);
   std::int64_t indices = info.rows;
   if (info.multi_hot) {
     const std::vector<hsize_t> n = h5::shape(h5::open_dataset(f, "sparse/" + std::to_string(table) + "/indices"));

@@ -40,4 +40,7 @@ DatasetInfo open_file_info(const std::string& file);
 // stay in range. DataError naming the file and dataset otherwise.
 std::vector<std::int64_t> read_access_counts(const std::string& file, const DatasetInfo& info, int table);
 
+// The shape check alone (one count per table row), for a table too large to read its counts.
+void check_access_counts_shape(const std::string& file, const DatasetInfo& info, int table);
+
 }  // namespace recmix::data

@@ -81,12 +81,8 @@ InspectReport inspect_file(const std::string& file, bool scan) {
         report.tables[t].rows = report.info.table_rows[t];
         const std::string name = "access_counts/" + std::to_string(t);
         const bool stored = h5::exists(f, name);
-        if (stored && report.info.table_rows[t] > kMaxCountedRows) {
-          // Not summarised; the shape is still checked (a damaged length is not to be allocated).
-          const std::vector<hsize_t> dims = h5::shape(h5::open_dataset(f, name));
-          if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(report.info.table_rows[t]))
-            throw DataError(file + ":/" + name + ": length differs from table_rows[" + std::to_string(t) + "]");
-        }
+        if (stored && report.info.table_rows[t] > kMaxCountedRows)
+          check_access_counts_shape(file, report.info, t);  // not summarised; the shape is still checked
         if (stored && report.info.table_rows[t] <= kMaxCountedRows) {
           counts[t] = read_access_counts(file, report.info, t);
           report.tables[t].from_stored_counts = true;

@@ -38,9 +38,11 @@ void finding(const std::string& what, const fuzz::EditLog& log) {
 
 // Rewrites /checksums/<array> for every 2-D float array that has one of the right length.
 void reseal_checksums(const std::string& path) {
-  for (auto& s : fuzz::dataset_shapes(path)) {
+  const auto shapes = fuzz::dataset_shapes(path);
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (file < 0) return;
+  for (auto& s : shapes) {
     if (s.path.rfind("/checksums/", 0) == 0 || s.type_class != H5T_FLOAT || s.dims.size() != 2) continue;
-    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     const std::string sums_path = std::string(1, '/').append(runtime::checksum_dataset(s.path.substr(1)));
     const hsize_t rows = s.dims[0], cols = s.dims[1];
     runtime::BlockChecksums sums(0, rows);
@@ -57,8 +59,8 @@ void reseal_checksums(const std::string& path) {
       H5Dclose(c);
     }
     if (d >= 0) H5Dclose(d);
-    H5Fclose(file);
   }
+  H5Fclose(file);
 }
 
 }  // namespace
