@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <tuple>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -72,15 +74,27 @@ MeasuredPairs measure_pairs(const std::vector<std::string>& run_dirs) {
     // neighbour rank. (On a rank of its own, another job is a partner of its sample there.)
     const double window = 1.5 * round_s;
     auto near = [&](const Sample& a, const Sample& b) { return std::abs(a.t - b.t) <= window; };
-    auto runs_on = [&](const Sample& s, int rank) {
-      for (const Sample& o : samples)
-        if (o.job == s.job && o.rank == rank && near(o, s)) return true;
+    // Samples in time order, so that each looks only at the few within its window (a long run
+    // holds many thousands of samples).
+    std::vector<std::size_t> by_time(samples.size());
+    std::iota(by_time.begin(), by_time.end(), std::size_t{0});
+    std::stable_sort(by_time.begin(), by_time.end(), [&](auto a, auto b) { return samples[a].t < samples[b].t; });
+    std::vector<double> times;
+    for (auto i : by_time) times.push_back(samples[i].t);
+    // Whether f(o) holds for a sample o near s (a slightly wider search, then near() itself).
+    auto any_near = [&](const Sample& s, const auto& f) {
+      const double slack = 1e-9 * (1 + std::abs(s.t) + window);
+      const auto lo = std::lower_bound(times.begin(), times.end(), s.t - window - slack) - times.begin();
+      const auto hi = std::upper_bound(times.begin(), times.end(), s.t + window + slack) - times.begin();
+      for (auto k = lo; k < hi; ++k)
+        if (const Sample& o = samples[by_time[static_cast<std::size_t>(k)]]; near(o, s) && f(o)) return true;
       return false;
     };
+    auto runs_on = [&](const Sample& s, int rank) {
+      return any_near(s, [&](const Sample& o) { return o.job == s.job && o.rank == rank; });
+    };
     auto busy_elsewhere = [&](const Sample& s) {
-      for (const Sample& o : samples)
-        if (o.rank != s.rank && o.job != s.job && near(o, s) && !runs_on(s, o.rank)) return true;
-      return false;
+      return any_near(s, [&](const Sample& o) { return o.rank != s.rank && o.job != s.job && !runs_on(s, o.rank); });
     };
     for (const Sample& sample : samples) {
       const nlohmann::json& e = sample.e;
