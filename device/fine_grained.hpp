@@ -13,6 +13,7 @@
 #include <concepts>
 #include <cstdint>
 
+#include "device/backend.hpp"
 #include "device/types.hpp"
 
 namespace recmix::device {
@@ -29,5 +30,9 @@ struct FineItems {
   F f;
   RECMIX_HOST_DEVICE void operator()(std::int64_t i) const { f.fine(i); }
 };
+
+// Whether a host-run launch on `backend` takes the fine decomposition: the strict emulator runs
+// what the GPU runs, the CPU backend the block items.
+inline bool runs_fine_items(const Backend& backend) { return backend.kind() == BackendKind::cpu_strict; }
 
 }  // namespace recmix::device

@@ -83,7 +83,7 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
     device::DeviceWork work(backend);
     if constexpr (device::FineGrained<F>) {
       // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
-      if (backend.kind() == device::BackendKind::cpu_strict) {
+      if (device::runs_fine_items(backend)) {
         device::cpu::parallel_for(backend.num_threads(), f.fine_items(n), device::FineItems<F>{f}, grain);
         return;
       }

@@ -38,7 +38,7 @@ void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, 
     device::DeviceWork work(backend);
     if constexpr (device::FineGrained<F>) {
       // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
-      if (backend.kind() == device::BackendKind::cpu_strict) {
+      if (device::runs_fine_items(backend)) {
         cpu::parallel_blocks(cpu_threads_for(backend, elements), f.fine_items(n), device::FineItems<F>{f});
         return;
       }
