@@ -41,7 +41,7 @@ void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<con
   if (tiers) tiers->stage(stream, own_rows.data(), nnz);
   kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_own_offsets, stream),
                       stage(own_rows, dev_own_rows, stream), nullptr, out, mean};
-  launch(backend, stream, n_bags, f);
+  pool_bags(stream, n_bags, f);
   if (mean) stage(own_scale, dev_own_scale, stream);
 }
 
@@ -167,7 +167,7 @@ void ShardedEmbedding::Impl::pool_and_post(device::Stream& stream) {
   }
   kernels::PoolBags f{weights.data(), dim, stage(own_offsets, dev_own_offsets, stream),
                       stage(own_rows, dev_own_rows, stream), nullptr, pooled, false};
-  launch(backend, stream, n_bags, f);
+  pool_bags(stream, n_bags, f);
 
   // 5. Pooled vectors of the non-empty bags back to the requesters; add the partial sums.
   from_owner.assign(world, 0);
@@ -325,7 +325,7 @@ void ShardedEmbedding::Impl::update_on_device(device::Stream& stream, const floa
   kernels::UpdateRows f{weights.data(), state.data(), dim, kind, opt.lr, opt.eps, nullptr, nullptr, nullptr, nullptr,
                         dev_grad};
   grouping->fill(f);
-  launch(backend, stream, grouping->launch_size(), f);
+  update_rows(stream, grouping->launch_size(), f);
   if (tiers && tiers->cold_update() == ColdUpdate::host) update_cold_on_host(stream, dev_grad, scaled);
   if (tiers) tiers->updated(stream);
 }
@@ -376,7 +376,7 @@ void ShardedEmbedding::Impl::update_on_host(device::Stream& stream, const float*
                         kind,                 opt.lr,                opt.eps,
                         unique_rows.data(),   entry_offsets.data(),  entry_grad.data(),
                         entry_scale.empty() ? nullptr : entry_scale.data(), grad};
-  launch(backend, stream, static_cast<std::int64_t>(unique_rows.size()), f);
+  update_rows(stream, static_cast<std::int64_t>(unique_rows.size()), f);
   if (tiers) tiers->updated(stream);
 }
 
@@ -420,6 +420,21 @@ void ShardedEmbedding::Impl::update_split(device::Stream& stream, const float* g
     launch(backend, stream, static_cast<std::int64_t>(split_rows[p].size()), f);
   }
   tiers->updated(stream);
+}
+
+void ShardedEmbedding::Impl::pool_bags(device::Stream& stream, std::int64_t n, const kernels::PoolBags& f) {
+  if (!half_tables()) return launch(backend, stream, n, f);
+  launch(backend, stream, n,
+         kernels::PoolBagsHalf{half_weights.data(), storage.type, f.dim, f.offsets, f.rows, f.out_pos, f.out, f.mean});
+}
+
+void ShardedEmbedding::Impl::update_rows(device::Stream& stream, std::int64_t n, const kernels::UpdateRows& f) {
+  if (!half_tables()) return launch(backend, stream, n, f);
+  kernels::UpdateRows step = f;
+  step.weights = nullptr;
+  launch(backend, stream, n,
+         kernels::UpdateRowsHalf{step, half_weights.data(), storage.type, storage.stochastic, seed, update_step,
+                                 shard_rows});
 }
 
 }  // namespace recmix::embedding

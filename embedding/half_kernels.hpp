@@ -49,6 +49,31 @@ struct PoolBagsHalf {
   RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
     pool_bag(j, dim, offsets, rows, out_pos, out, mean, Decoded{weights, storage, dim});
   }
+  // Fine decomposition (device/fine_grained.hpp): component d of bag j, PoolBags::fine's sum.
+  RECMIX_HOST_DEVICE std::int64_t fine_items(std::int64_t bags) const { return bags * dim; }
+  RECMIX_HOST_DEVICE void fine(std::int64_t i) const {
+    const std::int64_t j = i / dim, d = i % dim;
+    const std::int64_t begin = offsets[j], end = offsets[j + 1];
+    float acc = 0.f;
+    for (std::int64_t k = begin; k < end; ++k) acc += half_to_float(storage, weights[rows[k] * dim + d]);
+    if (mean && end > begin) acc *= 1.0f / static_cast<float>(end - begin);
+    out[(out_pos ? out_pos[j] : j) * dim + d] = acc;
+  }
+};
+
+// InitShard for a 16-bit table: each initial value rounded to nearest.
+struct InitShardHalf {
+  InitShard init;  // its weights unused: null
+  std::uint16_t* weights;
+  half::Storage storage;
+
+  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const {
+    const std::int64_t r = i / init.dim;
+    const int c = static_cast<int>(i - r * init.dim);
+    weights[i] = float_to_half(storage, initial_weight(init.seed, init.table, init.table_rows, init.dim,
+                                                       init.row_begin + r, c),
+                               false, 0u);
+  }
 };
 
 // The shards a rank owns, as laid out in its weight buffer: shard s holds rows row_begin[s] ..
@@ -157,6 +182,36 @@ struct UpdateRowsHalf {
           w.write(d0 + i, w.read(d0 + i) - p.lr * g[i] / (sqrtf(s[i]) + p.eps));
         }
       }
+    }
+  }
+
+  // Fine decomposition: component d of unique row u as UpdateRows::fine computes it (SGD,
+  // Adagrad), then rounded as above; row-wise Adagrad keeps a row per item.
+  RECMIX_HOST_DEVICE std::int64_t fine_items(std::int64_t items) const { return update.fine_items(items); }
+  RECMIX_HOST_DEVICE void fine(std::int64_t i) const {
+    const UpdateRows& p = update;
+    if (p.kind == SparseOptimizerKind::rowwise_adagrad) {
+      (*this)(i);
+      return;
+    }
+    const std::int64_t u = i / p.dim, d = i % p.dim;
+    if (p.unique_count && u >= *p.unique_count) return;
+    float g = 0.f;
+    for (std::int64_t e = p.entry_offsets[u]; e < p.entry_offsets[u + 1]; ++e) {
+      const float src = p.grad[p.entry_grad[e] * p.dim + d];
+      if (p.entry_scale)
+        g += src * p.entry_scale[e];
+      else
+        g += src;
+    }
+    const std::int64_t row = p.unique_rows[u];
+    const RowWriter w = writer(row);
+    if (p.kind == SparseOptimizerKind::sgd) {
+      w.write(d, w.read(d) - p.lr * g);
+    } else {  // adagrad
+      float& s = p.state[row * p.dim + d];
+      s += g * g;
+      w.write(d, w.read(d) - p.lr * g / (sqrtf(s) + p.eps));
     }
   }
 };

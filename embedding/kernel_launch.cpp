@@ -304,6 +304,15 @@ void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels
 void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::GatherRows& f) {
   run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
 }
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::PoolBagsHalf& f) {
+  run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::UpdateRowsHalf& f) {
+  run(b, s, n, f, kGrain / (f.update.dim > 0 ? f.update.dim : 1));
+}
+void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::InitShardHalf& f) {
+  run(b, s, n, f, 1 << 16);
+}
 
 // Launched over blocks (or one item): each item is a block's worth of work.
 #define RECMIX_EMBEDDING_DEFINE_LAUNCH(K) \

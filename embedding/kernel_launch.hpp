@@ -7,6 +7,7 @@
 
 #include "device/backend.hpp"
 #include "embedding/group_kernels.hpp"
+#include "embedding/half_kernels.hpp"
 #include "embedding/kernels.hpp"
 
 namespace recmix::embedding {
@@ -23,6 +24,13 @@ void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::CombineParts& f);
 void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::GatherRows& f);
+// The 16-bit tables' kernels (half_kernels.hpp).
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
+            const kernels::PoolBagsHalf& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
+            const kernels::UpdateRowsHalf& f);
+void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
+            const kernels::InitShardHalf& f);
 // The device grouping's kernels (group_kernels.hpp), each run over blocks (or one item).
 #define RECMIX_EMBEDDING_GROUP_KERNELS(X) \
   X(BagOfEntry) X(InitSort) X(RadixHistogram) X(RadixOffsets) X(RadixScatter) X(GroupHeads) X(ExclusiveSum) \
@@ -74,6 +82,9 @@ void launch(void* native_stream, std::int64_t n, const kernels::InitShard& f);
 void launch(void* native_stream, std::int64_t n, const kernels::Fill& f);
 void launch(void* native_stream, std::int64_t n, const kernels::CombineParts& f);
 void launch(void* native_stream, std::int64_t n, const kernels::GatherRows& f);
+void launch(void* native_stream, std::int64_t n, const kernels::PoolBagsHalf& f);
+void launch(void* native_stream, std::int64_t n, const kernels::UpdateRowsHalf& f);
+void launch(void* native_stream, std::int64_t n, const kernels::InitShardHalf& f);
 #define RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH(K) void launch(void* native_stream, std::int64_t n, const kernels::K& f);
 RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH)
 #undef RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH

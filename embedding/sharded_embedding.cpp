@@ -35,6 +35,8 @@ void ShardedEmbedding::Impl::begin_forward(float* out) {
   phase = Phase::idle;
   bytes_sent = 0;
   pending_out = out;
+  std::vector<float>().swap(view_weights);  // local_shards()' copies of 16-bit tables
+  std::vector<float>().swap(view_state);
 }
 
 void ShardedEmbedding::Impl::forward_one_hot(int local_batch, float* out) {
@@ -123,7 +125,8 @@ void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_b
 ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& backend,
                                    device::MemoryPool& pool, std::vector<TableSpec> tables,
                                    Pooling pooling, ShardingPlan plan, SparseOptimizerConfig optimizer,
-                                   std::uint64_t seed, comm::Communicator* device_comm, TierOptions tiering)
+                                   std::uint64_t seed, comm::Communicator* device_comm, TierOptions tiering,
+                                   TableStorage storage)
     : impl_(std::make_unique<Impl>(comm, device_comm ? *device_comm : comm, backend, pool, std::move(tables), pooling, std::move(plan),
                                    std::move(optimizer), seed)) {
   Impl& m = *impl_;
@@ -172,6 +175,10 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
   m.next.shard_indices.resize(shards.size());
 
   const std::size_t per_row = state_per_row(m.kind, m.dim);
+  m.storage = storage;
+  RECMIX_REQUIRE(!(m.half_tables() && tiering.enabled()), ConfigError,
+                 fmt::format("embedding: {} tables cannot be tiered yet (store them in fp32, or give up the host tier)",
+                             to_string(storage.type)));
   if (tiering.enabled()) {
     if (!tiering.host_pool) {
       m.own_host_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding host tier");
@@ -194,8 +201,9 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
                                            m.rank, m.on_host, m.weights, m.state, init);
     return;
   }
-  m.weights = device::Buffer<float>(pool, std::size_t(m.local_rows) * m.dim,
-                                    fmt::format("embedding weights (rank {})", m.rank));
+  if (!m.half_tables())
+    m.weights = device::Buffer<float>(pool, std::size_t(m.local_rows) * m.dim,
+                                      fmt::format("embedding weights (rank {})", m.rank));
   if (per_row > 0)
     m.state = device::Buffer<float>(pool, std::size_t(m.local_rows) * per_row,
                                     fmt::format("embedding optimizer state (rank {})", m.rank));
@@ -204,16 +212,41 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
     advise_huge_pages(m.state.data(), m.state.bytes());
   }
   auto stream = backend.create_stream();
-  for (int s : m.owned) {
-    const Shard& sh = shards[s];
-    kernels::InitShard f{m.weights.data() + m.shard_base[s] * m.dim, seed, sh.table,
-                         m.tables[sh.table].rows, m.dim, sh.row_begin};
-    launch(backend, *stream, (sh.row_end - sh.row_begin) * m.dim, f);
+  if (m.half_tables()) {
+    m.init_half_tables(*stream);
+  } else {
+    for (int s : m.owned) {
+      const Shard& sh = shards[s];
+      kernels::InitShard f{m.weights.data() + m.shard_base[s] * m.dim, seed, sh.table,
+                           m.tables[sh.table].rows, m.dim, sh.row_begin};
+      launch(backend, *stream, (sh.row_end - sh.row_begin) * m.dim, f);
+    }
   }
   if (per_row > 0)
     launch(backend, *stream, static_cast<std::int64_t>(m.state.size()),
            kernels::Fill{m.state.data(), m.opt.initial_accumulator});
   stream->synchronize();
+}
+
+// 16-bit tables: the weights, rounded to nearest from their fp32 initial values, and the owned
+// shards' layout for the half kernels (on the device where the backend's memory is not the host's).
+void ShardedEmbedding::Impl::init_half_tables(device::Stream& stream) {
+  half_weights = device::Buffer<std::uint16_t>(pool, std::size_t(local_rows) * dim,
+                                               fmt::format("embedding weights, {} (rank {})", to_string(storage.type), rank));
+  if (on_host) advise_huge_pages(half_weights.data(), half_weights.bytes());
+  const auto& shards = plan.shards();
+  for (int s : owned) {
+    const Shard& sh = shards[s];
+    rows_base.push_back(shard_base[s]);
+    rows_table.push_back(sh.table);
+    rows_begin.push_back(sh.row_begin);
+    const kernels::InitShard init{nullptr, seed, sh.table, tables[sh.table].rows, dim, sh.row_begin};
+    launch(backend, stream, (sh.row_end - sh.row_begin) * dim,
+           kernels::InitShardHalf{init, half_weights.data() + shard_base[s] * dim, storage.type});
+  }
+  shard_rows = {stage(rows_base, dev_rows_base, stream), stage(rows_table, dev_rows_table, stream),
+                stage(rows_begin, dev_rows_begin, stream), static_cast<std::int64_t>(rows_base.size())};
+  stream.synchronize();
 }
 
 ShardedEmbedding::~ShardedEmbedding() = default;
@@ -490,6 +523,30 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
   const std::size_t per_row = state_per_row(m.kind, m.dim);
   float* weights = m.weights.data();
   float* state = m.state.data();
+  bool host_memory = m.tiers != nullptr;
+  if (m.half_tables()) {  // widened on the host: exact
+    const std::size_t n = m.half_weights.size();
+    std::vector<std::uint16_t> bits(n);
+    if (n > 0) {
+      auto stream = m.backend.create_stream();
+      if (m.last_stream) m.last_stream->synchronize();
+      m.backend.copy(bits.data(), m.half_weights.data(), n * sizeof(std::uint16_t), *stream);
+      stream->synchronize();
+    }
+    m.view_weights.resize(n);
+    for (std::size_t i = 0; i < n; ++i) m.view_weights[i] = kernels::half_to_float(m.storage.type, bits[i]);
+    weights = m.view_weights.data();
+    host_memory = true;
+    // The views' pointers share one flag: the state comes along to the host where the device's
+    // memory is not the host's.
+    if (!m.backend.host_accessible(device::Tier::device) && !m.state.empty()) {
+      auto stream = m.backend.create_stream();
+      m.view_state.resize(m.state.size());
+      m.backend.copy(m.view_state.data(), m.state.data(), m.state.bytes(), *stream);
+      stream->synchronize();
+      state = m.view_state.data();
+    }
+  }
   if (m.tiers) {
     if (m.last_stream) {
       m.tiers->flush(*m.last_stream);
@@ -503,7 +560,7 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
   for (int s : m.owned) {
     const Shard& sh = m.plan.shards()[s];
     LocalShardView v{sh.table, sh.row_begin, sh.row_end, m.dim, weights + m.shard_base[s] * m.dim, {}, {},
-                     m.tiers != nullptr};
+                     host_memory};
     if (per_row > 0) {
       v.state.emplace_back(state_name(m.kind), state + m.shard_base[s] * per_row);
       v.state_counts.push_back(std::size_t(sh.row_end - sh.row_begin) * per_row);
@@ -515,6 +572,17 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
 
 void ShardedEmbedding::shards_written() {
   Impl& m = *impl_;
+  if (m.half_tables() && m.view_weights.size() == m.half_weights.size() && !m.view_weights.empty()) {
+    std::vector<std::uint16_t> bits(m.view_weights.size());
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      bits[i] = kernels::float_to_half(m.storage.type, m.view_weights[i], false, 0u);
+    auto stream = m.backend.create_stream();
+    if (m.last_stream) m.last_stream->synchronize();
+    m.backend.copy(m.half_weights.data(), bits.data(), bits.size() * sizeof(std::uint16_t), *stream);
+    if (m.view_state.size() == m.state.size() && !m.view_state.empty())
+      m.backend.copy(m.state.data(), m.view_state.data(), m.state.bytes(), *stream);
+    stream->synchronize();
+  }
   if (!m.tiers) return;
   auto stream = m.backend.create_stream();
   if (m.last_stream) m.last_stream->synchronize();
@@ -530,9 +598,11 @@ int ShardedEmbedding::num_tables() const { return impl_->num_tables; }
 int ShardedEmbedding::dim() const { return impl_->dim; }
 Pooling ShardedEmbedding::pooling() const { return impl_->pooling; }
 SparseOptimizerKind ShardedEmbedding::optimizer_kind() const { return impl_->kind; }
+TableStorage ShardedEmbedding::storage() const { return impl_->storage; }
+void ShardedEmbedding::set_step(std::int64_t step) { impl_->update_step = step; }
 std::size_t ShardedEmbedding::bytes_sent_last_step() const { return impl_->bytes_sent; }
 std::size_t ShardedEmbedding::local_bytes() const {
-  return impl_->weights.bytes() + impl_->state.bytes();
+  return impl_->weights.bytes() + impl_->half_weights.bytes() + impl_->state.bytes();
 }
 
 }  // namespace recmix::embedding

@@ -39,7 +39,8 @@ struct LocalShardView {
 
 class ShardedEmbedding {
  public:
-  // Allocates and initialises this rank's shards (initial_weight(seed, ...)) from `pool`.
+  // Allocates and initialises this rank's shards (initial_weight(seed, ...), rounded to nearest
+  // for 16-bit tables) from `pool`. 16-bit tables (`storage`) cannot be tiered (ConfigError).
   // ConfigError when tables differ in dim, the plan does not match the tables or the
   // communicator's size, or the optimizer config is bad. comm carries host data (batch sizes,
   // indices); device_comm, over the same ranks in the same order, the pooled vectors and their
@@ -48,7 +49,8 @@ class ShardedEmbedding {
   ShardedEmbedding(comm::Communicator& comm, device::Backend& backend, device::MemoryPool& pool,
                    std::vector<TableSpec> tables, Pooling pooling, ShardingPlan plan,
                    SparseOptimizerConfig optimizer, std::uint64_t seed,
-                   comm::Communicator* device_comm = nullptr, TierOptions tiering = {});
+                   comm::Communicator* device_comm = nullptr, TierOptions tiering = {},
+                   TableStorage storage = {});
   ~ShardedEmbedding();
   ShardedEmbedding(const ShardedEmbedding&) = delete;
   ShardedEmbedding& operator=(const ShardedEmbedding&) = delete;
@@ -89,10 +91,17 @@ class ShardedEmbedding {
   void forward_start_prefetched(device::Stream& stream, std::span<const Bags> bags, int local_batch, float* out);
   void forward_start_prefetched(device::Stream& stream, OneHotRows rows, int local_batch, float* out);
 
+  // The step whose update the next backward applies: with 16-bit tables rounded stochastically,
+  // the key of the rounding's random numbers (so a resumed run rounds as the first run did).
+  void set_step(std::int64_t step);
+
   // The rows this rank owns and their optimizer state, in plan order (for checkpoints). Tiered:
-  // every hot row is first written to the host tier, which the views then show.
+  // every hot row is first written to the host tier, which the views then show. 16-bit tables:
+  // the views show an fp32 host copy of the weights (exact), and of the optimizer state where
+  // device memory is not the host's, valid until the next forward.
   std::vector<LocalShardView> local_shards();
-  // After writing through local_shards()' views: tiered, the hot rows are read again.
+  // After writing through local_shards()' views: tiered, the hot rows are read again; 16-bit
+  // tables, the copy is rounded back to nearest.
   void shards_written();
 
   // Hot/cold tiers (tiered_rows.hpp): whether they are on, their counters since the last call,
@@ -106,6 +115,7 @@ class ShardedEmbedding {
   int dim() const;
   Pooling pooling() const;
   SparseOptimizerKind optimizer_kind() const;
+  TableStorage storage() const;
   // Bytes this rank sent to other ranks by all-to-all in the last forward + backward.
   std::size_t bytes_sent_last_step() const;
   // Bytes of weights and optimizer state this rank holds in device memory (tiered: hot rows and staging).

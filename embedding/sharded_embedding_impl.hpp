@@ -57,6 +57,25 @@ struct ShardedEmbedding::Impl {
   std::vector<std::vector<int>> rank_shards;    // per rank: shard ids it owns, plan order
   std::int64_t local_rows = 0;
   device::Buffer<float> weights, state;
+  // 16-bit tables: the weights live in half_weights (`weights` stays empty); pooling and updates
+  // launch the half kernels (pool_bags(), update_rows()), which locate a local row's table row through
+  // shard_rows for the stochastic rounding's key, and update_step is that key's step.
+  TableStorage storage;
+  bool half_tables() const { return storage.type != half::Storage::fp32; }
+  device::Buffer<std::uint16_t> half_weights;
+  std::int64_t update_step = 0;
+  std::vector<std::int64_t> rows_base, rows_begin;
+  std::vector<int> rows_table;
+  device::Buffer<std::int64_t> dev_rows_base, dev_rows_begin;
+  device::Buffer<int> dev_rows_table;
+  kernels::ShardRows shard_rows{};
+  std::vector<float> view_weights;  // local_shards() of 16-bit tables: their values in fp32,
+  std::vector<float> view_state;    // and their state where device memory is not the host's
+  // PoolBags or, for 16-bit tables, PoolBagsHalf over the same bags (f.weights is ignored then).
+  void pool_bags(device::Stream& stream, std::int64_t n, const kernels::PoolBags& f);
+  // UpdateRows or, for 16-bit tables, UpdateRowsHalf with the same step.
+  void update_rows(device::Stream& stream, std::int64_t n, const kernels::UpdateRows& f);
+  void init_half_tables(device::Stream& stream);
   // Tiered: the device tier is `weights`/`state` (hot slots, then staging slots), own_rows are
   // remapped to its slots by tiers->stage(), and the host tier is tiers' own.
   std::unique_ptr<device::MemoryPool> own_host_pool;
@@ -205,7 +224,9 @@ struct ShardedEmbedding::Impl {
   std::vector<std::vector<std::int64_t>> expanded_offsets, expanded_indices;
   std::vector<Bags> expanded_bags;
   // Whether the one-hot CPU path can run a batch whose bags each hold one index.
-  bool one_hot_path(int local_batch) const { return local_only && on_host && !tiers && local_batch > 0; }
+  bool one_hot_path(int local_batch) const {
+    return local_only && on_host && !tiers && !half_tables() && local_batch > 0;
+  }
   // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
   bool tiered_one_hot_path(int local_batch) const {
     return local_only && on_host && tiers && tiers->cold_update() == ColdUpdate::device && local_batch > 0 &&

@@ -4,11 +4,24 @@
 #include <cstdint>
 #include <span>
 
+#include "core/half.hpp"
 #include "embedding/initial_weight.hpp"
 
 namespace recmix::embedding {
 
 enum class Pooling { sum, mean };
+
+// How a layer's tables are stored (docs/math.md): fp32, or 16 bits (fp16 or bf16) read to fp32
+// for pooling and the optimizer's arithmetic, each updated weight rounded back to nearest or
+// stochastically (keyed by seed, table, step, row and column). Optimizer state stays fp32.
+struct TableStorage {
+  half::Storage type = half::Storage::fp32;
+  bool stochastic = true;
+};
+
+inline const char* to_string(half::Storage s) {
+  return s == half::Storage::fp32 ? "fp32" : s == half::Storage::fp16 ? "fp16" : "bf16";
+}
 
 struct TableSpec {
   std::int64_t rows;

@@ -95,6 +95,7 @@ CheckpointContent describe_checkpoint(DlrmModel& model, const CheckpointMeta& me
   c.meta = meta;
   c.dense_step_count = model.dense_optimizer().step_count();
   c.num_tables = model.num_tables();
+  c.table_storage = embedding::to_string(model.embedding().storage().type);
   auto add = [&](std::string name, hsize_t rows, hsize_t cols) {
     c.arrays.push_back({std::move(name), rows, cols});
     return c.arrays.size() - 1;
@@ -169,6 +170,8 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
     for (auto& a : content.arrays) add_parents(checksum_dataset(a.name), groups);
     for (auto& g : groups) h5::create_group(file, g);
     h5::write_attribute(h5::open_group(file, "dense_optimizer"), "step_count", content.dense_step_count);
+    for (int t = 0; t < content.num_tables; ++t)
+      h5::write_attribute(h5::open_group(file, fmt::format("embedding/{}", t)), "storage", content.table_storage);
     // Every element is written below: no fill at creation (a second pass over the whole file).
     h5::CreateOptions written;
     written.fill = false;

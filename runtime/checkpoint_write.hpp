@@ -36,6 +36,9 @@ struct CheckpointContent {
   CheckpointMeta meta;
   std::int64_t dense_step_count = 0;
   int num_tables = 0;
+  // How the tables are stored in the job (fp32, fp16, bf16), kept as attribute `storage` of each
+  // /embedding/<t> group; the arrays themselves are fp32 whatever it is (16-bit values are exact there).
+  std::string table_storage = "fp32";
   std::vector<CheckpointArray> arrays;  // every rank: the same arrays in the same order
   std::vector<CheckpointPiece> pieces;  // this rank's rows (replicated arrays: rank 0's)
   std::size_t bytes() const;            // of this rank's pieces

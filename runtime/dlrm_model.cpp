@@ -10,6 +10,15 @@
 
 namespace recmix::runtime {
 
+embedding::TableStorage table_storage(const PrecisionSpec& precision) {
+  embedding::TableStorage s;
+  s.type = precision.embedding == "fp16"   ? half::Storage::fp16
+           : precision.embedding == "bf16" ? half::Storage::bf16
+                                           : half::Storage::fp32;
+  s.stochastic = precision.rounding != "nearest";
+  return s;
+}
+
 DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
                      comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend,
                      device::MemoryPool& pool,
@@ -56,7 +65,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   embedding_ = std::make_unique<embedding::ShardedEmbedding>(
       comm, backend, pool, tables,
       spec.model.pooling == "mean" ? embedding::Pooling::mean : embedding::Pooling::sum, plan, sparse,
-      spec.seed * 4 + 3, &device_comm, std::move(tiers));
+      spec.seed * 4 + 3, &device_comm, std::move(tiers), table_storage(spec.precision));
 
   bottom_params_ = bottom_->parameters();
   top_params_ = top_->parameters();
@@ -301,6 +310,8 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
 }
 
 double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
+  // The steps taken so far (restored with a checkpoint) key the tables' stochastic rounding.
+  embedding_->set_step(dense_optimizer_->step_count());
   if (!replicas_.empty()) return train_step_replicas(batch, global_batch, next);
   const int b = static_cast<int>(batch.size);
   if (time_phases_) phase_start_ = now_seconds();

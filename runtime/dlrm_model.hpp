@@ -25,6 +25,9 @@
 
 namespace recmix::runtime {
 
+// How [precision] asks the embedding tables to be stored.
+embedding::TableStorage table_storage(const PrecisionSpec& precision);
+
 class DlrmModel {
  public:
   // table_rows and num_dense come from the dataset (checked against the spec by the caller).

@@ -298,6 +298,20 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   dev.read_bytes("host_memory_capacity", spec.device.host_memory_capacity);
   dev.reject_unknown();
 
+  auto prec = top.sub("precision");
+  PrecisionSpec& pr = spec.precision;
+  prec.read("dense", pr.dense);
+  prec.one_of("dense", pr.dense, {"fp32", "bf16", "auto"});
+  prec.read("embedding", pr.embedding);
+  prec.one_of("embedding", pr.embedding, {"fp32", "fp16", "bf16"});
+  prec.read("rounding", pr.rounding);
+  prec.one_of("rounding", pr.rounding, {"stochastic", "nearest"});
+  prec.reject_unknown();
+  if (pr.embedding != "fp32" && spec.embedding.tiered())
+    prec.fail("embedding", fmt::format("= \"{}\" cannot be combined with tiered tables ([embedding] hot_fraction or "
+                                       "device_budget) yet: store the tables in fp32 or drop the host tier",
+                                       pr.embedding));
+
   top.reject_unknown();
 
   if (spec.run_dir.empty()) spec.run_dir = "runs/" + spec.name;

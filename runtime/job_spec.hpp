@@ -76,6 +76,16 @@ struct EmbeddingSpec {
   bool tiered() const { return hot_fraction > 0 || device_budget > 0; }
 };
 
+// [precision] (docs/math.md). dense: the MLPs' GEMM inputs (fp32, or bf16 with fp32 accumulation
+// and fp32 master weights; auto: bf16 where the backend runs it natively, else fp32). embedding:
+// how the tables are stored (pooling and the optimizer's arithmetic stay fp32); rounding: how an
+// updated 16-bit weight is rounded back.
+struct PrecisionSpec {
+  std::string dense = "fp32";          // fp32 | bf16 | auto
+  std::string embedding = "fp32";      // fp32 | fp16 | bf16
+  std::string rounding = "stochastic";  // stochastic | nearest
+};
+
 struct JobSpec {
   std::string name = "job";
   std::uint64_t seed = 1;
@@ -88,6 +98,7 @@ struct JobSpec {
   TrainSpec train;
   CheckpointSpec checkpoint;
   DeviceSpec device;
+  PrecisionSpec precision;
   std::string source_text;  // the TOML as given, stored in checkpoints
 };
 

@@ -557,6 +557,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
       if (!shards.empty()) {
         if (shards.back().host_memory || backend_->host_accessible(device::Tier::device)) {
           shards.back().weights[0] = nan;
+          model_->embedding().shards_written();  // 16-bit tables: rounded back (a NaN stays one)
         } else {
           auto s = backend_->create_stream();
           backend_->copy(shards.back().weights, &nan, sizeof(float), *s);

@@ -49,15 +49,16 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
   c.gemm_flops = 3.0 * 2.0 * macs * b;  // forward, input gradient, weight gradient
   const double lookups = global * owned * s.pooling;
   // Pooling reads each row once; the sparse update reads the gradient, reads and writes the row
-  // and its optimizer state.
-  const double embedding_bytes = lookups * hit * d * kFloatBytes * (1.0 + 1.0 + 2.0 * (1.0 + sparse_state));
+  // (in its storage type) and its optimizer state.
+  const double row = spec.table_bytes;
+  const double embedding_bytes = lookups * hit * d * (3.0 * row + kFloatBytes * (1.0 + 2.0 * sparse_state));
   const double dense = static_cast<double>(s.dense_params());
   const double activation_traffic = 2.0 * activation_bytes(spec);  // written once, read once
   const double weight_traffic = dense * kFloatBytes * (3.0 + 2.0 * (1.0 + state));
   c.device_bytes = embedding_bytes + activation_traffic + weight_traffic;
   const double batch_bytes = b * (s.dense_features() * kFloatBytes + tables * s.pooling * kIndexBytes + kFloatBytes);
   const double cold_rows = lookups * (1.0 - hit);
-  c.host_device_bytes = batch_bytes + 2.0 * cold_rows * d * kFloatBytes;  // rows in, gradients out
+  c.host_device_bytes = batch_bytes + cold_rows * d * (row + kFloatBytes);  // rows in, gradients out
   // Host: read and assemble the batch, gather cold rows, apply their optimizer update.
   c.host_bytes = 3.0 * batch_bytes + cold_rows * d * kFloatBytes * (2.0 + 2.0 * (1.0 + sparse_state));
   if (spec.ranks > 1) {

@@ -96,6 +96,8 @@ void validate(const JobSpec& spec) {
     RECMIX_REQUIRE(t.dim == spec.shape.tables.front().dim, ConfigError,
                    where + "tables[" + std::to_string(i) + "]: all tables need the same dim (dot interaction)");
   }
+  RECMIX_REQUIRE(spec.table_bytes == 2 || spec.table_bytes == 4, ConfigError,
+                 where + "table_bytes: must be 4 (fp32) or 2 (fp16, bf16), got " + std::to_string(spec.table_bytes));
   RECMIX_REQUIRE(spec.shape.bottom_mlp.size() >= 2, ConfigError, where + "bottom_mlp: needs input and output widths");
   RECMIX_REQUIRE(spec.shape.bottom_mlp.back() == spec.shape.embedding_dim(), ConfigError,
                  where + "bottom_mlp: last width must equal the embedding dim");

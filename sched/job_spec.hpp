@@ -62,6 +62,7 @@ struct JobSpec {
   Optimizer optimizer = Optimizer::adagrad;                     // the MLPs
   SparseOptimizer sparse_optimizer = SparseOptimizer::adagrad;  // the embedding tables
   Tiering tiering;
+  int table_bytes = 4;  // bytes an embedding weight is stored in: 4 (fp32), 2 (fp16, bf16)
   int ranks = 1;
   std::int64_t steps = 1000;
   int priority = 0;

@@ -42,9 +42,10 @@ std::vector<RankShard> plan_shards(const DlrmShape& shape, int ranks) {
 
 namespace {
 
-double sparse_row_floats(const JobSpec& spec) {
+// A row's weights in their storage type and its optimizer state (fp32).
+double sparse_row_bytes(const JobSpec& spec) {
   const int d = spec.shape.embedding_dim();
-  return d + sparse_state_per_row(spec.sparse_optimizer, d);
+  return d * static_cast<double>(spec.table_bytes) + sparse_state_per_row(spec.sparse_optimizer, d) * kFloatBytes;
 }
 
 // The hot rows of a shard of `rows` rows for a hot fraction, as the runtime rounds it
@@ -101,7 +102,7 @@ DeviceTier device_tier(const JobSpec& spec, const RankShard& shard) {
     owned += rows;
     tier.staging_rows += std::min(rows, step_rows);
   }
-  const auto row_bytes = static_cast<std::uint64_t>(sparse_row_floats(spec) * kFloatBytes);
+  const auto row_bytes = static_cast<std::uint64_t>(sparse_row_bytes(spec));
   const auto budget = spec.tiering.device_budget;
   const auto staging = static_cast<std::uint64_t>(tier.staging_rows) * row_bytes;
   RECMIX_REQUIRE(budget >= staging, ConfigError,
@@ -115,10 +116,10 @@ DeviceTier device_tier(const JobSpec& spec, const RankShard& shard) {
 
 double parameter_bytes(const JobSpec& spec, const RankShard& shard) {
   const DeviceTier tier = device_tier(spec, shard);
-  double params = static_cast<double>(spec.shape.dense_params());
+  double rows = 0;
   for (std::size_t i = 0; i < shard.rows.size(); ++i)
-    params += static_cast<double>(tier.hot_rows[i]) * spec.shape.tables[shard.rows[i].first].dim;
-  return params * kFloatBytes;
+    rows += static_cast<double>(tier.hot_rows[i]) * spec.shape.tables[shard.rows[i].first].dim;
+  return static_cast<double>(spec.shape.dense_params()) * kFloatBytes + rows * spec.table_bytes;
 }
 
 double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard) {
@@ -131,7 +132,7 @@ double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard) {
 }
 
 double staging_bytes(const JobSpec& spec, const RankShard& shard) {
-  return static_cast<double>(device_tier(spec, shard).staging_rows) * sparse_row_floats(spec) * kFloatBytes;
+  return static_cast<double>(device_tier(spec, shard).staging_rows) * sparse_row_bytes(spec);
 }
 
 double activation_bytes(const JobSpec& spec) {
@@ -179,7 +180,7 @@ double host_tier_bytes(const JobSpec& spec, const RankShard& shard) {
   // Where the device tier is not host memory, staged rows pass through pinned host memory too:
   // three buffers of the staging slots' size (gathered ahead, in the copy, written back).
   const double transit = spec.tiering.pinned_transit ? 3.0 * staging_bytes(spec, shard) : 0.0;
-  return owned * sparse_row_floats(spec) * kFloatBytes + transit;
+  return owned * sparse_row_bytes(spec) + transit;
 }
 
 MemoryEstimate estimate_rank_memory(const JobSpec& spec, const RankShard& shard,

@@ -42,7 +42,7 @@ constexpr double kIndexBytes = 8;
 //   over all shards, at most their rows, shared in proportion to their rows (the runtime shares
 //   by access count; the bytes are the same for any split). ConfigError when the budget is below
 //   the staging rows.
-// Row bytes = (dim + sparse state per row) x 4: a staging row holds its state too.
+// Row bytes = dim x table_bytes + sparse state per row x 4: a staging row holds its state too.
 struct DeviceTier {
   std::vector<std::int64_t> hot_rows;  // per entry of RankShard::rows
   std::int64_t staging_rows = 0;
@@ -50,7 +50,8 @@ struct DeviceTier {
 DeviceTier device_tier(const JobSpec& spec, const RankShard& shard);
 
 // Each term in bytes, for one rank holding `shard`.
-// Weights: (hot rows x dim + dense params) x 4; hot rows are every owned row when untiered.
+// Weights: hot rows x dim x table_bytes + dense params x 4; hot rows are every owned row when
+// untiered.
 double parameter_bytes(const JobSpec& spec, const RankShard& shard);
 // Optimizer state: dense params x dense state per param (Adagrad 1, Adam 2) x 4 + hot rows x
 // sparse state per row (Adagrad dim, row-wise Adagrad 1) x 4.

@@ -10,6 +10,9 @@ void launch(void* s, std::int64_t n, const kernels::InitShard& f) { device::cuda
 void launch(void* s, std::int64_t n, const kernels::Fill& f) { device::cuda::parallel_for(s, n, f); }
 void launch(void* s, std::int64_t n, const kernels::CombineParts& f) { device::cuda::parallel_for(s, n, f); }
 void launch(void* s, std::int64_t n, const kernels::GatherRows& f) { device::cuda::parallel_for(s, n, f); }
+void launch(void* s, std::int64_t n, const kernels::PoolBagsHalf& f) { device::cuda::parallel_for(s, n, f); }
+void launch(void* s, std::int64_t n, const kernels::UpdateRowsHalf& f) { device::cuda::parallel_for(s, n, f); }
+void launch(void* s, std::int64_t n, const kernels::InitShardHalf& f) { device::cuda::parallel_for(s, n, f); }
 #define RECMIX_EMBEDDING_DEFINE_CUDA_LAUNCH(K) \
   void launch(void* s, std::int64_t n, const kernels::K& f) { device::cuda::parallel_for(s, n, f); }
 RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DEFINE_CUDA_LAUNCH)

@@ -48,6 +48,7 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.tiering.pinned_transit = s.embedding.tiered() && s.device.kind != "cpu";
   out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
   out.tiering.device_budget = s.embedding.device_budget;
+  out.table_bytes = s.precision.embedding == "fp32" ? 4 : 2;
   out.global_batch = static_cast<int>(s.train.batch_size);
   out.optimizer = sched::parse_optimizer(s.optimizer.dense);
   out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device/fine_grained.hpp"
+#include "embedding/half_kernels.hpp"
 #include "embedding/kernels.hpp"
 
 using namespace recmix;
@@ -85,6 +86,52 @@ TEST(FineEmbeddingKernels, UpdateRows) {
                                          unique.data(), entry_offsets.data(), entry_grad.data(), sc, grad.data(), &count};
             },
             "update");
+}
+
+// A 16-bit table of rows x dim random values held in a float array (check() compares bytes).
+std::vector<float> half_table(half::Storage storage, std::int64_t rows, std::int64_t dim, std::uint64_t seed) {
+  const auto values = random_floats(rows * dim, seed);
+  std::vector<float> held((rows * dim + 1) / 2, 0.f);
+  auto* h = reinterpret_cast<std::uint16_t*>(held.data());
+  for (std::size_t i = 0; i < values.size(); ++i) h[i] = kernels::float_to_half(storage, values[i], false, 0u);
+  return held;
+}
+
+TEST(FineEmbeddingKernels, HalfTablePoolAndUpdate) {
+  const std::int64_t dim = 5, rows = 30, bags = 11, grads = 12;
+  std::mt19937_64 rng(5);
+  std::vector<std::int64_t> offsets{0}, index;
+  for (std::int64_t j = 0; j < bags; ++j) {
+    for (std::int64_t k = 0, len = rng() % 4; k < len; ++k) index.push_back(static_cast<std::int64_t>(rng() % rows));
+    offsets.push_back(static_cast<std::int64_t>(index.size()));
+  }
+  // Two shards in the buffer: table 1 rows 100.. at local rows 0..; table 0 rows 0.. at 20..
+  const std::vector<std::int64_t> base{0, 20}, row_begin{100, 0};
+  const std::vector<int> table{1, 0};
+  const kernels::ShardRows shards{base.data(), table.data(), row_begin.data(), 2};
+  const std::vector<std::int64_t> unique{3, 7, 29}, entry_offsets{0, 2, 3, 7}, entry_grad{0, 5, 11, 1, 2, 3, 9};
+  const std::int64_t count = 3;
+  const auto grad = random_floats(grads * dim, 6);
+  for (auto storage : {half::Storage::fp16, half::Storage::bf16}) {
+    const auto table_bits = half_table(storage, rows, dim, 4);
+    const auto* w = reinterpret_cast<const std::uint16_t*>(table_bits.data());
+    for (bool mean : {false, true})
+      check(bags, {std::vector<float>(bags * dim, 9.f)},
+            [&](auto& s) {
+              return kernels::PoolBagsHalf{w, storage, dim, offsets.data(), index.data(), nullptr, s[0].data(), mean};
+            },
+            "pool, 16-bit table");
+    for (auto kind : {SparseOptimizerKind::sgd, SparseOptimizerKind::adagrad, SparseOptimizerKind::rowwise_adagrad})
+      for (bool stochastic : {false, true})
+        check(9, {table_bits, std::vector<float>(rows * dim, 0.25f)},
+              [&](auto& s) {
+                const kernels::UpdateRows step{nullptr, s[1].data(), dim, kind, 0.1f, 1e-8f, unique.data(),
+                                               entry_offsets.data(), entry_grad.data(), nullptr, grad.data(), &count};
+                return kernels::UpdateRowsHalf{step, reinterpret_cast<std::uint16_t*>(s[0].data()), storage,
+                                               stochastic, 11, 3, shards};
+              },
+              "update, 16-bit table");
+  }
 }
 
 }  // namespace

@@ -152,6 +152,26 @@ TEST(JobSpec, EmbeddingTiers) {
   }
 }
 
+TEST(JobSpec, Precision) {
+  auto spec = parse_job_spec(kMinimal, "job.toml");
+  EXPECT_EQ(spec.precision.dense, "fp32");
+  EXPECT_EQ(spec.precision.embedding, "fp32");
+  EXPECT_EQ(spec.precision.rounding, "stochastic");
+  spec = parse_job_spec(std::string(kMinimal) + "[precision]\ndense = \"auto\"\nembedding = \"bf16\"\nrounding = \"nearest\"\n",
+                        "job.toml");
+  EXPECT_EQ(spec.precision.dense, "auto");
+  EXPECT_EQ(spec.precision.embedding, "bf16");
+  EXPECT_EQ(spec.precision.rounding, "nearest");
+  for (const char* bad : {"dense = \"fp16\"", "embedding = \"fp8\"", "rounding = \"up\"", "tables = \"fp16\""}) {
+    const auto msg = expect_config_error(std::string(kMinimal) + "[precision]\n" + bad + "\n");
+    EXPECT_NE(msg.find("precision."), std::string::npos) << bad << ": " << msg;
+  }
+  // 16-bit tables are not tiered (yet): one error naming both sections.
+  const auto msg = expect_config_error(std::string(kMinimal) + "[embedding]\nhot_fraction = 0.5\n[precision]\nembedding = \"fp16\"\n");
+  EXPECT_NE(msg.find("precision.embedding"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tiered"), std::string::npos) << msg;
+}
+
 // Sizes that do not fit in 64 bits are errors naming the key, never wrapped values; so is
 // anything that is not a plain non-negative number.
 TEST(JobSpec, ByteSizesThatOverflowOrAreNotNumbers) {

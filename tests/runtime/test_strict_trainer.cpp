@@ -30,6 +30,7 @@ struct StrictCase {
   const char* data;
   const char* sparse;
   const char* dense;
+  const char* tables = "fp32";  // [precision] embedding
 };
 
 // The same steps of spec on the CPU backend and on `kind` over the same communicator: the losses
@@ -57,9 +58,11 @@ class StrictTrainer : public testing::TestWithParam<StrictCase> {};
 TEST_P(StrictTrainer, MatchesTheCpuBackend) {
   auto c = GetParam();
   SameArithmetic same;
-  auto spec = small_spec(fmt::format("strict-{}-{}-{}", std::string(c.data).substr(0, 5), c.sparse, c.dense), c.data);
+  auto spec = small_spec(
+      fmt::format("strict-{}-{}-{}-{}", std::string(c.data).substr(0, 5), c.sparse, c.dense, c.tables), c.data);
   spec.optimizer.sparse = c.sparse;
   spec.optimizer.dense = c.dense;
+  spec.precision.embedding = c.tables;
   const auto r = against_cpu(spec, "cpu-strict", 10);
   EXPECT_EQ(r.losses, r.cpu_losses);
   EXPECT_TRUE(bitwise_equal(r.weights, r.cpu_weights))
@@ -69,10 +72,12 @@ TEST_P(StrictTrainer, MatchesTheCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, StrictTrainer,
                          testing::Values(StrictCase{"train.h5", "sgd", "sgd"},
                                          StrictCase{"train.h5", "rowwise_adagrad", "adagrad"},
-                                         StrictCase{"multi.h5", "adagrad", "adam"}),
+                                         StrictCase{"multi.h5", "adagrad", "adam"},
+                                         StrictCase{"train.h5", "rowwise_adagrad", "adagrad", "bf16"},
+                                         StrictCase{"multi.h5", "adagrad", "sgd", "fp16"}),
                          [](const auto& info) {
-                           return fmt::format("{}_{}_{}", std::string(info.param.data).substr(0, 5), info.param.sparse,
-                                              info.param.dense);
+                           return fmt::format("{}_{}_{}_{}", std::string(info.param.data).substr(0, 5),
+                                              info.param.sparse, info.param.dense, info.param.tables);
                          });
 
 // A few trainer steps on a GPU against the CPU backend (fp32 rounding apart: cuBLAS and atomics

@@ -36,6 +36,15 @@ TEST(MemoryEstimator, ParametersAndOptimizerState) {
   EXPECT_DOUBLE_EQ(optimizer_state_bytes(s, whole(s)), 0.0);
 }
 
+TEST(MemoryEstimator, HalfTablesHalveTheWeightsNotTheState) {
+  JobSpec s = tiny();
+  s.table_bytes = 2;  // fp16 or bf16 tables
+  EXPECT_DOUBLE_EQ(parameter_bytes(s, whole(s)), 64 * 2.0 + 114 * 4.0);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(s, whole(s)), (114 + 64) * 4.0);  // state stays fp32
+  s.table_bytes = 3;
+  EXPECT_THROW(validate(s), ConfigError);
+}
+
 TEST(MemoryEstimator, TieringKeepsOnlyHotRowsOnDevice) {
   JobSpec s = tiny();
   s.tiering = {true, 0.5, 0.75};
