@@ -111,9 +111,9 @@ class CudaBackend final : public Backend {
     RECMIX_CUBLAS_CHECK(cublasGemmEx(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      n, m, k, &alpha, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c,
                                      CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    last_bf16_path_ = Bf16GemmPath::native;  // cuBLAS multiplies bf16 on the GPU itself
   }
-  // cuBLAS multiplies bf16 on the GPU itself.
-  Bf16GemmPath last_bf16_gemm_path() const override { return Bf16GemmPath::native; }
+  Bf16GemmPath last_bf16_gemm_path() const override { return last_bf16_path_; }
 
   void set_num_threads(int threads) override { threads_ = threads; }
   int num_threads() const override { return threads_; }
@@ -122,6 +122,7 @@ class CudaBackend final : public Backend {
   cublasHandle_t handle_{};
   int device_ = 0;
   int threads_ = 1;
+  Bf16GemmPath last_bf16_path_ = Bf16GemmPath::none;
 };
 
 }  // namespace
