@@ -1,8 +1,10 @@
 #pragma once
 // The backend interface: raw memory in two tiers, copies, streams and events, and row-major
-// SGEMM. Everything above device/ uses only this; allocations that should be counted go through
-// a MemoryPool (memory_pool.hpp). Functor kernels run through parallel_for (launch.hpp).
+// GEMM (fp32, and bf16 A and B into fp32 C). Everything above device/ uses only this; allocations
+// that should be counted go through a MemoryPool (memory_pool.hpp). Functor kernels run through
+// parallel_for (launch.hpp).
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -39,6 +41,16 @@ class Backend {
   virtual void gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                     const float* a, int lda, const float* b, int ldb, float beta, float* c,
                     int ldc) = 0;
+
+  // Row-major as gemm(), with A and B in bfloat16 (raw 16-bit patterns, core/half.hpp) and C,
+  // alpha and beta in fp32. A product of two bf16 values (8-bit significands) is exact in fp32;
+  // the products are summed in fp32. With beta = 0, C is written without being read.
+  virtual void gemm_bf16(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                         const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
+                         int ldc) = 0;
+  // How the last gemm_bf16 ran (types.hpp): the CPU backend's oneDNN library may have no bf16
+  // matmul for a CPU, and then the call runs widened.
+  virtual Bf16GemmPath last_bf16_gemm_path() const { return Bf16GemmPath::none; }
 
   // Threads the calling thread's parallel_for and GEMM use (CPU); ignored on CUDA.
   virtual void set_num_threads(int threads) = 0;
@@ -88,6 +100,10 @@ void pin_process_blas_threads(int threads);
 // What CpuGemm::automatic resolves to in this build on this CPU.
 GemmLibrary automatic_cpu_gemm();
 bool onednn_compiled();
+// Whether this CPU has AVX512_BF16, the instructions that multiply bf16 (x86-64 with GCC or
+// Clang; false elsewhere). Without them oneDNN 2.6 emulates bf16 matmul on AVX-512 and has none
+// below it.
+bool cpu_has_avx512_bf16();
 
 // True when this build has the CUDA backend and a GPU is visible.
 bool cuda_device_available();

@@ -1,5 +1,5 @@
-// CPU backend: ordinary aligned memory for both tiers, OpenBLAS or oneDNN SGEMM, OpenMP
-// parallel_for, streams that run work in submission order on the calling thread.
+// CPU backend: ordinary aligned memory for both tiers, OpenBLAS or oneDNN SGEMM (and bf16 GEMM),
+// OpenMP parallel_for, streams that run work in submission order on the calling thread.
 #include <cblas.h>
 #include <omp.h>
 #ifdef RECMIX_HAVE_ONEDNN
@@ -12,10 +12,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
+#ifdef RECMIX_HAVE_ONEDNN
+#include "device/cpu/onednn_bf16_gemm.hpp"
+#endif
 
 namespace recmix::device {
 namespace {
@@ -46,6 +51,16 @@ bool cpu_has_avx512() {
 #else
   return false;
 #endif
+}
+
+// Copies the rows x cols bf16 matrix at `src` (row stride ld) into `dst` as fp32, rows packed
+// (row stride cols). Exact: a bf16 is the upper half of the fp32 with the same value.
+const float* widen(const std::uint16_t* src, int rows, int cols, int ld, std::vector<float>& dst) {
+  dst.resize(static_cast<std::size_t>(rows) * cols);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      dst[static_cast<std::size_t>(i) * cols + j] = half::bf16_to_float(src[static_cast<std::size_t>(i) * ld + j]);
+  return dst.data();
 }
 
 GemmLibrary resolve(CpuGemm gemm) {
@@ -147,6 +162,34 @@ class CpuBackend final : public Backend {
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
+  void gemm_bf16(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                 const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
+                 int ldc) override {
+    if (m == 0 || n == 0) return;
+#ifdef RECMIX_HAVE_ONEDNN
+    // oneDNN's bf16 matmul, with the fp32 GEMM's thread rule (small GEMMs on one thread).
+    if (gemm_ == GemmLibrary::onednn && k > 0) {
+      const int threads = std::int64_t(m) * n * k < kOneDnnThreadedMacs ? 1 : threads_;
+      if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+      if (onednn_bf16_.run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)) {
+        last_bf16_path_ = cpu::OneDnnBf16Gemm::native() ? Bf16GemmPath::native : Bf16GemmPath::emulated;
+        return;
+      }
+    }
+#endif
+    // Widened: A and B to fp32 in scratch, then the fp32 GEMM. Widening is exact, and so is each
+    // product of two widened values (8-bit significands), so this computes what a bf16 GEMM
+    // accumulating in fp32 does, up to the order of the additions.
+    const int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+    const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+    const float* a32 = widen(a, a_rows, a_cols, lda, widened_a_);
+    const float* b32 = widen(b, b_rows, b_cols, ldb, widened_b_);
+    gemm(stream, trans_a, trans_b, m, n, k, alpha, a32, std::max(1, a_cols), b32, std::max(1, b_cols), beta, c,
+         ldc);
+    last_bf16_path_ = Bf16GemmPath::widened;
+  }
+  Bf16GemmPath last_bf16_gemm_path() const override { return last_bf16_path_; }
+
   void set_num_threads(int threads) override {
     threads_ = std::max(1, threads);
     // OpenBLAS's count is process-wide (ENVIRONMENT.md); OpenMP's is per calling thread.
@@ -158,6 +201,13 @@ class CpuBackend final : public Backend {
  private:
   GemmLibrary gemm_;
   int threads_ = 1;
+  // gemm_bf16's state. The backend is used by one thread at a time (one per job; each dense
+  // replica has a backend of its own), so none of it is locked.
+  std::vector<float> widened_a_, widened_b_;
+  Bf16GemmPath last_bf16_path_ = Bf16GemmPath::none;
+#ifdef RECMIX_HAVE_ONEDNN
+  cpu::OneDnnBf16Gemm onednn_bf16_;
+#endif
 };
 
 }  // namespace
@@ -170,6 +220,15 @@ void pin_process_blas_threads(int threads) {
 bool onednn_compiled() {
 #ifdef RECMIX_HAVE_ONEDNN
   return true;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
 #else
   return false;
 #endif

@@ -5,6 +5,7 @@
 // works on it (strict_arena.hpp), and copies to host memory become visible only when their
 // stream (or an event recorded after them) is synchronised, as with cudaMemcpyAsync: until then
 // the destination holds 0xff bytes. A test backend: every operation pays two mprotect calls.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -135,12 +136,32 @@ class StrictBackend final : public Backend {
     host_->gemm(*host_stream_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
+  // As gemm, after checking that A, B and C are device memory of this backend.
+  void gemm_bf16(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const std::uint16_t* a,
+                 int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc) override {
+    if (m > 0 && n > 0) {
+      check_device_memory(a, matrix_bytes(trans_a ? k : m, trans_a ? m : k, lda, 2), "gemm_bf16 A");
+      check_device_memory(b, matrix_bytes(trans_b ? n : k, trans_b ? k : n, ldb, 2), "gemm_bf16 B");
+      check_device_memory(c, matrix_bytes(m, n, ldc, 4), "gemm_bf16 C");
+    }
+    DeviceWork work(*this);
+    host_->gemm_bf16(*host_stream_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  Bf16GemmPath last_bf16_gemm_path() const override { return host_->last_bf16_gemm_path(); }
+
   void set_num_threads(int threads) override { host_->set_num_threads(threads); }
   int num_threads() const override { return host_->num_threads(); }
   void begin_device_work() override { arena_.open(); }
   void end_device_work() noexcept override { arena_.close(); }
 
  private:
+  // Bytes a row-major rows x cols matrix with row stride ld spans, from its first element to
+  // just past its last.
+  static std::size_t matrix_bytes(int rows, int cols, int ld, std::size_t element_bytes) {
+    if (rows <= 0 || cols <= 0) return 0;
+    return ((static_cast<std::size_t>(rows) - 1) * ld + cols) * element_bytes;
+  }
+
   // A pointer into the arena must lie inside one live allocation for the whole range.
   void check_range(const void* p, std::size_t bytes, const char* what) const {
     if (arena_.contains(p) && !arena_.inside_allocation(p, bytes))

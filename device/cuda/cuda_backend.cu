@@ -1,7 +1,9 @@
-// CUDA backend: device memory and pinned host memory, cuBLAS SGEMM, streams and events.
+// CUDA backend: device memory and pinned host memory, cuBLAS SGEMM and bf16 GEMM, streams and
+// events.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "device/backend.hpp"
@@ -101,6 +103,18 @@ class CudaBackend final : public Backend {
                                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
                                     lda, &beta, c, ldc));
   }
+  void gemm_bf16(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const std::uint16_t* a,
+                 int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc) override {
+    if (m == 0 || n == 0) return;
+    RECMIX_CUBLAS_CHECK(cublasSetStream(handle_, static_cast<cudaStream_t>(s.native())));
+    // Operands swapped as in gemm. bf16 A and B, fp32 C, products summed in fp32.
+    RECMIX_CUBLAS_CHECK(cublasGemmEx(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     n, m, k, &alpha, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c,
+                                     CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    last_bf16_path_ = Bf16GemmPath::native;  // cuBLAS multiplies bf16 on the GPU itself
+  }
+  Bf16GemmPath last_bf16_gemm_path() const override { return last_bf16_path_; }
+
   void set_num_threads(int threads) override { threads_ = threads; }
   int num_threads() const override { return threads_; }
 
@@ -108,6 +122,7 @@ class CudaBackend final : public Backend {
   cublasHandle_t handle_{};
   int device_ = 0;
   int threads_ = 1;
+  Bf16GemmPath last_bf16_path_ = Bf16GemmPath::none;
 };
 
 }  // namespace
