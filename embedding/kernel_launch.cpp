@@ -24,14 +24,16 @@ constexpr std::int64_t kAhead = 16;
 
 // Always inlined: GCC treats a function that only prefetches as free of side effects and deletes
 // calls to it that were not inlined first, prefetches and all.
-[[gnu::always_inline]] inline void prefetch_row(const float* p, std::int64_t dim) {
+template <class T>
+[[gnu::always_inline]] inline void prefetch_row(const T* p, std::int64_t dim) {
   const char* c = reinterpret_cast<const char*>(p);
-  for (std::int64_t b = 0; b < dim * std::int64_t(sizeof(float)); b += 64) __builtin_prefetch(c + b);
+  for (std::int64_t b = 0; b < dim * std::int64_t(sizeof(T)); b += 64) __builtin_prefetch(c + b);
 }
 
-[[gnu::always_inline]] inline void prefetch_row_for_write(float* p, std::int64_t dim) {
+template <class T>
+[[gnu::always_inline]] inline void prefetch_row_for_write(T* p, std::int64_t dim) {
   char* c = reinterpret_cast<char*>(p);
-  for (std::int64_t b = 0; b < dim * std::int64_t(sizeof(float)); b += 64) __builtin_prefetch(c + b, 1);
+  for (std::int64_t b = 0; b < dim * std::int64_t(sizeof(T)); b += 64) __builtin_prefetch(c + b, 1);
 }
 
 struct PrefetchPool {
@@ -142,17 +144,25 @@ std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out) {
     //    prefetched kAhead lookups ahead. Two plain passes instead of one that walks T index
     //    streams and checks every index twice (for the prefetch and for the copy): in the
     //    training step at batch 128, 170-180 instead of 220-230 us.
-    const float* weights = f.weights;
     const std::int64_t j_begin = b_begin * T, j_end = b_end * T;
-    for (std::int64_t j = j_begin; j < std::min(j_end, j_begin + kAhead); ++j)
-      if (rows[j] >= 0) prefetch_row(weights + rows[j] * D, D);
-    for (std::int64_t j = j_begin; j < j_end; ++j) {
-      if (j + kAhead < j_end && rows[j + kAhead] >= 0) prefetch_row(weights + rows[j + kAhead] * D, D);
-      const std::int64_t row = rows[j];
-      if (row < 0) continue;
-      const float* w = weights + row * D;
-      float* o = out + j * D;
-      for (std::int64_t d = 0; d < D; ++d) o[d] = w[d];
+    auto copy_rows = [&](const auto* weights, const auto& load) {
+      for (std::int64_t j = j_begin; j < std::min(j_end, j_begin + kAhead); ++j)
+        if (rows[j] >= 0) prefetch_row(weights + rows[j] * D, D);
+      for (std::int64_t j = j_begin; j < j_end; ++j) {
+        if (j + kAhead < j_end && rows[j + kAhead] >= 0) prefetch_row(weights + rows[j + kAhead] * D, D);
+        const std::int64_t row = rows[j];
+        if (row < 0) continue;
+        const auto* w = weights + row * D;
+        float* o = out + j * D;
+        for (std::int64_t d = 0; d < D; ++d) o[d] = load(w[d]);
+      }
+    };
+    if (!f.half) {
+      copy_rows(f.weights, [](float x) { return x; });
+    } else if (f.half->storage == half::Storage::bf16) {
+      copy_rows(static_cast<const std::uint16_t*>(f.half->weights), [](std::uint16_t h) { return half::bf16_to_float(h); });
+    } else {
+      copy_rows(static_cast<const std::uint16_t*>(f.half->weights), [](std::uint16_t h) { return half::fp16_to_float(h); });
     }
     return bad;
   };
@@ -239,19 +249,36 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
     std::vector<std::int64_t> grads_of;
     std::int64_t unique = 0, offsets[2] = {0, 0};
     kernels::UpdateRows u{f.weights, f.state, D, kind, lr, eps, &unique, offsets, nullptr, nullptr, grad};
+    kernels::UpdateRowsHalf uh{};
+    if (f.half) {
+      uh = *f.half;
+      uh.update = u;
+    }
+    // The row a lookup updates, for prefetching: in the fp32 or the 16-bit table.
+    auto prefetch = [&](std::int64_t j) {
+      if (f.half)
+        prefetch_row_for_write(uh.weights + f.rows[j] * D, D);
+      else
+        prefetch_row_for_write(f.weights + f.rows[j] * D, D);
+    };
     const std::int64_t j_begin = b_begin * T, j_end = b_end * T;
     for (std::int64_t j = j_begin; j < std::min(j_end, j_begin + kAhead); ++j)
-      if (lead[j] != -2) prefetch_row_for_write(f.weights + f.rows[j] * D, D);
+      if (lead[j] != -2) prefetch(j);
     for (std::int64_t j = j_begin, b = b_begin, t = 0; j < j_end; ++j, (++t == T ? (t = 0, ++b) : 0)) {
-      if (j + kAhead < j_end && lead[j + kAhead] != -2)
-        prefetch_row_for_write(f.weights + f.rows[j + kAhead] * D, D);
+      if (j + kAhead < j_end && lead[j + kAhead] != -2) prefetch(j + kAhead);
       const std::int64_t l = lead[j];
       if (l == -2) continue;
       if (l == -1 && kind == SparseOptimizerKind::sgd) {
         // The common case, a row only this bag looks up, inline: the operations of
-        // kernels::UpdateRows for one entry (g = 0 + grad, w -= lr g), so the same bits.
-        float* w = f.weights + f.rows[j] * D;
+        // kernels::UpdateRows for one entry (g = 0 + grad, w -= lr g), so the same bits (and
+        // for 16-bit tables UpdateRowsHalf's reads and rounded writes).
         const float* g = grad + j * D;
+        if (f.half) {
+          const auto w = uh.writer(f.rows[j]);
+          for (std::int64_t d = 0; d < D; ++d) w.write(d, w.read(d) - lr * (0.f + g[d]));
+          continue;
+        }
+        float* w = f.weights + f.rows[j] * D;
         for (std::int64_t d = 0; d < D; ++d) w[d] -= lr * (0.f + g[d]);
         continue;
       }
@@ -267,7 +294,12 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
         offsets[1] = n;
         u.entry_grad = grads_of.data();
       }
-      u(0);
+      if (f.half) {
+        uh.update.entry_grad = u.entry_grad;
+        uh(0);
+      } else {
+        u(0);
+      }
     }
   };
   if (!parallel) {

@@ -46,7 +46,7 @@ RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_LAUNCH)
 namespace cpu {
 
 struct OneHotTables {
-  float* weights;
+  float* weights;                    // null for 16-bit tables (half)
   float* state;                      // optimizer state (see kernels::UpdateRows); may be null for SGD
   std::int64_t dim;
   int tables, batch;
@@ -56,6 +56,8 @@ struct OneHotTables {
   const std::int64_t* table_rows;      // per table: rows
   std::int64_t* rows;                  // [batch x tables]: weight row of each lookup (forward writes it)
   std::int64_t* scratch;               // 3 x batch x tables, for the update
+  // 16-bit tables: their weights and how an update rounds (its `update` is filled in per row).
+  const kernels::UpdateRowsHalf* half = nullptr;
 
   std::int64_t index(std::int64_t b, std::int64_t t) const {
     return packed ? packed[b * tables + t] : indices[t][b];

@@ -24,9 +24,15 @@ bool ShardedEmbedding::Impl::is_one_hot(std::span<const Bags> bags, int local_ba
 }
 
 cpu::OneHotTables ShardedEmbedding::Impl::one_hot_tables() {
-  return {weights.data(), state.empty() ? nullptr : state.data(), dim, num_tables, batch,
-          one_hot_indices.data(), one_hot_packed, one_hot_base.data(), one_hot_table_rows.data(),
-          one_hot_rows.data(), one_hot_scratch.data()};
+  if (half_tables())
+    one_hot_half = kernels::UpdateRowsHalf{{}, half_weights.data(), storage.type, storage.stochastic, seed, update_step,
+                                           shard_rows};
+  return {weights.data(),          state.empty() ? nullptr : state.data(),
+          dim,                     num_tables,
+          batch,                   one_hot_indices.data(),
+          one_hot_packed,          one_hot_base.data(),
+          one_hot_table_rows.data(), one_hot_rows.data(),
+          one_hot_scratch.data(),  half_tables() ? &one_hot_half : nullptr};
 }
 
 void ShardedEmbedding::Impl::begin_forward(float* out) {

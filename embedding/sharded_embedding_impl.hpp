@@ -225,7 +225,7 @@ struct ShardedEmbedding::Impl {
   std::vector<Bags> expanded_bags;
   // Whether the one-hot CPU path can run a batch whose bags each hold one index.
   bool one_hot_path(int local_batch) const {
-    return local_only && on_host && !tiers && !half_tables() && local_batch > 0;
+    return local_only && on_host && !tiers && local_batch > 0;
   }
   // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
   bool tiered_one_hot_path(int local_batch) const {
@@ -236,6 +236,7 @@ struct ShardedEmbedding::Impl {
   void forward_tiered_one_hot(device::Stream& stream, const std::int32_t* packed, int local_batch, float* out);
   static bool is_one_hot(std::span<const Bags> bags, int local_batch);
   cpu::OneHotTables one_hot_tables();
+  kernels::UpdateRowsHalf one_hot_half{};  // 16-bit tables: what one_hot_tables() points at
   void begin_forward(float* out);
   // The one-hot CPU path's forward, over one_hot_indices or one_hot_packed.
   void forward_one_hot(int local_batch, float* out);

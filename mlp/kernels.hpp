@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/half.hpp"
 #include "device/types.hpp"
 #include "mlp/types.hpp"
 
@@ -424,6 +425,19 @@ struct Fill {
   }
   RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
   RECMIX_HOST_DEVICE void fine(Index i) const { value[i] = x; }
+};
+
+// The bf16 GEMMs' operands: dst[i] = src[i] rounded to the nearest bf16 (ties to even).
+struct RoundToBf16 {
+  const float* src;
+  std::uint16_t* dst;
+  Index count;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    Index i1 = min_index((item + 1) * kFlatBlock, count);
+    for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+  }
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
+  RECMIX_HOST_DEVICE void fine(Index i) const { dst[i] = half::float_to_bf16(src[i]); }
 };
 
 }  // namespace recmix::mlp::kernels

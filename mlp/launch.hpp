@@ -15,7 +15,7 @@
   X(InitNormal) X(BiasActivationForward) X(ActivationBackward) X(ColumnSum)                     \
   X(DotInteractionForward) X(DotInteractionBackward) X(CatInteractionForward)                   \
   X(CatInteractionBackward) X(BceTerms) X(BceBackward) X(SgdStep) X(AdagradStep) X(AdamStep)    \
-  X(Fill)
+  X(Fill) X(RoundToBf16)
 
 namespace recmix::mlp::detail {
 

@@ -3,6 +3,7 @@
 // backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
+// With bf16 GEMMs (use_bf16_gemms) every GEMM goes through Backend::gemm_bf16.
 #include "mlp/mlp.hpp"
 
 #include <cmath>
@@ -120,7 +121,7 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
       continue;
     }
     // y = x W^T (W is [out x in]), then y = act(y + b) in one pass.
-    backend_.gemm(s, false, true, batch, l.out, l.in, 1.f, x, l.in, l.weight, l.in, 0.f,
+    gemm(s, false, true, batch, l.out, l.in, 1.f, x, l.in, l.weight, l.in, 0.f,
                   l.output.data(), l.out);
     kernels::BiasActivationForward f{l.output.data(), l.bias, batch, l.out, l.act};
     detail::launch(backend_, s, detail::row_blocks(batch), f,
@@ -171,7 +172,7 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
     // that layer's ReLU backward and bias gradient.
     auto input_gradient = [&](float* dx) {
       if (!fused_input_gradient(l)) {
-        backend_.gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx, l.in);
+        gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx, l.in);
         return;
       }
       Layer* below = i > 0 && layers_[i - 1].act == Activation::relu ? &layers_[i - 1] : nullptr;
@@ -187,13 +188,13 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
     if (i > 0 || need_input_grad) dx = i > 0 ? layers_[i - 1].grad.data() : input_grad_.data();
     if (!sgd_lr) {
       // dW = dz^T x  ([out x batch] [batch x in]).
-      backend_.gemm(s, true, false, l.out, l.in, batch, 1.f, dz, l.out, x, l.in, 0.f, l.weight_grad,
+      gemm(s, true, false, l.out, l.in, batch, 1.f, dz, l.out, x, l.in, 0.f, l.weight_grad,
                     l.in);
       if (dx) input_gradient(dx);
     } else {
       // dx first: it needs the weights before this step. Then W += -lr dz^T x, b -= lr db.
       if (dx) input_gradient(dx);
-      backend_.gemm(s, true, false, l.out, l.in, batch, -*sgd_lr, dz, l.out, x, l.in, 1.f, l.weight,
+      gemm(s, true, false, l.out, l.in, batch, -*sgd_lr, dz, l.out, x, l.in, 1.f, l.weight,
                     l.in);
       kernels::SgdStep step{l.bias, l.bias_grad, l.out, *sgd_lr};
       detail::launch(backend_, s, detail::flat_blocks(l.out), step, l.out);
@@ -237,6 +238,27 @@ Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)
                                          name_ + " replica bias gradient partial sums");
   use_fused_kernels();
   stream->synchronize();
+}
+
+void Mlp::use_bf16_gemms() {
+  bf16_ = true;
+  fused_ = false;
+  pack_ = device::Buffer<float>();
+}
+
+void Mlp::gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+               int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (!bf16_) return backend_.gemm(s, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  auto round = [&](const float* src, kernels::Index count, device::Buffer<std::uint16_t>& dst, const char* what) {
+    if (dst.size() < static_cast<std::size_t>(count))
+      dst = device::Buffer<std::uint16_t>(pool_, static_cast<std::size_t>(count), name_ + what);
+    kernels::RoundToBf16 f{src, dst.data(), count};
+    detail::launch(backend_, s, detail::flat_blocks(count), f, count);
+    return dst.data();
+  };
+  const auto a16 = round(a, static_cast<kernels::Index>(trans_a ? k : m) * lda, bf16_a_, " bf16 GEMM operand A");
+  const auto b16 = round(b, static_cast<kernels::Index>(trans_b ? n : k) * ldb, bf16_b_, " bf16 GEMM operand B");
+  backend_.gemm_bf16(s, trans_a, trans_b, m, n, k, alpha, a16, lda, b16, ldb, beta, c, ldc);
 }
 
 std::vector<Param> Mlp::parameters() {

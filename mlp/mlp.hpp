@@ -48,6 +48,12 @@ class Mlp {
   // gradients hold this step's. Rounding may differ from backward() + SGD in the last bits.
   const float* backward_sgd(device::Stream& s, const float* grad_output, bool need_input_grad, float lr);
 
+  // Mixed precision (docs/math.md): from now on every GEMM rounds its two operands (weights,
+  // activations, gradients, all kept in fp32) to bf16 and sums the products in fp32, through
+  // Backend::gemm_bf16; the fused fp32 CPU kernels are not used.
+  void use_bf16_gemms();
+  bool bf16_gemms() const { return bf16_; }
+
   // Per layer: "<name>.<i>.weight" [out x in], then "<name>.<i>.bias" [out]. All values lie in one
   // contiguous buffer (all_values()), all gradients in another, in this order.
   std::vector<Param> parameters();
@@ -59,6 +65,9 @@ class Mlp {
   const float* backward_impl(device::Stream& s, const float* grad_output, bool need_input_grad,
                              const float* sgd_lr);
   void use_fused_kernels();
+  // backend_.gemm, or its bf16 form (use_bf16_gemms); A and B are dense (lda, ldb their row lengths).
+  void gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc);
   struct Layer {
     int in = 0, out = 0;
     Activation act = Activation::relu;
@@ -88,6 +97,8 @@ class Mlp {
   // beside OpenBLAS) and their packing scratch.
   bool fused_ = false;
   device::Buffer<float> pack_;
+  bool bf16_ = false;
+  device::Buffer<std::uint16_t> bf16_a_, bf16_b_;  // the bf16 GEMMs' rounded operands
   const float* input_ = nullptr;
   int batch_ = 0;
   bool forward_done_ = false;

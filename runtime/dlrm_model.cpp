@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <exception>
+#include <fstream>
+#include <string>
 
 #include "core/error.hpp"
 #include "mlp/host_workers.hpp"
@@ -17,6 +19,35 @@ embedding::TableStorage table_storage(const PrecisionSpec& precision) {
                                            : half::Storage::fp32;
   s.stochastic = precision.rounding != "nearest";
   return s;
+}
+
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      return line.substr(line.find(':') + 2);
+  return "this CPU";
+}
+
+}  // namespace
+
+bool bf16_dense(const PrecisionSpec& precision, const device::Backend& backend) {
+  if (precision.dense == "fp32") return false;
+  if (backend.kind() != device::BackendKind::cpu) return true;
+  std::string missing;
+  if (!device::cpu_has_avx512_bf16())
+    missing = fmt::format("a CPU with AVX512_BF16, which {} lacks (oneDNN would emulate the bf16 GEMMs there, "
+                          "slower than fp32)",
+                          cpu_model_name());
+  else if (backend.gemm_library() != device::GemmLibrary::onednn)
+    missing = "the oneDNN GEMM ([device] gemm = \"onednn\" or \"auto\"; OpenBLAS has no bf16 GEMM here)";
+  if (missing.empty()) return true;
+  if (precision.dense == "auto") return false;
+  throw ConfigError(fmt::format("'precision.dense' = \"bf16\" on the cpu backend needs {}: use \"fp32\", or \"auto\" "
+                                "to take bf16 only where it runs natively",
+                                missing));
 }
 
 DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
@@ -34,8 +65,10 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       max_local_batch_(std::max<std::int64_t>(1, max_local_batch)) {
   const int k = static_cast<int>(table_rows.size());
   threads_ = backend.num_threads();
+  const bool bf16 = bf16_dense(spec.precision, backend);
+  // The dense replicas run the fp32 fused CPU kernels: not with bf16 GEMMs.
   const bool use_replicas =
-      backend.kind() == device::BackendKind::cpu && threads_ > 1 &&
+      !bf16 && backend.kind() == device::BackendKind::cpu && threads_ > 1 &&
       max_local_batch_ >= threads_ &&
       (spec.device.dense_replicas == "on" ||
        (spec.device.dense_replicas == "auto" && comm.size() == 1 &&
@@ -54,6 +87,10 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   top_sizes.insert(top_sizes.end(), spec.model.top_mlp.begin(), spec.model.top_mlp.end());
   top_ = std::make_unique<mlp::Mlp>(backend, pool, "top", top_sizes, mlp::Activation::sigmoid,
                                     spec.seed * 4 + 2, max_batch);
+  if (bf16) {
+    bottom_->use_bf16_gemms();
+    top_->use_bf16_gemms();
+  }
 
   std::vector<embedding::TableSpec> tables;
   for (auto rows : table_rows) tables.push_back({rows, dim_});

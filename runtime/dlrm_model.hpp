@@ -27,6 +27,11 @@ namespace recmix::runtime {
 
 // How [precision] asks the embedding tables to be stored.
 embedding::TableStorage table_storage(const PrecisionSpec& precision);
+// Whether the MLPs' GEMMs take bf16 operands on `backend` ([precision] dense, docs/math.md): "bf16"
+// on CUDA, on the strict emulator (whatever the CPU: it emulates a device), and on the CPU backend
+// where the CPU has AVX512_BF16 and the GEMM library is oneDNN, else a ConfigError naming what is
+// missing; "auto" where "bf16" would be accepted, fp32 elsewhere; "fp32" never.
+bool bf16_dense(const PrecisionSpec& precision, const device::Backend& backend);
 
 class DlrmModel {
  public:
@@ -70,6 +75,7 @@ class DlrmModel {
   };
   // Replicas of the dense half run data-parallel on this rank's threads (device.dense_replicas).
   int dense_replicas_count() const { return static_cast<int>(replicas_.size()); }
+  bool dense_in_bf16() const { return bottom_->bf16_gemms(); }
   static std::string_view phase_name(int phase);
   void set_phase_timing(bool on);
   const std::array<double, num_phases>& phase_seconds() const { return phase_seconds_; }

@@ -402,6 +402,14 @@ TrainResult Trainer::train(const TrainOptions& options) {
             spec_.name, comm_.size(), backend_->description(), table_rows_.size(), num_dense_,
             spec_.train.batch_size, total_steps, reader.batches_per_epoch());
   log->info("sharding plan:\n{}", plan_->describe());
+  {
+    const auto storage = model_->embedding().storage();
+    log->info("precision: dense GEMMs {}, embedding tables {}{}", model_->dense_in_bf16() ? "bf16 (fp32 sums)" : "fp32",
+              embedding::to_string(storage.type),
+              storage.type == half::Storage::fp32 ? ""
+              : storage.stochastic                ? " (updates rounded stochastically)"
+                                                  : " (updates rounded to nearest)");
+  }
 
   TrainResult result;
   embedding::TierStats tier_total;

@@ -1,0 +1,239 @@
+// bench_precision: the Kaggle-shape training step in each precision ([precision], docs/math.md)
+// side by side in one run: fp32, 16-bit tables, bf16 GEMMs, both; samples/s (medians, and each
+// against fp32 as the median of per-repetition ratios) and the device pool's peak bytes. Then the
+// step's GEMM chain in fp32 and in bf16 (Backend::gemm_bf16), and a 2048^3 GEMM of each, the
+// machine's ceiling for that type on this backend (GFLOP/s).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/common/bench_util.hpp"
+#include "bench/common/kaggle_batch.hpp"
+#include "bench/common/timing.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "device/backend.hpp"
+#include "device/cpu/omp_wait_policy.hpp"
+#include "device/memory_pool.hpp"
+#include "embedding/sharding_plan.hpp"
+#include "runtime/dlrm_model.hpp"
+#include "runtime/job_spec.hpp"
+
+using namespace recmix;
+
+namespace {
+
+struct Config {
+  std::string name, dense, tables;
+};
+
+// GFLOP/s of repeated m x n x k GEMMs, fp32 or bf16 operands, for at least min_seconds.
+double gemm_gflops(device::Backend& backend, int m, int n, int k, bool bf16, double min_seconds) {
+  device::MemoryPool pool(backend, device::Tier::device, "gemm");
+  device::Buffer<float> a(pool, std::size_t(m) * k), b(pool, std::size_t(n) * k), c(pool, std::size_t(m) * n);
+  bench::fill(a.data(), a.size(), -1.f, 1.f, 1);
+  bench::fill(b.data(), b.size(), -1.f, 1.f, 2);
+  std::vector<std::uint16_t> a16(a.size()), b16(b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) a16[i] = half::float_to_bf16(a.data()[i]);
+  for (std::size_t i = 0; i < b.size(); ++i) b16[i] = half::float_to_bf16(b.data()[i]);
+  auto stream = backend.create_stream();
+  auto once = [&] {
+    if (bf16)
+      backend.gemm_bf16(*stream, false, true, m, n, k, 1.f, a16.data(), k, b16.data(), k, 0.f, c.data(), n);
+    else
+      backend.gemm(*stream, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c.data(), n);
+  };
+  once();
+  int calls = 0;
+  const double t0 = bench::now();
+  while (bench::now() - t0 < min_seconds || calls < 3) {
+    once();
+    ++calls;
+  }
+  return 2.0 * m * n * k * calls / (bench::now() - t0) / 1e9;
+}
+
+// The step's GEMMs (bench::GemmChain's shapes) with bf16 operands rounded once beforehand.
+double chain_gflops(device::Backend& backend, int batch, bool bf16, double min_seconds) {
+  device::MemoryPool pool(backend, device::Tier::device, "chain");
+  const std::vector<std::vector<int>> mlps = {{13, 512, 256, 64, 16}, {367, 512, 256, 1}};
+  bench::GemmChain chain(backend, pool, mlps, batch);
+  double flops = 0;
+  for (auto& l : chain.layers) flops += 3.0 * 2.0 * batch * l.in * l.out;
+  auto stream = backend.create_stream();
+  auto round = [](const device::Buffer<float>& x) {
+    std::vector<std::uint16_t> r(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) r[i] = half::float_to_bf16(x.data()[i]);
+    return r;
+  };
+  std::vector<std::vector<std::uint16_t>> w16, dy16;
+  for (auto& l : chain.layers) w16.push_back(round(l.w)), dy16.push_back(round(l.dy));
+  const auto x16 = round(chain.input);
+  auto run = [&] {
+    if (!bf16) return chain.run(*stream);
+    for (std::size_t i = 0; i < chain.layers.size(); ++i) {
+      auto& l = chain.layers[i];
+      backend.gemm_bf16(*stream, false, true, batch, l.out, l.in, 1.f, x16.data(), l.in, w16[i].data(), l.in, 0.f,
+                        l.y.data(), l.out);
+    }
+    for (std::size_t i = chain.layers.size(); i-- > 0;) {
+      auto& l = chain.layers[i];
+      backend.gemm_bf16(*stream, true, false, l.out, l.in, batch, 1.f, dy16[i].data(), l.out, x16.data(), l.in, 0.f,
+                        l.dw.data(), l.in);
+      backend.gemm_bf16(*stream, false, false, batch, l.in, l.out, 1.f, dy16[i].data(), l.out, w16[i].data(), l.in,
+                        0.f, l.dx.data(), l.in);
+    }
+  };
+  run();
+  int runs = 0;
+  const double t0 = bench::now();
+  while (bench::now() - t0 < min_seconds || runs < 3) {
+    run();
+    ++runs;
+  }
+  return flops * runs / (bench::now() - t0) / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  device::cpu::ensure_passive_omp_wait_policy(argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  CLI::App app{"The training step in each precision, side by side"};
+  std::vector<std::int64_t> batches = {128, 2048};
+  int threads = 2, reps = 7, tables = 26;
+  std::int64_t rows = 100000;
+  double min_seconds = 0.3;
+  std::string device_kind = "cpu";
+  std::string rounding = "stochastic";
+  app.add_option("--batch", batches, "global batch sizes");
+  app.add_option("--threads", threads, "threads per rank");
+  app.add_option("--reps", reps, "repetitions (medians reported)");
+  app.add_option("--min-seconds", min_seconds, "minimum time of each configuration in a repetition");
+  app.add_option("--tables", tables, "embedding tables");
+  app.add_option("--rows", rows, "rows per table");
+  app.add_option("--rounding", rounding, "how 16-bit tables round an update: stochastic or nearest")
+      ->check(CLI::IsMember({"stochastic", "nearest"}));
+  app.add_option("--device", device_kind, "backend: cpu or cuda (cpu-strict runs, but its speed means nothing)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    MPI_Finalize();
+    return rc;
+  }
+  auto comm = comm::make_mpi_world_communicator();
+  const int rank = comm->rank(), world = comm->size();
+  auto backend = device::make_backend(device::parse_backend_kind(device_kind), threads);
+  auto stream = backend->create_stream();
+  const std::vector<Config> configs = {{"fp32", "fp32", "fp32"},
+                                       {"fp16 tables", "fp32", "fp16"},
+                                       {"bf16 tables", "fp32", "bf16"},
+                                       {"bf16 GEMMs", "bf16", "fp32"},
+                                       {"bf16 GEMMs + bf16 tables", "bf16", "bf16"}};
+  if (rank == 0)
+    fmt::print("{} rank(s) x {}; {} tables x {} rows, dim 16, one index per bag; bottom 13-512-256-64-16, dot, "
+               "top 367-512-256-1, SGD; 16-bit tables rounded {}; AVX512_BF16: {}; medians of {} repetitions\n\n",
+               world, backend->description(), tables, rows, rounding == "nearest" ? "to nearest" : "stochastically",
+               device::cpu_has_avx512_bf16() ? "yes" : "no", reps);
+
+  for (std::int64_t global_batch : batches) {
+    const std::int64_t local = (global_batch + world - 1) / world;
+    std::vector<std::int64_t> table_rows(tables, rows);
+    std::vector<embedding::TableSpec> specs;
+    for (auto r : table_rows) specs.push_back({r, 16});
+    const auto plan = embedding::ShardingPlan::automatic(specs, world);
+    std::vector<data::Batch> data;
+    for (int g = 0; g < 8; ++g) data.push_back(bench::make_batch(global_batch, rank, world, tables, rows, g));
+
+    struct Run {
+      const Config* config;
+      std::unique_ptr<device::MemoryPool> pool;
+      std::unique_ptr<runtime::DlrmModel> model;
+      std::string refused;
+      std::vector<double> rate, ratio;
+      int iters = 3, step = 0;
+    };
+    std::vector<Run> runs;
+    for (const Config& c : configs) {
+      Run r{&c, std::make_unique<device::MemoryPool>(*backend, device::Tier::device, c.name), nullptr, "", {}, {}};
+      runtime::JobSpec spec = runtime::parse_job_spec(
+          fmt::format("name = \"bench\"\n[optimizer]\nlr = 0.01\n[data]\ntrain = \"none.h5\"\n[precision]\n"
+                      "dense = \"{}\"\nembedding = \"{}\"\nrounding = \"{}\"\n",
+                      c.dense, c.tables, rounding),
+          "bench");
+      try {
+        r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, *comm, *backend, *r.pool, local,
+                                                       plan);
+      } catch (const ConfigError& e) {
+        r.refused = e.what();
+      }
+      runs.push_back(std::move(r));
+    }
+    auto timed_steps = [&](Run& r, int n) {
+      comm->barrier();
+      const double t0 = bench::now();
+      for (int i = 0; i < n; ++i) r.model->train_step(data[r.step++ % data.size()], global_batch);
+      double t = bench::now() - t0, sum = 0;
+      comm->all_reduce_sum(&t, &sum, 1, comm::DataType::f64);
+      return sum / world / n;
+    };
+    for (Run& r : runs) {
+      if (!r.model) continue;
+      timed_steps(r, 2);
+      r.iters = std::max(3, static_cast<int>(min_seconds / std::max(timed_steps(r, 3), 1e-6)));
+      comm->broadcast(&r.iters, 1, comm::DataType::i32, 0);
+    }
+    for (int rep = 0; rep < reps; ++rep) {
+      double base = 0;
+      for (Run& r : runs) {
+        if (!r.model) continue;
+        const double rate = global_batch / timed_steps(r, r.iters);
+        if (r.config == &configs[0]) base = rate;
+        r.rate.push_back(rate);
+        r.ratio.push_back(rate / base);
+      }
+    }
+    if (rank != 0) continue;
+    fmt::print("global batch {}:\n\n| precision | step samples/s | / fp32 (median of per-repetition ratios) | device "
+               "pool peak (rank 0) | / fp32 |\n|---|---:|---:|---:|---:|\n",
+               global_batch);
+    const double base_peak = static_cast<double>(runs[0].pool->peak_bytes());
+    for (Run& r : runs) {
+      if (!r.model) {
+        fmt::print("| {} | refused: {} | | | |\n", r.config->name, r.refused);
+        continue;
+      }
+      fmt::print("| {} | {:.0f} | {:.2f} | {} | {:.2f} |\n", r.config->name, bench::median(r.rate),
+                 bench::median(r.ratio), device::format_bytes(r.pool->peak_bytes()),
+                 r.pool->peak_bytes() / base_peak);
+    }
+    fmt::print("\n");
+  }
+
+  if (rank == 0 && backend->kind() == device::BackendKind::cpu) {  // the GEMMs read host-filled buffers
+    std::vector<std::string> rows;
+    for (std::int64_t b : batches)
+      rows.push_back(fmt::format("| the step's GEMM chain, batch {} | {:.1f} | {:.1f} |", b,
+                                 chain_gflops(*backend, static_cast<int>(b), false, 1.0),
+                                 chain_gflops(*backend, static_cast<int>(b), true, 1.0)));
+    rows.push_back(fmt::format("| 2048 x 2048 x 2048 (the ceiling) | {:.1f} | {:.1f} |",
+                               gemm_gflops(*backend, 2048, 2048, 2048, false, 2.0),
+                               gemm_gflops(*backend, 2048, 2048, 2048, true, 2.0)));
+    fmt::print("GEMMs, GFLOP/s (bf16 ran {}):\n\n| | fp32 | bf16 |\n|---|---:|---:|\n{}\n",
+               to_string(backend->last_bf16_gemm_path()), fmt::join(rows, "\n"));
+  }
+  comm.reset();
+  MPI_Finalize();
+  return 0;
+}
