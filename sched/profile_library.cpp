@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/error.hpp"
 #include "sched/dlrm_profile.hpp"
 
 namespace recmix::sched {
@@ -13,9 +14,18 @@ const JobProfile& ProfileLibrary::dlrm(std::string_view preset, int ranks) {
   if (it == dlrm_.end()) {
     JobSpec spec = dlrm_preset(preset);
     spec.ranks = ranks;
+    spec.table_bytes = table_bytes_;
     it = dlrm_.emplace(key, dlrm_profile(spec, machine_)).first;
   }
   return it->second;
+}
+
+void ProfileLibrary::set_table_bytes(int bytes) {
+  if (bytes != 2 && bytes != 4)
+    throw ConfigError("the DLRM presets' tables take 4 bytes a weight (fp32) or 2 (fp16, bf16), not " +
+                      std::to_string(bytes));
+  table_bytes_ = bytes;
+  dlrm_.clear();
 }
 
 double default_comm_fraction(std::string_view model_name) {

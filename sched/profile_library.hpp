@@ -22,8 +22,12 @@ class ProfileLibrary {
   explicit ProfileLibrary(MachineModel machine) : machine_(std::move(machine)) {}
   const MachineModel& machine() const { return machine_; }
 
-  // Roofline profile of a DLRM preset trained on `ranks` ranks (cached).
+  // Roofline profile of a DLRM preset trained on `ranks` ranks (cached), its tables stored in
+  // table_bytes() bytes a weight.
   const JobProfile& dlrm(std::string_view preset, int ranks);
+  // 4 (fp32, the presets' default) or 2 (fp16, bf16): for the presets' profiles from now on.
+  void set_table_bytes(int bytes);
+  int table_bytes() const { return table_bytes_; }
 
   // Adds every solo profile of a measured dataset as a type (Lucid: utilisation and memory;
   // Gavel: no utilisation, memory = default_memory_bytes). Returns the type names added.
@@ -38,6 +42,7 @@ class ProfileLibrary {
   MachineModel machine_;
   std::map<std::string, JobProfile> measured_;
   std::map<std::pair<std::string, int>, JobProfile> dlrm_;
+  int table_bytes_ = 4;
 };
 
 // Communication share of a non-DLRM model on multi-GPU data parallelism, by model family

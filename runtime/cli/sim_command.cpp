@@ -41,6 +41,7 @@ struct SimArgs {
   double restart_overhead = 60;
   bool quiet = false;
   std::string replay;
+  std::string table_storage = "fp32";  // the DLRM presets' tables
   std::vector<std::string> pairs, pairs_types;  // measured pair files; NAME=TYPE aliases
 };
 
@@ -128,7 +129,8 @@ void run_sim(const SimArgs& a) {
   const auto names = policies_to_run(a.policy);
   const std::string trace_path = resolve_trace(a.trace, a.traces_dir);
   const sched::Trace trace = sched::read_trace(trace_path, sched::parse_trace_format(a.trace_format));
-  auto env = sched::make_environment(cluster, a.traces_dir.empty() ? default_traces_dir(trace_path) : a.traces_dir);
+  auto env = sched::make_environment(cluster, a.traces_dir.empty() ? default_traces_dir(trace_path) : a.traces_dir,
+                                     a.table_storage == "fp32" ? 4 : 2);
   RECMIX_REQUIRE(a.pairs_types.empty() || !a.pairs.empty(), ConfigError,
                  "--pairs-type maps the type names of measured pair files: give them with --pairs");
   sched::add_measured_pairs(*env, a.pairs, sched::parse_type_aliases(a.pairs_types));
@@ -265,6 +267,10 @@ void add_sim_command(CLI::App& app) {
   sim->add_option("--max-jobs-per-gpu", args->max_jobs_per_gpu, "Co-location degree allowed");
   sim->add_option("--policy", args->policy, "Policy name, comma list, or 'all'");
   sim->add_option("--mix", args->mix, "dlrm-heavy|mixed|dlrm-only|other-only|trace");
+  sim->add_option("--table-storage", args->table_storage,
+                  "How the DLRM presets store their embedding tables ([precision] embedding): fp32, fp16 or bf16 "
+                  "(2 bytes a weight: smaller peaks, more jobs packed)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   sim->add_option("--seed", args->seed, "Seed for the workload mapping and ground truth");
   sim->add_option("--arrival-scale", args->arrival_scale, "Compress arrivals by this factor (raises load)");
   sim->add_option("--repeat-trace", args->repeat_trace,

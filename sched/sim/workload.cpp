@@ -36,8 +36,10 @@ WorkloadMix parse_mix(const std::string& name) {
   return mix;
 }
 
-std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir) {
+std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir,
+                                                 int table_bytes) {
   auto env = std::make_unique<SimEnvironment>(machine_model(cluster.machine));
+  env->library.set_table_bytes(table_bytes);
   namespace fs = std::filesystem;
   const fs::path dir(traces_dir);
   for (const auto& preset : dlrm_preset_names()) {

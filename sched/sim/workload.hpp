@@ -54,7 +54,9 @@ struct SimEnvironment {
 // Loads the pair data found in traces_dir (lucid_*.csv, gavel_throughputs.json) into a new
 // environment for `cluster`. Missing files are skipped; "other" types then come only from what
 // was found (a mix needing them throws ConfigError).
-std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir);
+// table_bytes: the DLRM presets' bytes a table weight (ProfileLibrary::set_table_bytes).
+std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir,
+                                                 int table_bytes = 4);
 
 // Loads measured pair files (recmix pairs) into `env`, after make_environment and before
 // build_workload: their pairs become ground truth (overriding Lucid / Gavel values of the same

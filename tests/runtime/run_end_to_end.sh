@@ -180,7 +180,8 @@ if [[ $part == co-location ]]; then
   exit 0
 fi
 
-# Memory: random job shapes, optimizers, batch sizes and embedding tiers against random per-rank capacities.
+# Memory: random job shapes, optimizers, batch sizes, embedding tiers and table storage types against
+# random per-rank capacities.
 # Every job either finishes or is rejected as never fitting; no estimate is below its job's
 # measured peak; no rank's jobs held more than its capacity at once; and each run replayed
 # through the simulator makes the same decisions.
@@ -192,6 +193,7 @@ for seed_capacity in 11:448 12:1024 13:8192; do
 import random, sys
 rng = random.Random(int(sys.argv[1]))
 tiers = random.Random(100 + int(sys.argv[1]))  # apart, so the other draws stay as they were
+precision = random.Random(200 + int(sys.argv[1]))
 print("[scheduler]")
 print(f'memory_capacity = "{sys.argv[2]}KiB"')
 print(f"colocation_limit = {rng.randint(1, 3)}")
@@ -211,6 +213,8 @@ for i in range(8):
     print(f"train = {{ batch_size = {rng.choice([32, 64, 256, 1024])}, steps = 20 }}")
     if tiers.random() < 0.4:  # hot/cold tiers: the estimate counts hot rows and staging slots
         print(f"embedding = {{ hot_fraction = {tiers.choice([0.05, 0.2, 0.5])} }}")
+    elif precision.random() < 0.5:  # 16-bit tables: the estimate counts 2 bytes a weight
+        print(f'precision = {{ embedding = "{precision.choice(["fp16", "bf16"])}" }}')
 PY
   "${mpirun[@]}" -np 2 "$recmix" run "random-$seed.toml" --run-dir "random-$seed" -q > "random-$seed.out" 2>&1 || {
     cat "random-$seed.out"; fail "the random memory run $seed failed"; }

@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "sched/dlrm_profile.hpp"
 #include "sched/memory_estimator.hpp"
+#include "sched/profile_library.hpp"
 #include "tests/sched/tiny_job.hpp"
 
 namespace recmix::sched {
@@ -20,6 +21,30 @@ TEST(DlrmProfile, StepCostByHand) {
   EXPECT_DOUBLE_EQ(c.network_bytes, 0.0);
   // Batch bytes: 6 * (3*4 + 2*8 + 4) = 192, no cold rows.
   EXPECT_DOUBLE_EQ(c.host_device_bytes, 192.0);
+}
+
+// 16-bit tables: the sparse update moves 3 x 2 bytes of weights a looked-up element instead of
+// 3 x 4 (pooling read, update read and write); gradients and state stay fp32.
+TEST(DlrmProfile, HalfTablesMoveFewerBytes) {
+  JobSpec s = tiny();
+  const StepCost fp32 = dlrm_step_cost(s);
+  s.table_bytes = 2;
+  const StepCost half = dlrm_step_cost(s);
+  // Lookups: 6 samples x 2 tables x pooling 1, dim 4 -> 48 elements, 3 x 2 bytes fewer each.
+  EXPECT_DOUBLE_EQ(fp32.device_bytes - half.device_bytes, 48 * 3 * 2.0);
+  EXPECT_DOUBLE_EQ(fp32.gemm_flops, half.gemm_flops);
+}
+
+// The simulator's presets with 16-bit tables ([precision] embedding): the peak falls by the
+// tables' halved weights plus the allocator margin on them.
+TEST(DlrmProfile, PresetsCountTheirTableStorage) {
+  ProfileLibrary fp32(machine_model("a100-dgx")), half(machine_model("a100-dgx"));
+  half.set_table_bytes(2);
+  const JobSpec preset = dlrm_preset("dlrm-medium");
+  const double saved = static_cast<double>(preset.shape.embedding_params()) * 2.0;
+  const double delta = fp32.dlrm("dlrm-medium", 1).peak_memory_bytes - half.dlrm("dlrm-medium", 1).peak_memory_bytes;
+  EXPECT_NEAR(delta, saved * (1 + EstimatorOptions{}.allocator_margin), 1e-6 * saved);
+  EXPECT_THROW(half.set_table_bytes(3), ConfigError);
 }
 
 TEST(DlrmProfile, SharesAreTimesOverStep) {
