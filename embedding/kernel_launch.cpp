@@ -105,6 +105,33 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
 #endif
 }
 
+// One row of a 16-bit table stepped by plain SGD for one gradient, w = round(w - lr (0 + g)):
+// RowWriter's reads and writes with the storage type and the rounding fixed at compile time, so
+// the loop has no branches (the same functions, so the same bits).
+template <half::Storage S, bool Stochastic>
+void sgd_half_row(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t dim, float lr) {
+  for (std::int64_t d = 0; d < dim; ++d) {
+    const float x = (S == half::Storage::bf16 ? half::bf16_to_float(w.w[d]) : half::fp16_to_float(w.w[d])) -
+                    lr * (0.f + g[d]);
+    if constexpr (Stochastic) {
+      const std::uint32_t r = half::rounding_bits(w.seed, w.table, w.step, w.first + static_cast<std::uint64_t>(d));
+      w.w[d] = S == half::Storage::bf16 ? half::float_to_bf16_stochastic(x, r) : half::float_to_fp16_stochastic(x, r);
+    } else {
+      w.w[d] = S == half::Storage::bf16 ? half::float_to_bf16(x) : half::float_to_fp16(x);
+    }
+  }
+}
+
+void sgd_half_row(const kernels::UpdateRowsHalf& f, std::int64_t row, const float* g, std::int64_t dim, float lr) {
+  const auto w = f.writer(row);
+  if (f.storage == half::Storage::bf16)
+    f.stochastic ? sgd_half_row<half::Storage::bf16, true>(w, g, dim, lr)
+                 : sgd_half_row<half::Storage::bf16, false>(w, g, dim, lr);
+  else
+    f.stochastic ? sgd_half_row<half::Storage::fp16, true>(w, g, dim, lr)
+                 : sgd_half_row<half::Storage::fp16, false>(w, g, dim, lr);
+}
+
 }  // namespace
 
 namespace cpu {
@@ -274,8 +301,7 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
         // for 16-bit tables UpdateRowsHalf's reads and rounded writes).
         const float* g = grad + j * D;
         if (f.half) {
-          const auto w = uh.writer(f.rows[j]);
-          for (std::int64_t d = 0; d < D; ++d) w.write(d, w.read(d) - lr * (0.f + g[d]));
+          sgd_half_row(uh, f.rows[j], g, D, lr);
           continue;
         }
         float* w = f.weights + f.rows[j] * D;
