@@ -35,6 +35,19 @@ struct Config {
   std::string name, dense, tables;
 };
 
+// Calls of f a second: one untimed, then at least 3 and at least min_seconds of them.
+template <class F>
+double calls_per_second(const F& f, double min_seconds) {
+  f();
+  int calls = 0;
+  const double t0 = bench::now();
+  while (bench::now() - t0 < min_seconds || calls < 3) {
+    f();
+    ++calls;
+  }
+  return calls / (bench::now() - t0);
+}
+
 // GFLOP/s of repeated m x n x k GEMMs, fp32 or bf16 operands, for at least min_seconds.
 double gemm_gflops(device::Backend& backend, int m, int n, int k, bool bf16, double min_seconds) {
   device::MemoryPool pool(backend, device::Tier::device, "gemm");
@@ -51,14 +64,7 @@ double gemm_gflops(device::Backend& backend, int m, int n, int k, bool bf16, dou
     else
       backend.gemm(*stream, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c.data(), n);
   };
-  once();
-  int calls = 0;
-  const double t0 = bench::now();
-  while (bench::now() - t0 < min_seconds || calls < 3) {
-    once();
-    ++calls;
-  }
-  return 2.0 * m * n * k * calls / (bench::now() - t0) / 1e9;
+  return 2.0 * m * n * k * calls_per_second(once, min_seconds) / 1e9;
 }
 
 // The step's GEMMs (bench::GemmChain's shapes) with bf16 operands rounded once beforehand.
@@ -92,14 +98,7 @@ double chain_gflops(device::Backend& backend, int batch, bool bf16, double min_s
                         0.f, l.dx.data(), l.in);
     }
   };
-  run();
-  int runs = 0;
-  const double t0 = bench::now();
-  while (bench::now() - t0 < min_seconds || runs < 3) {
-    run();
-    ++runs;
-  }
-  return flops * runs / (bench::now() - t0) / 1e9;
+  return flops * calls_per_second(run, min_seconds) / 1e9;
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ struct EvalArgs {
   int threads = 0;
   std::string gemm;
   std::string device;
+  std::string tables;  // [precision] embedding for the evaluation
 };
 
 void run_train(const TrainArgs& a) {
@@ -100,6 +101,10 @@ void run_eval(const EvalArgs& a) {
   if (a.threads > 0) spec.device.threads = a.threads;
   if (!a.gemm.empty()) spec.device.gemm = a.gemm;
   if (!a.device.empty()) spec.device.kind = a.device;
+  if (!a.tables.empty()) {
+    spec.precision.embedding = a.tables;
+    if (a.tables != "fp32") spec.embedding = {};  // 16-bit tables are not tiered
+  }
   spec.data.prefetch = 1;
   runtime::Trainer trainer(spec, *comm, runtime::DatasetShape{meta.table_rows, meta.num_dense});
   trainer.load(a.checkpoint);
@@ -153,6 +158,10 @@ void add_train_commands(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
   eval->add_option("--device", eargs->device, "The backend: cpu, cuda or cpu-strict (default: the job's device.kind)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
+  eval->add_option("--tables", eargs->tables,
+                   "Store the tables as fp32, fp16 or bf16 for the evaluation (default: as the job did; the "
+                   "checkpoint converts, docs/math.md)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   eval->callback([eargs] { run_eval(*eargs); });
 }
 

@@ -57,6 +57,24 @@ auc_openblas=$(sed -n 's/.*AUC \([0-9.]*\).*/\1/p' "$work/eval-openblas.out")
 awk -v a="$auc_train" -v b="$auc_openblas" 'BEGIN { d = a - b; exit !(b != "" && d < 1e-3 && d > -1e-3) }' ||
   fail "eval AUC with --gemm openblas $auc_openblas is not close to training's $auc_train"
 
+# 16-bit tables: a bf16 job trains on 2 ranks and logs it; its checkpoint (fp32 arrays, attribute
+# storage = bf16) evaluates as the job stored it, and in fp32 (exact: the same AUC); the fp32
+# checkpoint evaluates with fp16 tables (rounded: close).
+sed -e 's/^name = "e2e"/name = "e2e-bf16"/' -e 's/^run_dir = "run"/run_dir = "run-bf16"/' "$work/job.toml" > "$work/bf16.toml"
+printf '[precision]\nembedding = "bf16"\n' >> "$work/bf16.toml"
+"${mpirun[@]}" -np 2 "$recmix" train "$work/bf16.toml" --steps 60 > "$work/bf16.out" 2> "$work/bf16.err" || {
+  cat "$work/bf16.err"; fail "training with bf16 tables failed"; }
+grep -q "embedding tables bf16 (updates rounded stochastically)" "$work/bf16.err" || fail "the log does not name the tables' storage"
+bf16_ckpt="$work/run-bf16/checkpoints/ckpt-000000060.h5"
+auc_bf16=$(sed -n 's/.*eval AUC \([0-9.]*\).*/\1/p' "$work/bf16.out")
+auc_as_bf16=$("$recmix" eval "$bf16_ckpt" "$work/eval.h5" | sed -n 's/.*AUC \([0-9.]*\).*/\1/p')
+auc_as_fp32=$("$recmix" eval "$bf16_ckpt" "$work/eval.h5" --tables fp32 | sed -n 's/.*AUC \([0-9.]*\).*/\1/p')
+[[ -n "$auc_bf16" && "$auc_as_bf16" == "$auc_bf16" && "$auc_as_fp32" == "$auc_bf16" ]] ||
+  fail "bf16 checkpoint: AUC $auc_as_bf16 (bf16) and $auc_as_fp32 (fp32) against training's $auc_bf16"
+auc_fp16=$("$recmix" eval "$ckpt" "$work/eval.h5" --tables fp16 | sed -n 's/.*AUC \([0-9.]*\).*/\1/p')
+awk -v a="$auc_train" -v b="$auc_fp16" 'BEGIN { d = a - b; exit !(b != "" && d < 1e-3 && d > -1e-3) }' ||
+  fail "the fp32 checkpoint with fp16 tables: AUC $auc_fp16, not close to $auc_train"
+
 # Resume on 1 rank for 30 more steps.
 "$recmix" train "$work/job.toml" --resume "$ckpt" --steps 150 > /dev/null 2> "$work/resume.err" || {
   cat "$work/resume.err"; fail "resume failed"; }
