@@ -3,7 +3,8 @@
 # rank, a Kaggle-shaped model (26 tables of 100k rows, dim 16, bottom MLP 512-256-64-16, top MLP
 # 512-256-1, dot interaction, SGD) on a 2M-row synthetic dataset, batch 2048 and 16384, about
 # 3 epochs per run; the CUDA run twice around the CPU run. Prints each run's samples/s (the
-# trainer's own "done after" line: the whole run, start-up included) and cuda / cpu.
+# trainer's own "done after" line: the whole run, start-up included) and cuda / cpu. Then
+# bench_precision on the GPU (fp32, 16-bit tables, bf16 GEMMs, both) when it is built.
 #   bench/device/bench_gpu_train.sh <recmix binary> [work dir] [cpu threads]
 # Needs a build with the CUDA backend and a visible GPU; exits 77 (skipped) without one.
 set -euo pipefail
@@ -42,3 +43,10 @@ TOML
   awk -v a="$(rate cuda-$batch.out)" -v b="$(rate cuda2-$batch.out)" -v c="$(rate cpu-$batch.out)" -v n="$batch" \
     'BEGIN { printf "batch %s: cuda / cpu %.1f and %.1f\n", n, a / c, b / c }'
 done
+
+# Mixed precision on the GPU ([precision], docs/math.md): the step in fp32, with 16-bit tables,
+# with bf16 GEMMs (cublasGemmEx) and both, side by side, with the pool peaks.
+bench_precision=$(dirname "$recmix")/bench/train/bench_precision
+if [[ -x "$bench_precision" ]]; then
+  "$bench_precision" --device cuda --batch 2048 --batch 16384 --reps 5 --min-seconds 0.5
+fi
