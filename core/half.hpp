@@ -10,6 +10,7 @@
 // so a result depends neither on the thread that computes it nor on how rows are sharded.
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 #include "core/random.hpp"
 #include "device/types.hpp"
@@ -19,6 +20,13 @@ namespace recmix::half {
 enum class Storage : std::uint8_t { fp32, fp16, bf16 };
 
 RECMIX_HOST_DEVICE inline int storage_bytes(Storage s) { return s == Storage::fp32 ? 4 : 2; }
+
+// "fp32", "fp16", "bf16" (the job spec's [precision] embedding); a name already checked: anything
+// else is fp32.
+inline const char* to_string(Storage s) { return s == Storage::fp32 ? "fp32" : s == Storage::fp16 ? "fp16" : "bf16"; }
+inline Storage parse_storage(std::string_view name) {
+  return name == "fp16" ? Storage::fp16 : name == "bf16" ? Storage::bf16 : Storage::fp32;
+}
 
 RECMIX_HOST_DEVICE inline std::uint32_t bits_of(float x) {
   std::uint32_t b;

@@ -430,11 +430,7 @@ void ShardedEmbedding::Impl::pool_bags(device::Stream& stream, std::int64_t n, c
 
 void ShardedEmbedding::Impl::update_rows(device::Stream& stream, std::int64_t n, const kernels::UpdateRows& f) {
   if (!half_tables()) return launch(backend, stream, n, f);
-  kernels::UpdateRows step = f;
-  step.weights = nullptr;
-  launch(backend, stream, n,
-         kernels::UpdateRowsHalf{step, half_weights.data(), storage.type, storage.stochastic, seed, update_step,
-                                 shard_rows});
+  launch(backend, stream, n, half_update(f));
 }
 
 }  // namespace recmix::embedding

@@ -106,19 +106,15 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
 }
 
 // One row of a 16-bit table stepped by plain SGD for one gradient, w = round(w - lr (0 + g)):
-// RowWriter's reads and writes with the storage type and the rounding fixed at compile time, so
-// the loop has no branches (the same functions, so the same bits).
+// RowWriter's reads and writes (the same conversions, so the same bits) with the storage type and
+// the rounding fixed at compile time, so that the loop has no branches.
 template <half::Storage S, bool Stochastic>
 void sgd_half_row(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t dim, float lr) {
   for (std::int64_t d = 0; d < dim; ++d) {
-    const float x = (S == half::Storage::bf16 ? half::bf16_to_float(w.w[d]) : half::fp16_to_float(w.w[d])) -
-                    lr * (0.f + g[d]);
-    if constexpr (Stochastic) {
-      const std::uint32_t r = half::rounding_bits(w.seed, w.table, w.step, w.first + static_cast<std::uint64_t>(d));
-      w.w[d] = S == half::Storage::bf16 ? half::float_to_bf16_stochastic(x, r) : half::float_to_fp16_stochastic(x, r);
-    } else {
-      w.w[d] = S == half::Storage::bf16 ? half::float_to_bf16(x) : half::float_to_fp16(x);
-    }
+    const float x = kernels::half_to_float(S, w.w[d]) - lr * (0.f + g[d]);
+    const std::uint32_t random =
+        Stochastic ? half::rounding_bits(w.seed, w.table, w.step, w.first + static_cast<std::uint64_t>(d)) : 0u;
+    w.w[d] = kernels::float_to_half(S, x, Stochastic, random);
   }
 }
 

@@ -24,9 +24,7 @@ bool ShardedEmbedding::Impl::is_one_hot(std::span<const Bags> bags, int local_ba
 }
 
 cpu::OneHotTables ShardedEmbedding::Impl::one_hot_tables() {
-  if (half_tables())
-    one_hot_half = kernels::UpdateRowsHalf{{}, half_weights.data(), storage.type, storage.stochastic, seed, update_step,
-                                           shard_rows};
+  if (half_tables()) one_hot_half = half_update({});
   return {weights.data(),          state.empty() ? nullptr : state.data(),
           dim,                     num_tables,
           batch,                   one_hot_indices.data(),
@@ -184,7 +182,7 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
   m.storage = storage;
   RECMIX_REQUIRE(!(m.half_tables() && tiering.enabled()), ConfigError,
                  fmt::format("embedding: {} tables cannot be tiered yet (store them in fp32, or give up the host tier)",
-                             to_string(storage.type)));
+                             half::to_string(storage.type)));
   if (tiering.enabled()) {
     if (!tiering.host_pool) {
       m.own_host_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding host tier");
@@ -238,7 +236,7 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
 // shards' layout for the half kernels (on the device where the backend's memory is not the host's).
 void ShardedEmbedding::Impl::init_half_tables(device::Stream& stream) {
   half_weights = device::Buffer<std::uint16_t>(pool, std::size_t(local_rows) * dim,
-                                               fmt::format("embedding weights, {} (rank {})", to_string(storage.type), rank));
+                                               fmt::format("embedding weights, {} (rank {})", half::to_string(storage.type), rank));
   if (on_host) advise_huge_pages(half_weights.data(), half_weights.bytes());
   const auto& shards = plan.shards();
   for (int s : owned) {
@@ -533,25 +531,21 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
   if (m.half_tables()) {  // widened on the host: exact
     const std::size_t n = m.half_weights.size();
     std::vector<std::uint16_t> bits(n);
-    if (n > 0) {
-      auto stream = m.backend.create_stream();
-      if (m.last_stream) m.last_stream->synchronize();
-      m.backend.copy(bits.data(), m.half_weights.data(), n * sizeof(std::uint16_t), *stream);
-      stream->synchronize();
+    auto stream = m.backend.create_stream();
+    if (m.last_stream) m.last_stream->synchronize();
+    if (n > 0) m.backend.copy(bits.data(), m.half_weights.data(), n * sizeof(std::uint16_t), *stream);
+    // The views' pointers share one flag: the state comes along to the host where the device's
+    // memory is not the host's.
+    if (!m.backend.host_accessible(device::Tier::device) && !m.state.empty()) {
+      m.view_state.resize(m.state.size());
+      m.backend.copy(m.view_state.data(), m.state.data(), m.state.bytes(), *stream);
+      state = m.view_state.data();
     }
+    stream->synchronize();
     m.view_weights.resize(n);
     for (std::size_t i = 0; i < n; ++i) m.view_weights[i] = kernels::half_to_float(m.storage.type, bits[i]);
     weights = m.view_weights.data();
     host_memory = true;
-    // The views' pointers share one flag: the state comes along to the host where the device's
-    // memory is not the host's.
-    if (!m.backend.host_accessible(device::Tier::device) && !m.state.empty()) {
-      auto stream = m.backend.create_stream();
-      m.view_state.resize(m.state.size());
-      m.backend.copy(m.view_state.data(), m.state.data(), m.state.bytes(), *stream);
-      stream->synchronize();
-      state = m.view_state.data();
-    }
   }
   if (m.tiers) {
     if (m.last_stream) {

@@ -75,6 +75,11 @@ struct ShardedEmbedding::Impl {
   void pool_bags(device::Stream& stream, std::int64_t n, const kernels::PoolBags& f);
   // UpdateRows or, for 16-bit tables, UpdateRowsHalf with the same step.
   void update_rows(device::Stream& stream, std::int64_t n, const kernels::UpdateRows& f);
+  // The 16-bit tables' form of `step` (its weights unused): their buffer, rounding and key.
+  kernels::UpdateRowsHalf half_update(kernels::UpdateRows step) {
+    step.weights = nullptr;
+    return {step, half_weights.data(), storage.type, storage.stochastic, seed, update_step, shard_rows};
+  }
   void init_half_tables(device::Stream& stream);
   // Tiered: the device tier is `weights`/`state` (hot slots, then staging slots), own_rows are
   // remapped to its slots by tiers->stage(), and the host tier is tiers' own.
@@ -224,9 +229,7 @@ struct ShardedEmbedding::Impl {
   std::vector<std::vector<std::int64_t>> expanded_offsets, expanded_indices;
   std::vector<Bags> expanded_bags;
   // Whether the one-hot CPU path can run a batch whose bags each hold one index.
-  bool one_hot_path(int local_batch) const {
-    return local_only && on_host && !tiers && local_batch > 0;
-  }
+  bool one_hot_path(int local_batch) const { return local_only && on_host && !tiers && local_batch > 0; }
   // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
   bool tiered_one_hot_path(int local_batch) const {
     return local_only && on_host && tiers && tiers->cold_update() == ColdUpdate::device && local_batch > 0 &&

@@ -19,10 +19,6 @@ struct TableStorage {
   bool stochastic = true;
 };
 
-inline const char* to_string(half::Storage s) {
-  return s == half::Storage::fp32 ? "fp32" : s == half::Storage::fp16 ? "fp16" : "bf16";
-}
-
 struct TableSpec {
   std::int64_t rows;
   int dim;

@@ -3,7 +3,7 @@
 // backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
-// With bf16 GEMMs (use_bf16_gemms) every GEMM goes through Backend::gemm_bf16.
+// With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_bf16.
 #include "mlp/mlp.hpp"
 
 #include <cmath>
@@ -34,9 +34,9 @@ void init_normal(device::Backend& backend, device::Stream& s, float* value, std:
 }  // namespace
 
 Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
-         std::vector<int> sizes, Activation last, std::uint64_t seed, int max_batch)
+         std::vector<int> sizes, Activation last, std::uint64_t seed, int max_batch, bool bf16_gemms)
     : backend_(backend), pool_(pool), name_(std::move(name)), sizes_(std::move(sizes)),
-      max_batch_(max_batch) {
+      max_batch_(max_batch), bf16_(bf16_gemms) {
   if (sizes_.size() < 2)
     throw ConfigError(fmt::format("mlp '{}': needs at least two sizes (in and out), got {}", name_,
                                   sizes_.size()));
@@ -95,7 +95,7 @@ bool Mlp::fused_input_gradient(const Layer& l) const {
 }
 
 void Mlp::use_fused_kernels() {
-  fused_ = backend_.kind() == device::BackendKind::cpu && cpu::fused_linear_available();
+  fused_ = !bf16_ && backend_.kind() == device::BackendKind::cpu && cpu::fused_linear_available();
   if (!fused_) return;
   // Sized for every layer where the kernels pay, whatever fused_linear_enabled() says now.
   const device::GemmLibrary gemm = backend_.gemm_library();
@@ -207,7 +207,7 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
 
 Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)
     : backend_(backend), pool_(primary.pool_), name_(primary.name_), sizes_(primary.sizes_),
-      max_batch_(max_batch) {
+      max_batch_(max_batch), bf16_(primary.bf16_) {
   if (max_batch_ <= 0)
     throw ConfigError(fmt::format("mlp '{}': max batch {} must be positive", name_, max_batch_));
   grads_ = device::Buffer<float>(pool_, primary.grads_.size(), name_ + " replica weight gradients");
@@ -238,12 +238,6 @@ Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)
                                          name_ + " replica bias gradient partial sums");
   use_fused_kernels();
   stream->synchronize();
-}
-
-void Mlp::use_bf16_gemms() {
-  bf16_ = true;
-  fused_ = false;
-  pack_ = device::Buffer<float>();
 }
 
 void Mlp::gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

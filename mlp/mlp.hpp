@@ -18,8 +18,11 @@ class Mlp {
   // sizes = {in, h1, ..., out}. Weights are drawn from normal(0, sqrt(2/(in+out))), biases from
   // normal(0, sqrt(1/out)), each value a function of (seed, parameter name, index) only.
   // Throws ConfigError on fewer than two sizes, a non-positive size or max_batch.
+  // bf16_gemms (mixed precision, docs/math.md): every GEMM rounds its two operands (weights,
+  // activations, gradients, all kept in fp32) to bf16 and sums the products in fp32, through
+  // Backend::gemm_bf16; the fused fp32 CPU kernels are not used.
   Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name, std::vector<int> sizes,
-      Activation last, std::uint64_t seed, int max_batch);
+      Activation last, std::uint64_t seed, int max_batch, bool bf16_gemms = false);
   // A replica for intra-rank data parallelism: it computes with `primary`'s parameters (reads
   // them, never writes them) and keeps its own activations and gradients, on `backend`, for up
   // to max_batch samples. all_values() is null; parameters() name primary's values.
@@ -48,10 +51,6 @@ class Mlp {
   // gradients hold this step's. Rounding may differ from backward() + SGD in the last bits.
   const float* backward_sgd(device::Stream& s, const float* grad_output, bool need_input_grad, float lr);
 
-  // Mixed precision (docs/math.md): from now on every GEMM rounds its two operands (weights,
-  // activations, gradients, all kept in fp32) to bf16 and sums the products in fp32, through
-  // Backend::gemm_bf16; the fused fp32 CPU kernels are not used.
-  void use_bf16_gemms();
   bool bf16_gemms() const { return bf16_; }
 
   // Per layer: "<name>.<i>.weight" [out x in], then "<name>.<i>.bias" [out]. All values lie in one
@@ -65,7 +64,7 @@ class Mlp {
   const float* backward_impl(device::Stream& s, const float* grad_output, bool need_input_grad,
                              const float* sgd_lr);
   void use_fused_kernels();
-  // backend_.gemm, or its bf16 form (use_bf16_gemms); A and B are dense (lda, ldb their row lengths).
+  // backend_.gemm, or its bf16 form (bf16_gemms); A and B are dense (lda, ldb their row lengths).
   void gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc);
   struct Layer {

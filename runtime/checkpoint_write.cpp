@@ -95,7 +95,7 @@ CheckpointContent describe_checkpoint(DlrmModel& model, const CheckpointMeta& me
   c.meta = meta;
   c.dense_step_count = model.dense_optimizer().step_count();
   c.num_tables = model.num_tables();
-  c.table_storage = embedding::to_string(model.embedding().storage().type);
+  c.table_storage = half::to_string(model.embedding().storage().type);
   auto add = [&](std::string name, hsize_t rows, hsize_t cols) {
     c.arrays.push_back({std::move(name), rows, cols});
     return c.arrays.size() - 1;

@@ -13,12 +13,7 @@
 namespace recmix::runtime {
 
 embedding::TableStorage table_storage(const PrecisionSpec& precision) {
-  embedding::TableStorage s;
-  s.type = precision.embedding == "fp16"   ? half::Storage::fp16
-           : precision.embedding == "bf16" ? half::Storage::bf16
-                                           : half::Storage::fp32;
-  s.stochastic = precision.rounding != "nearest";
-  return s;
+  return {half::parse_storage(precision.embedding), precision.rounding != "nearest"};
 }
 
 namespace {
@@ -81,16 +76,12 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   std::vector<int> bottom_sizes = {num_dense};
   bottom_sizes.insert(bottom_sizes.end(), spec.model.bottom_mlp.begin(), spec.model.bottom_mlp.end());
   bottom_ = std::make_unique<mlp::Mlp>(backend, pool, "bottom", bottom_sizes, mlp::Activation::relu,
-                                       spec.seed * 4 + 1, max_batch);
+                                       spec.seed * 4 + 1, max_batch, bf16);
   interaction_ = mlp::make_interaction(spec.model.interaction, backend, pool, k, dim_, max_batch);
   std::vector<int> top_sizes = {interaction_->out_features()};
   top_sizes.insert(top_sizes.end(), spec.model.top_mlp.begin(), spec.model.top_mlp.end());
   top_ = std::make_unique<mlp::Mlp>(backend, pool, "top", top_sizes, mlp::Activation::sigmoid,
-                                    spec.seed * 4 + 2, max_batch);
-  if (bf16) {
-    bottom_->use_bf16_gemms();
-    top_->use_bf16_gemms();
-  }
+                                    spec.seed * 4 + 2, max_batch, bf16);
 
   std::vector<embedding::TableSpec> tables;
   for (auto rows : table_rows) tables.push_back({rows, dim_});

@@ -405,7 +405,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   {
     const auto storage = model_->embedding().storage();
     log->info("precision: dense GEMMs {}, embedding tables {}{}", model_->dense_in_bf16() ? "bf16 (fp32 sums)" : "fp32",
-              embedding::to_string(storage.type),
+              half::to_string(storage.type),
               storage.type == half::Storage::fp32 ? ""
               : storage.stochastic                ? " (updates rounded stochastically)"
                                                   : " (updates rounded to nearest)");

@@ -148,8 +148,7 @@ class CpuBackend final : public Backend {
     // threaded, 60-65k with these on one thread). Sending the small ones to OpenBLAS instead was
     // worse: the two libraries' thread pools took turns (bench/RESULTS.md).
     if (gemm_ == GemmLibrary::onednn && k >= 8) {
-      const int threads = std::int64_t(m) * n * k < kOneDnnThreadedMacs ? 1 : threads_;
-      if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+      set_onednn_threads(m, n, k);
       const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
                                               ldb, beta, c, ldc);
       if (status != dnnl_success)
@@ -169,8 +168,7 @@ class CpuBackend final : public Backend {
 #ifdef RECMIX_HAVE_ONEDNN
     // oneDNN's bf16 matmul, with the fp32 GEMM's thread rule (small GEMMs on one thread).
     if (gemm_ == GemmLibrary::onednn && k > 0) {
-      const int threads = std::int64_t(m) * n * k < kOneDnnThreadedMacs ? 1 : threads_;
-      if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+      const int threads = set_onednn_threads(m, n, k);
       if (onednn_bf16_.run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)) {
         last_bf16_path_ = cpu::OneDnnBf16Gemm::native() ? Bf16GemmPath::native : Bf16GemmPath::emulated;
         return;
@@ -189,6 +187,16 @@ class CpuBackend final : public Backend {
     last_bf16_path_ = Bf16GemmPath::widened;
   }
   Bf16GemmPath last_bf16_gemm_path() const override { return last_bf16_path_; }
+
+#ifdef RECMIX_HAVE_ONEDNN
+  // The calling thread's OpenMP count for a oneDNN GEMM of m x n x k: one thread below
+  // kOneDnnThreadedMacs, the backend's count above. Returns it.
+  int set_onednn_threads(int m, int n, int k) const {
+    const int threads = std::int64_t(m) * n * k < kOneDnnThreadedMacs ? 1 : threads_;
+    if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+    return threads;
+  }
+#endif
 
   void set_num_threads(int threads) override {
     threads_ = std::max(1, threads);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "runtime/cli/commands.hpp"
 #include "sched/machine_model.hpp"
 #include "sched/policy.hpp"
@@ -130,7 +131,7 @@ void run_sim(const SimArgs& a) {
   const std::string trace_path = resolve_trace(a.trace, a.traces_dir);
   const sched::Trace trace = sched::read_trace(trace_path, sched::parse_trace_format(a.trace_format));
   auto env = sched::make_environment(cluster, a.traces_dir.empty() ? default_traces_dir(trace_path) : a.traces_dir,
-                                     a.table_storage == "fp32" ? 4 : 2);
+                                     half::storage_bytes(half::parse_storage(a.table_storage)));
   RECMIX_REQUIRE(a.pairs_types.empty() || !a.pairs.empty(), ConfigError,
                  "--pairs-type maps the type names of measured pair files: give them with --pairs");
   sched::add_measured_pairs(*env, a.pairs, sched::parse_type_aliases(a.pairs_types));

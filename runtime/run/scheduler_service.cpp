@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "data/format.hpp"
 #include "device/memory_pool.hpp"
 #include "sched/dlrm_profile.hpp"
@@ -48,7 +49,7 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.tiering.pinned_transit = s.embedding.tiered() && s.device.kind != "cpu";
   out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
   out.tiering.device_budget = s.embedding.device_budget;
-  out.table_bytes = s.precision.embedding == "fp32" ? 4 : 2;
+  out.table_bytes = half::storage_bytes(half::parse_storage(s.precision.embedding));
   out.global_batch = static_cast<int>(s.train.batch_size);
   out.optimizer = sched::parse_optimizer(s.optimizer.dense);
   out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);

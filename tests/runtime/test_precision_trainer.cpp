@@ -51,7 +51,7 @@ void expect_storable(Trainer& trainer, half::Storage storage) {
       ASSERT_EQ(half::bits_of(embedding::kernels::half_to_float(
                     storage, embedding::kernels::float_to_half(storage, x, false, 0u))),
                 half::bits_of(x))
-          << "table " << v.table << " element " << i << " = " << x << " is not a " << embedding::to_string(storage);
+          << "table " << v.table << " element " << i << " = " << x << " is not a " << half::to_string(storage);
     }
 }
 
