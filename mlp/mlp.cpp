@@ -3,7 +3,9 @@
 // backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
-// With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_bf16.
+// With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_bf16, on
+// operands rounded once a step: the weights as forward starts, a layer's input in forward, its
+// pre-activation gradient before the two GEMMs that read it.
 #include "mlp/mlp.hpp"
 
 #include <cmath>
@@ -82,6 +84,16 @@ Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
   bias_partials_ = device::Buffer<float>(
       pool_, static_cast<std::size_t>(detail::row_blocks(max_batch_)) * widest,
       name_ + " bias gradient partial sums");
+  if (bf16_) {
+    values16_ = device::Buffer<std::uint16_t>(pool_, total, name_ + " weights in bf16");
+    grad16_ = device::Buffer<std::uint16_t>(pool_, static_cast<std::size_t>(max_batch_) * widest,
+                                            name_ + " pre-activation gradient in bf16");
+    for (Layer& l : layers_) {
+      l.weight16 = values16_.data() + (l.weight - values_.data());
+      l.input16 = device::Buffer<std::uint16_t>(pool_, static_cast<std::size_t>(max_batch_) * l.in,
+                                                fmt::format("{}.{} input in bf16", name_, &l - layers_.data()));
+    }
+  }
   use_fused_kernels();
   stream->synchronize();
 }
@@ -112,6 +124,7 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
   input_ = input;
   batch_ = batch;
   forward_done_ = true;
+  round_bf16(s, values_.data(), values_.size(), values16_.data());
   const float* x = input;
   for (Layer& l : layers_) {
     if (fused_forward(l)) {
@@ -121,8 +134,9 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
       continue;
     }
     // y = x W^T (W is [out x in]), then y = act(y + b) in one pass.
-    gemm(s, false, true, batch, l.out, l.in, 1.f, x, l.in, l.weight, l.in, 0.f,
-                  l.output.data(), l.out);
+    const Operand in{x, round_bf16(s, x, static_cast<std::size_t>(batch) * l.in, l.input16.data())};
+    gemm(s, false, true, batch, l.out, l.in, 1.f, in, l.in, {l.weight, l.weight16}, l.in, 0.f, l.output.data(),
+         l.out);
     kernels::BiasActivationForward f{l.output.data(), l.bias, batch, l.out, l.act};
     detail::launch(backend_, s, detail::row_blocks(batch), f,
                    static_cast<std::int64_t>(batch) * l.out);
@@ -168,11 +182,12 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
       detail::launch(backend_, s, l.out, sum, blocks * l.out);
     }
     dz_done = false;
+    const Operand dz16{dz, round_bf16(s, dz, static_cast<std::size_t>(batch) * l.out, grad16_.data())};
     // dx = dz W  ([batch x out] [out x in]); on the fused path, for a hidden layer below, also
     // that layer's ReLU backward and bias gradient.
     auto input_gradient = [&](float* dx) {
       if (!fused_input_gradient(l)) {
-        gemm(s, false, false, batch, l.in, l.out, 1.f, dz, l.out, l.weight, l.in, 0.f, dx, l.in);
+        gemm(s, false, false, batch, l.in, l.out, 1.f, dz16, l.out, {l.weight, l.weight16}, l.in, 0.f, dx, l.in);
         return;
       }
       Layer* below = i > 0 && layers_[i - 1].act == Activation::relu ? &layers_[i - 1] : nullptr;
@@ -182,20 +197,18 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
       dz_done = below != nullptr;
     };
 
-    const float* x = i == 0 ? input_ : layers_[i - 1].output.data();
+    const Operand x{i == 0 ? input_ : layers_[i - 1].output.data(), l.input16.data()};
     // dx goes into the previous layer's gradient buffer (or the input gradient).
     float* dx = nullptr;
     if (i > 0 || need_input_grad) dx = i > 0 ? layers_[i - 1].grad.data() : input_grad_.data();
     if (!sgd_lr) {
       // dW = dz^T x  ([out x batch] [batch x in]).
-      gemm(s, true, false, l.out, l.in, batch, 1.f, dz, l.out, x, l.in, 0.f, l.weight_grad,
-                    l.in);
+      gemm(s, true, false, l.out, l.in, batch, 1.f, dz16, l.out, x, l.in, 0.f, l.weight_grad, l.in);
       if (dx) input_gradient(dx);
     } else {
       // dx first: it needs the weights before this step. Then W += -lr dz^T x, b -= lr db.
       if (dx) input_gradient(dx);
-      gemm(s, true, false, l.out, l.in, batch, -*sgd_lr, dz, l.out, x, l.in, 1.f, l.weight,
-                    l.in);
+      gemm(s, true, false, l.out, l.in, batch, -*sgd_lr, dz16, l.out, x, l.in, 1.f, l.weight, l.in);
       kernels::SgdStep step{l.bias, l.bias_grad, l.out, *sgd_lr};
       detail::launch(backend_, s, detail::flat_blocks(l.out), step, l.out);
     }
@@ -207,7 +220,9 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
 
 Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)
     : backend_(backend), pool_(primary.pool_), name_(primary.name_), sizes_(primary.sizes_),
-      max_batch_(max_batch), bf16_(primary.bf16_) {
+      max_batch_(max_batch) {
+  if (primary.bf16_)
+    throw ConfigError(fmt::format("mlp '{}': no replicas of an MLP with bf16 GEMMs", name_));
   if (max_batch_ <= 0)
     throw ConfigError(fmt::format("mlp '{}': max batch {} must be positive", name_, max_batch_));
   grads_ = device::Buffer<float>(pool_, primary.grads_.size(), name_ + " replica weight gradients");
@@ -240,19 +255,19 @@ Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)
   stream->synchronize();
 }
 
-void Mlp::gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-               int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  if (!bf16_) return backend_.gemm(s, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  auto round = [&](const float* src, kernels::Index count, device::Buffer<std::uint16_t>& dst, const char* what) {
-    if (dst.size() < static_cast<std::size_t>(count))
-      dst = device::Buffer<std::uint16_t>(pool_, static_cast<std::size_t>(count), name_ + what);
-    kernels::RoundToBf16 f{src, dst.data(), count};
-    detail::launch(backend_, s, detail::flat_blocks(count), f, count);
-    return dst.data();
-  };
-  const auto a16 = round(a, static_cast<kernels::Index>(trans_a ? k : m) * lda, bf16_a_, " bf16 GEMM operand A");
-  const auto b16 = round(b, static_cast<kernels::Index>(trans_b ? n : k) * ldb, bf16_b_, " bf16 GEMM operand B");
-  backend_.gemm_bf16(s, trans_a, trans_b, m, n, k, alpha, a16, lda, b16, ldb, beta, c, ldc);
+void Mlp::gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, Operand a, int lda,
+               Operand b, int ldb, float beta, float* c, int ldc) {
+  if (bf16_)
+    backend_.gemm_bf16(s, trans_a, trans_b, m, n, k, alpha, a.bf16, lda, b.bf16, ldb, beta, c, ldc);
+  else
+    backend_.gemm(s, trans_a, trans_b, m, n, k, alpha, a.fp32, lda, b.fp32, ldb, beta, c, ldc);
+}
+
+const std::uint16_t* Mlp::round_bf16(device::Stream& s, const float* src, std::size_t count, std::uint16_t* dst) {
+  if (!bf16_) return nullptr;
+  kernels::RoundToBf16 f{src, dst, static_cast<kernels::Index>(count)};
+  detail::launch(backend_, s, detail::flat_blocks(f.count), f, f.count);
+  return dst;
 }
 
 std::vector<Param> Mlp::parameters() {

@@ -18,14 +18,17 @@ class Mlp {
   // sizes = {in, h1, ..., out}. Weights are drawn from normal(0, sqrt(2/(in+out))), biases from
   // normal(0, sqrt(1/out)), each value a function of (seed, parameter name, index) only.
   // Throws ConfigError on fewer than two sizes, a non-positive size or max_batch.
-  // bf16_gemms (mixed precision, docs/math.md): every GEMM rounds its two operands (weights,
-  // activations, gradients, all kept in fp32) to bf16 and sums the products in fp32, through
-  // Backend::gemm_bf16; the fused fp32 CPU kernels are not used.
+  // bf16_gemms (mixed precision, docs/math.md): every GEMM takes its two operands (weights,
+  // activations, gradients, all kept in fp32) rounded to bf16 and sums the products in fp32,
+  // through Backend::gemm_bf16; the fused fp32 CPU kernels are not used. Each value is rounded
+  // once a step: the weights when forward starts, each layer's input in forward (kept for the
+  // weight gradient), each pre-activation gradient once for its two GEMMs.
   Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name, std::vector<int> sizes,
       Activation last, std::uint64_t seed, int max_batch, bool bf16_gemms = false);
   // A replica for intra-rank data parallelism: it computes with `primary`'s parameters (reads
   // them, never writes them) and keeps its own activations and gradients, on `backend`, for up
-  // to max_batch samples. all_values() is null; parameters() name primary's values.
+  // to max_batch samples. all_values() is null; parameters() name primary's values. ConfigError
+  // when primary has bf16 GEMMs (replicas run the fused fp32 kernels).
   Mlp(const Mlp& primary, device::Backend& backend, int max_batch);
 
   int in_features() const { return sizes_.front(); }
@@ -64,9 +67,17 @@ class Mlp {
   const float* backward_impl(device::Stream& s, const float* grad_output, bool need_input_grad,
                              const float* sgd_lr);
   void use_fused_kernels();
-  // backend_.gemm, or its bf16 form (bf16_gemms); A and B are dense (lda, ldb their row lengths).
-  void gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-            const float* b, int ldb, float beta, float* c, int ldc);
+  // A GEMM operand: its fp32 values and, with bf16 GEMMs, the same values rounded to bf16.
+  struct Operand {
+    const float* fp32;
+    const std::uint16_t* bf16;
+  };
+  // backend_.gemm on the fp32 operands, or gemm_bf16 on the bf16 ones (bf16_gemms); A and B are
+  // dense (lda, ldb their row lengths).
+  void gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, Operand a, int lda,
+            Operand b, int ldb, float beta, float* c, int ldc);
+  // With bf16 GEMMs: `count` values of src rounded into dst (returned); else null.
+  const std::uint16_t* round_bf16(device::Stream& s, const float* src, std::size_t count, std::uint16_t* dst);
   struct Layer {
     int in = 0, out = 0;
     Activation act = Activation::relu;
@@ -77,6 +88,10 @@ class Mlp {
     device::Buffer<float> output;  // [max_batch x out], post-activation
     device::Buffer<float> grad;    // [max_batch x out]: the gradient w.r.t. this layer's output,
                                    // turned in place into the one w.r.t. its pre-activation
+    // bf16 GEMMs only: the weights' bf16 copy (in values16_) and this layer's input rounded in
+    // forward [max_batch x in], which the weight-gradient GEMM reads again.
+    const std::uint16_t* weight16 = nullptr;
+    device::Buffer<std::uint16_t> input16;
   };
   // Whether this layer's forward / input-gradient GEMM runs as a fused CPU kernel right now.
   bool fused_forward(const Layer& l) const;
@@ -97,7 +112,8 @@ class Mlp {
   bool fused_ = false;
   device::Buffer<float> pack_;
   bool bf16_ = false;
-  device::Buffer<std::uint16_t> bf16_a_, bf16_b_;  // the bf16 GEMMs' rounded operands
+  device::Buffer<std::uint16_t> values16_;  // bf16 GEMMs: all_values() rounded, each forward
+  device::Buffer<std::uint16_t> grad16_;    // bf16 GEMMs: one layer's pre-activation gradient rounded
   const float* input_ = nullptr;
   int batch_ = 0;
   bool forward_done_ = false;

@@ -63,6 +63,7 @@ struct JobSpec {
   SparseOptimizer sparse_optimizer = SparseOptimizer::adagrad;  // the embedding tables
   Tiering tiering;
   int table_bytes = 4;  // bytes an embedding weight is stored in: 4 (fp32), 2 (fp16, bf16)
+  bool bf16_gemms = false;  // [precision] dense = "bf16": the MLPs' GEMMs read bf16 copies of their operands
   int ranks = 1;
   std::int64_t steps = 1000;
   int priority = 0;

@@ -119,7 +119,8 @@ double parameter_bytes(const JobSpec& spec, const RankShard& shard) {
   double rows = 0;
   for (std::size_t i = 0; i < shard.rows.size(); ++i)
     rows += static_cast<double>(tier.hot_rows[i]) * spec.shape.tables[shard.rows[i].first].dim;
-  return static_cast<double>(spec.shape.dense_params()) * kFloatBytes + rows * spec.table_bytes;
+  const double dense_bytes = kFloatBytes + (spec.bf16_gemms ? kHalfBytes : 0.0);
+  return static_cast<double>(spec.shape.dense_params()) * dense_bytes + rows * spec.table_bytes;
 }
 
 double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard) {
@@ -143,7 +144,20 @@ double activation_bytes(const JobSpec& spec) {
   // MLP layer output, the pooled embeddings, the interaction output (the top MLP's input).
   const double once = s.dense_features() + 2.0;
   const double with_gradient = sum(s.bottom_mlp, 1) + tables * d + s.interaction_width() + sum(s.top_mlp);
-  return spec.local_batch() * (once + 2.0 * with_gradient) * kFloatBytes;
+  const double fp32 = spec.local_batch() * (once + 2.0 * with_gradient) * kFloatBytes;
+  if (!spec.bf16_gemms) return fp32;
+  // The bf16 GEMMs' operands: each layer's input, kept from forward to backward, and one layer's
+  // pre-activation gradient at a time.
+  double inputs = s.interaction_width(), widest = 0;
+  for (std::size_t i = 0; i + 1 < s.bottom_mlp.size(); ++i) {
+    inputs += s.bottom_mlp[i];
+    widest = std::max<double>(widest, s.bottom_mlp[i + 1]);
+  }
+  for (std::size_t i = 0; i < s.top_mlp.size(); ++i) {
+    if (i + 1 < s.top_mlp.size()) inputs += s.top_mlp[i];
+    widest = std::max<double>(widest, s.top_mlp[i]);
+  }
+  return fp32 + spec.local_batch() * (inputs + widest) * kHalfBytes;
 }
 
 double all_to_all_bytes(const JobSpec& spec, const RankShard& shard) {

@@ -30,6 +30,7 @@ struct EstimatorOptions {
 };
 
 constexpr double kFloatBytes = 4;
+constexpr double kHalfBytes = 2;
 constexpr double kIndexBytes = 8;
 
 // The embedding rows one rank keeps on the device. Untiered: every owned row is hot and nothing
@@ -51,7 +52,7 @@ DeviceTier device_tier(const JobSpec& spec, const RankShard& shard);
 
 // Each term in bytes, for one rank holding `shard`.
 // Weights: hot rows x dim x table_bytes + dense params x 4; hot rows are every owned row when
-// untiered.
+// untiered. With bf16 GEMMs also the dense params' bf16 copy: + dense params x 2.
 double parameter_bytes(const JobSpec& spec, const RankShard& shard);
 // Optimizer state: dense params x dense state per param (Adagrad 1, Adam 2) x 4 + hot rows x
 // sparse state per row (Adagrad dim, row-wise Adagrad 1) x 4.
@@ -61,7 +62,9 @@ double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard);
 double staging_bytes(const JobSpec& spec, const RankShard& shard);
 // Activations and their gradients for the local batch: local batch x 4 x (dense input + labels +
 // loss gradient + 2 x (bottom widths + tables x dim + interaction width + top widths)): each MLP
-// layer output, the pooled embeddings and the interaction output with a gradient each.
+// layer output, the pooled embeddings and the interaction output with a gradient each. With bf16
+// GEMMs also each MLP layer's input in bf16 and one layer's pre-activation gradient in bf16:
+// + local batch x 2 x (sum of layer input widths + widest layer output).
 double activation_bytes(const JobSpec& spec);
 // All-to-all send and receive buffers: indices out/in (8 B) and pooled vectors and their
 // gradients out/in (4 B); the owner side sizes by the global batch and owned tables.

@@ -45,6 +45,17 @@ TEST(MemoryEstimator, HalfTablesHalveTheWeightsNotTheState) {
   EXPECT_THROW(validate(s), ConfigError);
 }
 
+TEST(MemoryEstimator, Bf16GemmsAddTheirOperandCopies) {
+  JobSpec s = tiny();
+  const double activations = activation_bytes(s);
+  s.bf16_gemms = true;
+  // The dense parameters' bf16 copy: 114 x 2 B.
+  EXPECT_DOUBLE_EQ(parameter_bytes(s, whole(s)), 64 * 4.0 + 114 * 6.0);
+  // Layer inputs 3 + 8 (bottom) + 7 + 5 (top) = 23, widest output 8: 6 x (23 + 8) x 2 B.
+  EXPECT_DOUBLE_EQ(activation_bytes(s), activations + 6 * 31 * 2.0);
+  EXPECT_DOUBLE_EQ(optimizer_state_bytes(s, whole(s)), (114 + 64) * 4.0);  // master weights' state as it was
+}
+
 TEST(MemoryEstimator, TieringKeepsOnlyHotRowsOnDevice) {
   JobSpec s = tiny();
   s.tiering = {true, 0.5, 0.75};
