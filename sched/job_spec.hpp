@@ -64,6 +64,9 @@ struct JobSpec {
   Tiering tiering;
   int table_bytes = 4;  // bytes an embedding weight is stored in: 4 (fp32), 2 (fp16, bf16)
   bool bf16_gemms = false;  // [precision] dense = "bf16": the MLPs' GEMMs read bf16 copies of their operands
+  // The embedding layer's device path (cuda, cpu-strict): its kernels read index arrays copied to
+  // the device and group the backward's entries there; the CPU backend's read the host's arrays.
+  bool device_kernels = false;
   int ranks = 1;
   std::int64_t steps = 1000;
   int priority = 0;

@@ -177,6 +177,23 @@ double all_reduce_bytes(const JobSpec& spec) {
   return static_cast<double>(spec.shape.dense_params()) * kFloatBytes;
 }
 
+double device_index_bytes(const JobSpec& spec, const RankShard& shard) {
+  if (!spec.device_kernels) return 0;
+  const auto& s = spec.shape;
+  double all_shards = 0;
+  for (const RankShard& r : plan_shards(s, spec.ranks)) all_shards += r.owned_tables();
+  const double local = spec.local_batch();
+  const double bags = local * spec.ranks * shard.owned_tables();
+  const double entries = bags * s.pooling;
+  const double parts = local * all_shards;
+  const double out = local * static_cast<double>(s.tables.size());
+  const double staged = (bags + 1 + entries + out + 1 + 2 * parts) * kIndexBytes + (bags + out + parts) * kFloatBytes +
+                        20.0 * shard.owned_tables();
+  const double blocks = std::clamp(std::floor(entries / 1024), 1.0, 256.0);
+  const double grouping = (10 + 2) * entries * kIndexBytes + entries * kFloatBytes + blocks * 256 * kIndexBytes;
+  return staged + grouping + entries * kIndexBytes;
+}
+
 double gemm_workspace_bytes(const MachineModel& machine) { return machine.gemm_workspace_bytes; }
 
 double prefetch_bytes(const JobSpec& spec, const EstimatorOptions& options) {
@@ -208,6 +225,7 @@ MemoryEstimate estimate_rank_memory(const JobSpec& spec, const RankShard& shard,
   e.gemm_workspace = gemm_workspace_bytes(machine);
   e.prefetch = prefetch_bytes(spec, options);
   e.staging = staging_bytes(spec, shard);
+  e.device_indices = device_index_bytes(spec, shard);
   e.margin = options.allocator_margin * e.total();
   e.host = host_tier_bytes(spec, shard);
   return e;

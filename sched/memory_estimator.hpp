@@ -71,6 +71,18 @@ double activation_bytes(const JobSpec& spec);
 double all_to_all_bytes(const JobSpec& spec, const RankShard& shard);
 // The flat dense-gradient buffer reduced in place by all-reduce: dense params x 4.
 double all_reduce_bytes(const JobSpec& spec);
+// The embedding layer's index arrays on the device (device_kernels; 0 otherwise). With bags =
+// global batch x owned shards, entries = bags x pooling, parts = local batch x the shards of all
+// ranks, each term x 8 B but the scales (4 B):
+// - staged from the host: bag offsets bags + 1, rows entries, bag scales bags; the combine's
+//   offsets local batch x tables + 1, positions parts, scales local batch x tables; the gradient
+//   gather's sources parts and scales parts; the owned shards' layout, 20 B a shard;
+// - the backward's grouping of entries by row: 10 arrays of entries (keys and entries twice for the
+//   radix sort, bags, unique rows, entry offsets, entry gradients, group heads, group numbers),
+//   entry scales, radix counts clamp(entries / 1024, 1, 256) x 256, and 2 x entries for CUB's sort
+//   scratch on CUDA (counted for cpu-strict too, which has none);
+// - entries once more: a buffer that grows is allocated before the smaller one is freed.
+double device_index_bytes(const JobSpec& spec, const RankShard& shard);
 // BLAS workspace held by the device library.
 double gemm_workspace_bytes(const MachineModel& machine);
 // Prefetched batches (dense floats, indices, labels): prefetch_batches x local batch x
@@ -90,12 +102,13 @@ struct MemoryEstimate {
   double gemm_workspace = 0;
   double prefetch = 0;
   double staging = 0;
+  double device_indices = 0;
   double margin = 0;  // allocator_margin x the sum of the terms above
   double host = 0;    // host memory of the tiered rows: not device memory, not in total()
   // Device bytes.
   double total() const {
     return parameters + optimizer_state + activations + all_to_all + all_reduce + gemm_workspace +
-           prefetch + staging + margin;
+           prefetch + staging + device_indices + margin;
   }
 };
 

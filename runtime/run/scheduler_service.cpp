@@ -47,6 +47,7 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.shape.pooling = static_cast<int>(std::max<std::int64_t>(1, info.max_bag_rows()));
   out.tiering.enabled = s.embedding.tiered();
   out.tiering.pinned_transit = s.embedding.tiered() && s.device.kind != "cpu";
+  out.device_kernels = s.device.kind != "cpu";
   out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
   out.tiering.device_budget = s.embedding.device_budget;
   out.table_bytes = half::storage_bytes(half::parse_storage(s.precision.embedding));

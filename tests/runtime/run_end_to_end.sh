@@ -180,8 +180,8 @@ if [[ $part == co-location ]]; then
   exit 0
 fi
 
-# Memory: random job shapes, optimizers, batch sizes, embedding tiers and table storage types against
-# random per-rank capacities.
+# Memory: random job shapes, optimizers, batch sizes, embedding tiers, table storage types and bf16
+# GEMMs against random per-rank capacities.
 # Every job either finishes or is rejected as never fitting; no estimate is below its job's
 # measured peak; no rank's jobs held more than its capacity at once; and each run replayed
 # through the simulator makes the same decisions.
@@ -194,6 +194,7 @@ import random, sys
 rng = random.Random(int(sys.argv[1]))
 tiers = random.Random(100 + int(sys.argv[1]))  # apart, so the other draws stay as they were
 precision = random.Random(200 + int(sys.argv[1]))
+gemms = random.Random(300 + int(sys.argv[1]))
 print("[scheduler]")
 print(f'memory_capacity = "{sys.argv[2]}KiB"')
 print(f"colocation_limit = {rng.randint(1, 3)}")
@@ -211,10 +212,18 @@ for i in range(8):
           f'sparse = "{rng.choice(["sgd", "adagrad", "rowwise_adagrad"])}", lr = 0.01 }}')
     print(f'data = {{ train = "{rng.choice(["train.h5", "multihot.h5"])}" }}')
     print(f"train = {{ batch_size = {rng.choice([32, 64, 256, 1024])}, steps = 20 }}")
+    kept = []
     if tiers.random() < 0.4:  # hot/cold tiers: the estimate counts hot rows and staging slots
         print(f"embedding = {{ hot_fraction = {tiers.choice([0.05, 0.2, 0.5])} }}")
     elif precision.random() < 0.5:  # 16-bit tables: the estimate counts 2 bytes a weight
-        print(f'precision = {{ embedding = "{precision.choice(["fp16", "bf16"])}" }}')
+        kept.append(f'embedding = "{precision.choice(["fp16", "bf16"])}"')
+    # bf16 GEMMs (refused by this CPU backend without AVX512_BF16, so under the strict emulator):
+    # the estimate counts the operands' bf16 copies.
+    if gemms.random() < 0.3:
+        kept.append('dense = "bf16"')
+        print('device = { kind = "cpu-strict" }')
+    if kept:
+        print(f"precision = {{ {', '.join(kept)} }}")
 PY
   "${mpirun[@]}" -np 2 "$recmix" run "random-$seed.toml" --run-dir "random-$seed" -q > "random-$seed.out" 2>&1 || {
     cat "random-$seed.out"; fail "the random memory run $seed failed"; }

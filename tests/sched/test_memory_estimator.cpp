@@ -56,6 +56,20 @@ TEST(MemoryEstimator, Bf16GemmsAddTheirOperandCopies) {
   EXPECT_DOUBLE_EQ(optimizer_state_bytes(s, whole(s)), (114 + 64) * 4.0);  // master weights' state as it was
 }
 
+TEST(MemoryEstimator, TheDevicePathCountsItsIndexArrays) {
+  JobSpec s = tiny();
+  EXPECT_DOUBLE_EQ(device_index_bytes(s, whole(s)), 0.0);  // the CPU backend reads the host's arrays
+  s.device_kernels = true;
+  // One rank, one-hot: bags = entries = 6 x 2 owned shards = 12; parts 6 x 2 shards = 12; combine
+  // outputs 6 x 2 tables = 12.
+  // Staged: (13 offsets + 12 rows + 13 combine offsets + 12 positions + 12 sources) x 8
+  //   + (12 bag scales + 12 combine scales + 12 gather scales) x 4 + 2 shards x 20 = 680.
+  // Grouping: 12 arrays x 12 x 8 + 12 scales x 4 + 1 block x 256 counts x 8 = 3248; growth 12 x 8.
+  EXPECT_DOUBLE_EQ(device_index_bytes(s, whole(s)), 680 + 3248 + 96.0);
+  MachineModel m;
+  EXPECT_DOUBLE_EQ(estimate_rank_memory(s, whole(s), m).device_indices, 4024.0);
+}
+
 TEST(MemoryEstimator, TieringKeepsOnlyHotRowsOnDevice) {
   JobSpec s = tiny();
   s.tiering = {true, 0.5, 0.75};
