@@ -1,6 +1,8 @@
 // The 16-bit table kernels (embedding/half_kernels.hpp) against the fp32 ones run on the decoded
 // table: pooling bit for bit, updates rounded to nearest bit for bit; stochastic rounding is
-// deterministic, independent of the shard layout, and keeps small updates in expectation.
+// deterministic, independent of the shard layout, and keeps small updates in expectation. And
+// against double precision: pooling within the fp32 summation bound, each updated weight the
+// exact optimizer step rounded by the rule of docs/math.md, with the element's random bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -393,6 +395,121 @@ TEST(HalfKernels, StochasticRoundingKeepsSmallUpdatesInExpectation) {
     const double sd_of_mean = std::sqrt(n * p * (1 - p) / static_cast<double>(sr.size()));
     EXPECT_NEAR(mean, n * p, 5 * sd_of_mean) << "ulps gained on average (exact: " << n * p << ")";
   }
+}
+
+// --- updates against a double reference of the rounding rule (docs/math.md) ---
+
+// The 16-bit neighbours lo <= a < hi of a magnitude a > 0 and the spacing between them, in double.
+struct Neighbours {
+  double lo, ulp;
+};
+Neighbours neighbours(Storage s, double a) {
+  const int e = static_cast<int>(std::floor(std::log2(a)));
+  const double ulp = s == Storage::bf16 ? std::ldexp(1.0, e - 7) : std::ldexp(1.0, std::max(e, -14) - 10);
+  return {std::floor(a / ulp) * ulp, ulp};
+}
+
+// One step of `kind` in double on the decoded row, from the batch's gradients; `state` updated.
+std::vector<double> exact_step(SparseOptimizerKind kind, const UpdateRows& k, std::int64_t u,
+                               const std::vector<float>& w, std::vector<double>& state) {
+  const std::int64_t dim = k.dim;
+  std::vector<double> g(static_cast<std::size_t>(dim), 0.0), out(w.begin(), w.end());
+  for (std::int64_t e = k.entry_offsets[u]; e < k.entry_offsets[u + 1]; ++e)
+    for (std::int64_t d = 0; d < dim; ++d)
+      g[d] += static_cast<double>(k.grad[k.entry_grad[e] * dim + d]) * (k.entry_scale ? k.entry_scale[e] : 1.0);
+  if (kind == SparseOptimizerKind::rowwise_adagrad) {
+    double sum_sq = 0;
+    for (double x : g) sum_sq += x * x;
+    state[0] += sum_sq / static_cast<double>(dim);
+    for (std::int64_t d = 0; d < dim; ++d) out[d] -= k.lr * g[d] / (std::sqrt(state[0]) + k.eps);
+  } else {
+    for (std::int64_t d = 0; d < dim; ++d) {
+      if (kind == SparseOptimizerKind::adagrad) {
+        state[d] += g[d] * g[d];
+        out[d] -= k.lr * g[d] / (std::sqrt(state[d]) + k.eps);
+      } else {
+        out[d] -= k.lr * g[d];
+      }
+    }
+  }
+  return out;
+}
+
+// One update of a table laid out as two shards (table 1 rows 0..6 at local rows 0..6, table 0
+// rows 100..104 at 7..11), against the double reference: the new weight x rounded to nearest, or
+// to the neighbour above with probability (|x| - lo) / ulp decided by the element's random bits
+// (bf16: the low 16 bits r go up when r >= 2^16 (1 - p); fp16: 32 bits r go up when r < 2^32 p).
+// The fp32 step may differ from x by a few fp32 ulps (delta): where that could change the
+// result, either neighbour is accepted; such elements (about 2 delta / ulp of them) are counted
+// and must stay under 2%.
+void check_against_double(Storage s, SparseOptimizerKind kind, bool stochastic, std::mt19937_64& rng) {
+  const std::int64_t dim = 40, rows = 12, step = 321;
+  const std::uint64_t seed = 99;
+  const Layout layout{{0, 7}, {0, 100}, {7, 5}, {1, 0}};
+  SCOPED_TRACE(case_name(s, kind, dim) + (stochastic ? " stochastic" : " nearest"));
+  int ambiguous = 0, checked = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<std::uint16_t> table = encode(s, normal(static_cast<std::size_t>(rows * dim), 1.f, rng));
+    const std::vector<float> before = decode(s, table);
+    std::vector<float> state = initial_state(kind, rows, dim, rng);
+    const std::vector<float> state_before = state;
+    const Batch b = random_batch(rows, dim, 8, trial % 2 == 1, rng);
+    const UpdateRows fp32 = fp32_update(kind, dim, nullptr, state.data(), b);
+    run_all(half_update(fp32, table.data(), s, stochastic, seed, step, layout), 8);
+    for (std::int64_t u = 0; u < 8; ++u) {
+      const std::int64_t row = b.unique_rows[u];
+      const std::size_t state_at = kind == SparseOptimizerKind::adagrad ? row * dim : row;
+      const std::size_t state_len = kind == SparseOptimizerKind::adagrad ? dim : kind == SparseOptimizerKind::sgd ? 0 : 1;
+      std::vector<double> st(state_before.begin() + state_at, state_before.begin() + state_at + state_len);
+      const std::vector<float> w(before.begin() + row * dim, before.begin() + (row + 1) * dim);
+      const std::vector<double> x = exact_step(kind, fp32, u, w, st);
+      for (std::size_t i = 0; i < st.size(); ++i)
+        ASSERT_NEAR(state[state_at + i], st[i], 1e-5 * st[i]) << "state of row " << row;
+      const int t = row < 7 ? 1 : 0;
+      const std::int64_t table_row = row < 7 ? row : 100 + row - 7;
+      for (std::int64_t d = 0; d < dim; ++d) {
+        const double got = half_to_float(s, table[row * dim + d]);
+        const double a = std::fabs(x[d]);
+        // fp32's errors: the subtraction one ulp of the result; the step, from at most 4 gradient
+        // terms, a square, a root, a sum, a division and the rate, about 10 of its own.
+        const double delta = 16 * std::ldexp(std::fabs(w[d]) + std::fabs(x[d] - w[d]), -24);
+        const Neighbours n = neighbours(s, a);
+        const double p = (a - n.lo) / n.ulp;  // in [0, 1)
+        const double p_lo = (a - delta - n.lo) / n.ulp, p_hi = (a + delta - n.lo) / n.ulp;
+        bool up, unsure;
+        if (!stochastic) {
+          up = p > 0.5;
+          unsure = p_lo <= 0.5 && p_hi >= 0.5;
+        } else if (s == Storage::bf16) {
+          const double r = half::rounding_bits(seed, t, step, table_row * dim + d) & 0xffffu;
+          up = r >= 65536.0 * (1 - p);
+          unsure = (r >= 65536.0 * (1 - p_hi)) != (r >= 65536.0 * (1 - p_lo));
+        } else {
+          const double r = half::rounding_bits(seed, t, step, table_row * dim + d);
+          up = r < 4294967296.0 * p;
+          unsure = (r < 4294967296.0 * p_lo) != (r < 4294967296.0 * p_hi);
+        }
+        unsure = unsure || p_lo < 0 || p_hi >= 1;  // delta reaches past a neighbour
+        const double want = std::copysign(up ? n.lo + n.ulp : n.lo, x[d]);
+        ++checked;
+        if (unsure) {
+          ++ambiguous;
+          ASSERT_TRUE(std::fabs(got) == n.lo || std::fabs(got) == n.lo + n.ulp || p_lo < 0 || p_hi >= 1)
+              << "row " << row << " column " << d << ": " << got << " for " << x[d];
+          continue;
+        }
+        ASSERT_EQ(got, want) << "row " << row << " column " << d << ": exact " << x[d] << ", p " << p;
+      }
+    }
+  }
+  EXPECT_LT(ambiguous, checked / 50) << "the reference decides too few elements";
+}
+
+TEST(HalfKernels, UpdatesRoundTheExactStepAsTheRuleSays) {
+  std::mt19937_64 rng(16);
+  for (Storage s : kStorages)
+    for (SparseOptimizerKind kind : kKinds)
+      for (bool stochastic : {false, true}) check_against_double(s, kind, stochastic, rng);
 }
 
 }  // namespace
