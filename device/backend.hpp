@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/half.hpp"
 #include "device/stream.hpp"
 #include "device/types.hpp"
 
@@ -42,15 +43,16 @@ class Backend {
                     const float* a, int lda, const float* b, int ldb, float beta, float* c,
                     int ldc) = 0;
 
-  // Row-major as gemm(), with A and B in bfloat16 (raw 16-bit patterns, core/half.hpp) and C,
-  // alpha and beta in fp32. A product of two bf16 values (8-bit significands) is exact in fp32;
-  // the products are summed in fp32. With beta = 0, C is written without being read.
-  virtual void gemm_bf16(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                         const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
-                         int ldc) = 0;
-  // How the last gemm_bf16 ran (types.hpp): the CPU backend's oneDNN library may have no bf16
-  // matmul for a CPU, and then the call runs widened.
-  virtual Bf16GemmPath last_bf16_gemm_path() const { return Bf16GemmPath::none; }
+  // Row-major as gemm(), with A and B 16-bit floats of `type` (bf16 or fp16: raw 16-bit patterns,
+  // core/half.hpp) and C, alpha and beta in fp32. A product of two bf16 values (8-bit
+  // significands) or two fp16 values (11-bit) is exact in fp32; the products are summed in fp32.
+  // With beta = 0, C is written without being read. ConfigError for type fp32.
+  virtual void gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k,
+                         float alpha, const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta,
+                         float* c, int ldc) = 0;
+  // How the last gemm_half ran (types.hpp): the CPU backend's oneDNN library may have no matmul
+  // of the type for a CPU, and then the call runs widened.
+  virtual HalfGemmPath last_half_gemm_path() const { return HalfGemmPath::none; }
 
   // Threads the calling thread's parallel_for and GEMM use (CPU); ignored on CUDA.
   virtual void set_num_threads(int threads) = 0;

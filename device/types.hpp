@@ -24,11 +24,11 @@ enum class CpuGemm { automatic, openblas, onednn };
 // The library a backend's GEMM runs on.
 enum class GemmLibrary { openblas, onednn, cublas };
 
-// How a backend's last bf16 GEMM (Backend::gemm_bf16) ran. native: on instructions that multiply
-// bf16 (AVX512_BF16 or AMX under oneDNN, cuBLAS on a GPU). emulated: oneDNN's bf16 kernels on a CPU
+// How a backend's last 16-bit GEMM (Backend::gemm_half) ran. native: on instructions that
+// multiply bf16 or fp16 (AVX512_BF16 or AMX under oneDNN, cuBLAS on a GPU). emulated: oneDNN's bf16 kernels on a CPU
 // without such instructions, which widen bf16 to fp32 in registers. widened: A and B widened to
 // fp32 in the backend's scratch memory and its fp32 GEMM run on them. none: no bf16 GEMM has run.
-enum class Bf16GemmPath { none, native, emulated, widened };
+enum class HalfGemmPath { none, native, emulated, widened };
 
 // Where an allocation lives: on the device (a GPU's memory, or ordinary memory on the CPU
 // backend) or in the host tier (pinned host memory on CUDA) used for cold embedding rows.
@@ -54,10 +54,10 @@ inline std::string_view to_string(GemmLibrary g) {
   return g == GemmLibrary::openblas ? "OpenBLAS" : g == GemmLibrary::onednn ? "oneDNN" : "cuBLAS";
 }
 
-inline std::string_view to_string(Bf16GemmPath p) {
-  return p == Bf16GemmPath::native     ? "native"
-         : p == Bf16GemmPath::emulated ? "emulated"
-         : p == Bf16GemmPath::widened  ? "widened"
+inline std::string_view to_string(HalfGemmPath p) {
+  return p == HalfGemmPath::native     ? "native"
+         : p == HalfGemmPath::emulated ? "emulated"
+         : p == HalfGemmPath::widened  ? "widened"
                                        : "none";
 }
 

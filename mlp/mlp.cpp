@@ -3,7 +3,7 @@
 // backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
-// With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_bf16, on
+// With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_half in bf16, on
 // operands rounded once a step: the weights as forward starts, a layer's input in forward, its
 // pre-activation gradient before the two GEMMs that read it.
 #include "mlp/mlp.hpp"
@@ -258,7 +258,7 @@ Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)
 void Mlp::gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, Operand a, int lda,
                Operand b, int ldb, float beta, float* c, int ldc) {
   if (bf16_)
-    backend_.gemm_bf16(s, trans_a, trans_b, m, n, k, alpha, a.bf16, lda, b.bf16, ldb, beta, c, ldc);
+    backend_.gemm_half(s, half::Storage::bf16, trans_a, trans_b, m, n, k, alpha, a.bf16, lda, b.bf16, ldb, beta, c, ldc);
   else
     backend_.gemm(s, trans_a, trans_b, m, n, k, alpha, a.fp32, lda, b.fp32, ldb, beta, c, ldc);
 }

@@ -20,7 +20,7 @@ class Mlp {
   // Throws ConfigError on fewer than two sizes, a non-positive size or max_batch.
   // bf16_gemms (mixed precision, docs/math.md): every GEMM takes its two operands (weights,
   // activations, gradients, all kept in fp32) rounded to bf16 and sums the products in fp32,
-  // through Backend::gemm_bf16; the fused fp32 CPU kernels are not used. Each value is rounded
+  // through Backend::gemm_half; the fused fp32 CPU kernels are not used. Each value is rounded
   // once a step: the weights when forward starts, each layer's input in forward (kept for the
   // weight gradient), each pre-activation gradient once for its two GEMMs.
   Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name, std::vector<int> sizes,
@@ -72,7 +72,7 @@ class Mlp {
     const float* fp32;
     const std::uint16_t* bf16;
   };
-  // backend_.gemm on the fp32 operands, or gemm_bf16 on the bf16 ones (bf16_gemms); A and B are
+  // backend_.gemm on the fp32 operands, or gemm_half on the bf16 ones (bf16_gemms); A and B are
   // dense (lda, ldb their row lengths).
   void gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, Operand a, int lda,
             Operand b, int ldb, float beta, float* c, int ldc);

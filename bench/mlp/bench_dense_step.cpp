@@ -55,13 +55,13 @@ class GemmTimingBackend final : public device::Backend {
     inner_.gemm(s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     gemm_seconds += now() - t;
   }
-  void gemm_bf16(device::Stream& s, bool ta, bool tb, int m, int n, int k, float alpha, const std::uint16_t* a,
+  void gemm_half(device::Stream& s, half::Storage type, bool ta, bool tb, int m, int n, int k, float alpha, const std::uint16_t* a,
                  int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc) override {
     double t = now();
-    inner_.gemm_bf16(s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    inner_.gemm_half(s, type, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     gemm_seconds += now() - t;
   }
-  device::Bf16GemmPath last_bf16_gemm_path() const override { return inner_.last_bf16_gemm_path(); }
+  device::HalfGemmPath last_half_gemm_path() const override { return inner_.last_half_gemm_path(); }
   void set_num_threads(int threads) override { inner_.set_num_threads(threads); }
   int num_threads() const override { return inner_.num_threads(); }
 

@@ -1,7 +1,7 @@
 // bench_precision: the Kaggle-shape training step in each precision ([precision], docs/math.md)
 // side by side in one run: fp32, 16-bit tables, bf16 GEMMs, both; samples/s (medians, and each
 // against fp32 as the median of per-repetition ratios) and the device pool's peak bytes. Then the
-// step's GEMM chain in fp32 and in bf16 (Backend::gemm_bf16), and a 2048^3 GEMM of each, the
+// step's GEMM chain in fp32 and in bf16 (Backend::gemm_half), and a 2048^3 GEMM of each, the
 // machine's ceiling for that type on this backend (GFLOP/s).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -60,7 +60,7 @@ double gemm_gflops(device::Backend& backend, int m, int n, int k, bool bf16, dou
   auto stream = backend.create_stream();
   auto once = [&] {
     if (bf16)
-      backend.gemm_bf16(*stream, false, true, m, n, k, 1.f, a16.data(), k, b16.data(), k, 0.f, c.data(), n);
+      backend.gemm_half(*stream, half::Storage::bf16, false, true, m, n, k, 1.f, a16.data(), k, b16.data(), k, 0.f, c.data(), n);
     else
       backend.gemm(*stream, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c.data(), n);
   };
@@ -87,14 +87,14 @@ double chain_gflops(device::Backend& backend, int batch, bool bf16, double min_s
     if (!bf16) return chain.run(*stream);
     for (std::size_t i = 0; i < chain.layers.size(); ++i) {
       auto& l = chain.layers[i];
-      backend.gemm_bf16(*stream, false, true, batch, l.out, l.in, 1.f, x16.data(), l.in, w16[i].data(), l.in, 0.f,
+      backend.gemm_half(*stream, half::Storage::bf16, false, true, batch, l.out, l.in, 1.f, x16.data(), l.in, w16[i].data(), l.in, 0.f,
                         l.y.data(), l.out);
     }
     for (std::size_t i = chain.layers.size(); i-- > 0;) {
       auto& l = chain.layers[i];
-      backend.gemm_bf16(*stream, true, false, l.out, l.in, batch, 1.f, dy16[i].data(), l.out, x16.data(), l.in, 0.f,
+      backend.gemm_half(*stream, half::Storage::bf16, true, false, l.out, l.in, batch, 1.f, dy16[i].data(), l.out, x16.data(), l.in, 0.f,
                         l.dw.data(), l.in);
-      backend.gemm_bf16(*stream, false, false, batch, l.in, l.out, 1.f, dy16[i].data(), l.out, w16[i].data(), l.in,
+      backend.gemm_half(*stream, half::Storage::bf16, false, false, batch, l.in, l.out, 1.f, dy16[i].data(), l.out, w16[i].data(), l.in,
                         0.f, l.dx.data(), l.in);
     }
   };
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
                                gemm_gflops(*backend, 2048, 2048, 2048, false, 2.0),
                                gemm_gflops(*backend, 2048, 2048, 2048, true, 2.0)));
     fmt::print("GEMMs, GFLOP/s (bf16 ran {}):\n\n| | fp32 | bf16 |\n|---|---:|---:|\n{}\n",
-               to_string(backend->last_bf16_gemm_path()), fmt::join(rows, "\n"));
+               to_string(backend->last_half_gemm_path()), fmt::join(rows, "\n"));
   }
   comm.reset();
   MPI_Finalize();

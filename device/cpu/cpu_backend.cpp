@@ -53,13 +53,16 @@ bool cpu_has_avx512() {
 #endif
 }
 
-// Copies the rows x cols bf16 matrix at `src` (row stride ld) into `dst` as fp32, rows packed
-// (row stride cols). Exact: a bf16 is the upper half of the fp32 with the same value.
-const float* widen(const std::uint16_t* src, int rows, int cols, int ld, std::vector<float>& dst) {
+// Copies the rows x cols matrix of 16-bit floats of `type` at `src` (row stride ld) into `dst`
+// as fp32, rows packed (row stride cols). Exact: fp32 holds every bf16 and fp16 value.
+const float* widen(half::Storage type, const std::uint16_t* src, int rows, int cols, int ld, std::vector<float>& dst) {
   dst.resize(static_cast<std::size_t>(rows) * cols);
   for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j)
-      dst[static_cast<std::size_t>(i) * cols + j] = half::bf16_to_float(src[static_cast<std::size_t>(i) * ld + j]);
+    for (int j = 0; j < cols; ++j) {
+      const std::uint16_t h = src[static_cast<std::size_t>(i) * ld + j];
+      dst[static_cast<std::size_t>(i) * cols + j] =
+          type == half::Storage::bf16 ? half::bf16_to_float(h) : half::fp16_to_float(h);
+    }
   return dst.data();
 }
 
@@ -161,32 +164,34 @@ class CpuBackend final : public Backend {
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
-  void gemm_bf16(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+  void gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                  const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
                  int ldc) override {
+    if (type == half::Storage::fp32) throw ConfigError("gemm_half: the operand type must be bf16 or fp16");
     if (m == 0 || n == 0) return;
 #ifdef RECMIX_HAVE_ONEDNN
-    // oneDNN's bf16 matmul, with the fp32 GEMM's thread rule (small GEMMs on one thread).
-    if (gemm_ == GemmLibrary::onednn && k > 0) {
+    // oneDNN's bf16 matmul, with the fp32 GEMM's thread rule (small GEMMs on one thread). oneDNN
+    // 2.6 has no fp16 matmul on CPUs: fp16 runs widened.
+    if (gemm_ == GemmLibrary::onednn && k > 0 && type == half::Storage::bf16) {
       const int threads = set_onednn_threads(m, n, k);
       if (onednn_bf16_.run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)) {
-        last_bf16_path_ = cpu::OneDnnBf16Gemm::native() ? Bf16GemmPath::native : Bf16GemmPath::emulated;
+        last_half_path_ = cpu::OneDnnBf16Gemm::native() ? HalfGemmPath::native : HalfGemmPath::emulated;
         return;
       }
     }
 #endif
     // Widened: A and B to fp32 in scratch, then the fp32 GEMM. Widening is exact, and so is each
-    // product of two widened values (8-bit significands), so this computes what a bf16 GEMM
-    // accumulating in fp32 does, up to the order of the additions.
+    // product of two widened values (8- or 11-bit significands), so this computes what a 16-bit
+    // GEMM accumulating in fp32 does, up to the order of the additions.
     const int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
     const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-    const float* a32 = widen(a, a_rows, a_cols, lda, widened_a_);
-    const float* b32 = widen(b, b_rows, b_cols, ldb, widened_b_);
+    const float* a32 = widen(type, a, a_rows, a_cols, lda, widened_a_);
+    const float* b32 = widen(type, b, b_rows, b_cols, ldb, widened_b_);
     gemm(stream, trans_a, trans_b, m, n, k, alpha, a32, std::max(1, a_cols), b32, std::max(1, b_cols), beta, c,
          ldc);
-    last_bf16_path_ = Bf16GemmPath::widened;
+    last_half_path_ = HalfGemmPath::widened;
   }
-  Bf16GemmPath last_bf16_gemm_path() const override { return last_bf16_path_; }
+  HalfGemmPath last_half_gemm_path() const override { return last_half_path_; }
 
 #ifdef RECMIX_HAVE_ONEDNN
   // The calling thread's OpenMP count for a oneDNN GEMM of m x n x k: one thread below
@@ -209,10 +214,10 @@ class CpuBackend final : public Backend {
  private:
   GemmLibrary gemm_;
   int threads_ = 1;
-  // gemm_bf16's state. The backend is used by one thread at a time (one per job; each dense
+  // gemm_half's state. The backend is used by one thread at a time (one per job; each dense
   // replica has a backend of its own), so none of it is locked.
   std::vector<float> widened_a_, widened_b_;
-  Bf16GemmPath last_bf16_path_ = Bf16GemmPath::none;
+  HalfGemmPath last_half_path_ = HalfGemmPath::none;
 #ifdef RECMIX_HAVE_ONEDNN
   cpu::OneDnnBf16Gemm onednn_bf16_;
 #endif

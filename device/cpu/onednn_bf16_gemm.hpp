@@ -1,6 +1,6 @@
 #pragma once
 // The CPU backend's bf16 GEMM on oneDNN: a matmul primitive with bf16 source and weights and an
-// fp32 destination, row-major as Backend::gemm_bf16. Building a primitive costs far more than
+// fp32 destination, row-major as Backend::gemm_half. Building a primitive costs far more than
 // running a small GEMM, so each one built is kept, keyed by everything it was built for.
 // Built only with oneDNN (RECMIX_HAVE_ONEDNN).
 #include <cstdint>

@@ -137,17 +137,18 @@ class StrictBackend final : public Backend {
   }
 
   // As gemm, after checking that A, B and C are device memory of this backend.
-  void gemm_bf16(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const std::uint16_t* a,
-                 int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc) override {
+  void gemm_half(Stream&, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                 const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
+                 int ldc) override {
     if (m > 0 && n > 0) {
-      check_device_memory(a, matrix_bytes(trans_a ? k : m, trans_a ? m : k, lda, 2), "gemm_bf16 A");
-      check_device_memory(b, matrix_bytes(trans_b ? n : k, trans_b ? k : n, ldb, 2), "gemm_bf16 B");
-      check_device_memory(c, matrix_bytes(m, n, ldc, 4), "gemm_bf16 C");
+      check_device_memory(a, matrix_bytes(trans_a ? k : m, trans_a ? m : k, lda, 2), "gemm_half A");
+      check_device_memory(b, matrix_bytes(trans_b ? n : k, trans_b ? k : n, ldb, 2), "gemm_half B");
+      check_device_memory(c, matrix_bytes(m, n, ldc, 4), "gemm_half C");
     }
     DeviceWork work(*this);
-    host_->gemm_bf16(*host_stream_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    host_->gemm_half(*host_stream_, type, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
-  Bf16GemmPath last_bf16_gemm_path() const override { return host_->last_bf16_gemm_path(); }
+  HalfGemmPath last_half_gemm_path() const override { return host_->last_half_gemm_path(); }
 
   void set_num_threads(int threads) override { host_->set_num_threads(threads); }
   int num_threads() const override { return host_->num_threads(); }

@@ -103,17 +103,20 @@ class CudaBackend final : public Backend {
                                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
                                     lda, &beta, c, ldc));
   }
-  void gemm_bf16(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const std::uint16_t* a,
-                 int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc) override {
+  void gemm_half(Stream& s, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                 const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
+                 int ldc) override {
+    if (type == half::Storage::fp32) throw ConfigError("gemm_half: the operand type must be bf16 or fp16");
+    const cudaDataType_t in = type == half::Storage::bf16 ? CUDA_R_16BF : CUDA_R_16F;
     if (m == 0 || n == 0) return;
     RECMIX_CUBLAS_CHECK(cublasSetStream(handle_, static_cast<cudaStream_t>(s.native())));
-    // Operands swapped as in gemm. bf16 A and B, fp32 C, products summed in fp32.
+    // Operands swapped as in gemm. 16-bit A and B, fp32 C, products summed in fp32.
     RECMIX_CUBLAS_CHECK(cublasGemmEx(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                     n, m, k, &alpha, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c,
-                                     CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    last_bf16_path_ = Bf16GemmPath::native;  // cuBLAS multiplies bf16 on the GPU itself
+                                     n, m, k, &alpha, b, in, ldb, a, in, lda, &beta, c, CUDA_R_32F, ldc,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    last_half_path_ = HalfGemmPath::native;  // cuBLAS multiplies 16-bit values on the GPU itself
   }
-  Bf16GemmPath last_bf16_gemm_path() const override { return last_bf16_path_; }
+  HalfGemmPath last_half_gemm_path() const override { return last_half_path_; }
 
   void set_num_threads(int threads) override { threads_ = threads; }
   int num_threads() const override { return threads_; }
@@ -122,7 +125,7 @@ class CudaBackend final : public Backend {
   cublasHandle_t handle_{};
   int device_ = 0;
   int threads_ = 1;
-  Bf16GemmPath last_bf16_path_ = Bf16GemmPath::none;
+  HalfGemmPath last_half_path_ = HalfGemmPath::none;
 };
 
 }  // namespace

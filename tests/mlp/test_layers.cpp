@@ -398,7 +398,7 @@ class FakeCudaBackend final : public device::Backend {
   std::unique_ptr<device::Event> create_event() override { return cpu_->create_event(); }
   void gemm(device::Stream&, bool, bool, int, int, int, float, const float*, int, const float*, int,
             float, float*, int) override {}
-  void gemm_bf16(device::Stream&, bool, bool, int, int, int, float, const std::uint16_t*, int, const std::uint16_t*,
+  void gemm_half(device::Stream&, half::Storage, bool, bool, int, int, int, float, const std::uint16_t*, int, const std::uint16_t*,
                  int, float, float*, int) override {}
   void set_num_threads(int) override {}
   int num_threads() const override { return 1; }
