@@ -66,13 +66,17 @@ RECMIX_HOST_DEVICE inline std::uint16_t float_to_bf16_stochastic(float x, std::u
 
 RECMIX_HOST_DEVICE inline float fp16_to_float(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  if (exp == 0x1f) return float_of(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u));
-  if (exp == 0) {  // zero or subnormal: man x 2^-24, exact in fp32
-    const float v = static_cast<float>(man) * 5.9604644775390625e-8f;
+  const std::uint32_t magnitude = h & 0x7fffu;
+  if (magnitude >= 0x7c00u) {  // infinity, or NaN made quiet
+    const std::uint32_t man = h & 0x3ffu;
+    return float_of(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u));
+  }
+  if (magnitude < 0x400u) {  // zero or subnormal: man x 2^-24, exact in fp32
+    const float v = static_cast<float>(magnitude) * 5.9604644775390625e-8f;
     return sign ? -v : v;
   }
-  return float_of(sign | ((exp + 112u) << 23) | (man << 13));
+  // Normal: the exponent rebiased from 15 to 127 (+112 << 23), the mantissa widened.
+  return float_of(sign | ((magnitude << 13) + 0x38000000u));
 }
 
 // The fp16 pattern of |x| rounded toward zero (x finite), and the bits dropped below it as a
@@ -104,10 +108,20 @@ RECMIX_HOST_DEVICE inline Fp16Split fp16_split(std::uint32_t a) {
   return {static_cast<std::uint16_t>((exp_field << 10) + kept), below};
 }
 
+// |x| at or above 2^-14, fp16's smallest normal, and below 65536, where every fp16 is normal
+// and one unit of the last place is 2^13 units of x's: the common case, in integer arithmetic
+// (the exponent rebiased from 127 to 15 by subtracting 112 << 23).
+RECMIX_HOST_DEVICE inline bool fp16_normal_range(std::uint32_t a) { return a - 0x38800000u < 0x0f000000u; }
+
 RECMIX_HOST_DEVICE inline std::uint16_t float_to_fp16(float x) {
   const std::uint32_t b = bits_of(x);
   const std::uint16_t sign = static_cast<std::uint16_t>((b >> 16) & 0x8000u);
   const std::uint32_t a = b & 0x7fffffffu;
+  if (fp16_normal_range(a)) {
+    const std::uint32_t m = a - 0x38000000u;
+    const std::uint32_t h = (m + 0xfffu + ((m >> 13) & 1u)) >> 13;  // ties to even; a carry is right
+    return static_cast<std::uint16_t>(sign | (h > 0x7c00u ? 0x7c00u : h));
+  }
   if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // quiet NaN
   if (a == 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
   const Fp16Split s = fp16_split(a);
@@ -122,6 +136,10 @@ RECMIX_HOST_DEVICE inline std::uint16_t float_to_fp16_stochastic(float x, std::u
   const std::uint32_t b = bits_of(x);
   const std::uint16_t sign = static_cast<std::uint16_t>((b >> 16) & 0x8000u);
   const std::uint32_t a = b & 0x7fffffffu;
+  if (fp16_normal_range(a)) {  // the 13 dropped bits, as a fraction of the last place: exact
+    const std::uint32_t h = ((a - 0x38000000u) >> 13) + (random < (a << 19) ? 1u : 0u);
+    return static_cast<std::uint16_t>(sign | (h >= 0x7c00u ? 0x7bffu : h));
+  }
   if (a >= 0x7f800000u) return float_to_fp16(x);
   const Fp16Split s = fp16_split(a);
   std::uint32_t h = s.magnitude;
