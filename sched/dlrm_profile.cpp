@@ -54,7 +54,10 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
   const double embedding_bytes = lookups * hit * d * (3.0 * row + kFloatBytes * (1.0 + 2.0 * sparse_state));
   const double dense = static_cast<double>(s.dense_params());
   const double activation_traffic = 2.0 * activation_bytes(spec);  // written once, read once
-  const double weight_traffic = dense * kFloatBytes * (3.0 + 2.0 * (1.0 + state));
+  // With bf16 GEMMs the weights' bf16 copy is written once and read by two GEMMs (activation_bytes
+  // already holds the layer inputs' copies).
+  const double weight_traffic =
+      dense * kFloatBytes * (3.0 + 2.0 * (1.0 + state)) + (spec.bf16_gemms ? 3.0 * dense * kHalfBytes : 0.0);
   c.device_bytes = embedding_bytes + activation_traffic + weight_traffic;
   const double batch_bytes = b * (s.dense_features() * kFloatBytes + tables * s.pooling * kIndexBytes + kFloatBytes);
   const double cold_rows = lookups * (1.0 - hit);
@@ -74,7 +77,11 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
 
 JobProfile dlrm_profile(const JobSpec& spec, const MachineModel& machine) {
   const StepCost c = dlrm_step_cost(spec);
-  const double peak = std::max(machine.tf32_flops, machine.fp32_flops) * machine.gemm_efficiency;
+  // bf16 GEMMs at the machine's bf16 rate where it has one; elsewhere as fp32 (a job spec's
+  // "auto" on such a machine picks fp32).
+  const double rate = spec.bf16_gemms && machine.bf16_flops > 0 ? machine.bf16_flops
+                                                                 : std::max(machine.tf32_flops, machine.fp32_flops);
+  const double peak = rate * machine.gemm_efficiency;
   const double t_compute = c.gemm_flops / peak;
   const double t_memory = c.device_bytes / machine.memory_bandwidth;
   const double t_launch = c.kernels * machine.kernel_launch_s;

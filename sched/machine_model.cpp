@@ -35,7 +35,7 @@ std::vector<MachineModel> build_models() {
     models.push_back(m);
   }
   {
-    // NVIDIA DGX-1 with 8 x V100 SXM2 32 GB: 15.7 TFLOP/s FP32, 125 FP16 tensor, 900 GB/s HBM2,
+    // NVIDIA DGX-1 with 8 x V100 SXM2 32 GB: 15.7 TFLOP/s FP32, 125 FP16 tensor (no BF16), 900 GB/s HBM2,
     // NVLink 300 GB/s, PCIe Gen3 x16, 4 x 100 Gb/s InfiniBand EDR, 2 x Xeon E5-2698 v4 (40 cores), 512 GB.
     MachineModel m;
     m.name = "v100-dgx1";
@@ -56,13 +56,14 @@ std::vector<MachineModel> build_models() {
     models.push_back(m);
   }
   {
-    // NVIDIA DGX A100 with 8 x A100 SXM4 80 GB: 19.5 TFLOP/s FP32, 156 TF32, 312 FP16, 2,039 GB/s HBM2e,
+    // NVIDIA DGX A100 with 8 x A100 SXM4 80 GB: 19.5 TFLOP/s FP32, 156 TF32, 312 FP16 and BF16, 2,039 GB/s HBM2e,
     // NVLink 600 GB/s, PCIe Gen4, 8 x 200 Gb/s HDR InfiniBand, 2 x EPYC 7742 (128 cores), 2 TB.
     MachineModel m;
     m.name = "a100-dgx";
     m.fp32_flops = 19.5 * kTera;
     m.tf32_flops = 156 * kTera;
     m.fp16_flops = 312 * kTera;
+    m.bf16_flops = 312 * kTera;
     m.memory_bandwidth = 2039 * kGB;
     m.memory_capacity = 80 * kGiB;
     m.host_device_bandwidth = 32 * kGB;
@@ -77,7 +78,7 @@ std::vector<MachineModel> build_models() {
     models.push_back(m);
   }
   {
-    // NVIDIA DGX H100 with 8 x H100 SXM5 80 GB: 67 TFLOP/s FP32, 494.7 TF32 and 989.4 FP16 dense,
+    // NVIDIA DGX H100 with 8 x H100 SXM5 80 GB: 67 TFLOP/s FP32, 494.7 TF32 and 989.4 FP16 and BF16 dense,
     // 3.35 TB/s HBM3, NVLink 900 GB/s, PCIe Gen5, 8 x 400 Gb/s NDR InfiniBand,
     // 2 x Xeon Platinum 8480C (112 cores), 2 TB.
     MachineModel m;
@@ -85,6 +86,7 @@ std::vector<MachineModel> build_models() {
     m.fp32_flops = 67 * kTera;
     m.tf32_flops = 494.7 * kTera;
     m.fp16_flops = 989.4 * kTera;
+    m.bf16_flops = 989.4 * kTera;
     m.memory_bandwidth = 3350 * kGB;
     m.memory_capacity = 80 * kGiB;
     m.host_device_bandwidth = 64 * kGB;

@@ -14,6 +14,7 @@ struct MachineModel {
   double fp32_flops = 0;        // FLOP/s, plain FP32
   double tf32_flops = 0;        // FLOP/s, TF32 tensor cores (dense); = fp32 where absent
   double fp16_flops = 0;        // FLOP/s, FP16 tensor cores (dense)
+  double bf16_flops = 0;        // FLOP/s, BF16 tensor cores or instructions (dense); 0 where absent
   double memory_bandwidth = 0;  // device memory bytes/s
   double memory_capacity = 0;   // device memory bytes
   double host_device_bandwidth = 0;  // bytes/s per device, one direction (PCIe)

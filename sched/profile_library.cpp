@@ -15,6 +15,7 @@ const JobProfile& ProfileLibrary::dlrm(std::string_view preset, int ranks) {
     JobSpec spec = dlrm_preset(preset);
     spec.ranks = ranks;
     spec.table_bytes = table_bytes_;
+    spec.bf16_gemms = bf16_gemms_;
     it = dlrm_.emplace(key, dlrm_profile(spec, machine_)).first;
   }
   return it->second;
@@ -25,6 +26,11 @@ void ProfileLibrary::set_table_bytes(int bytes) {
     throw ConfigError("the DLRM presets' tables take 4 bytes a weight (fp32) or 2 (fp16, bf16), not " +
                       std::to_string(bytes));
   table_bytes_ = bytes;
+  dlrm_.clear();
+}
+
+void ProfileLibrary::set_bf16_gemms(bool on) {
+  bf16_gemms_ = on;
   dlrm_.clear();
 }
 

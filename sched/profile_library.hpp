@@ -28,6 +28,9 @@ class ProfileLibrary {
   // 4 (fp32, the presets' default) or 2 (fp16, bf16): for the presets' profiles from now on.
   void set_table_bytes(int bytes);
   int table_bytes() const { return table_bytes_; }
+  // The presets' MLPs with bf16 GEMMs ([precision] dense = "bf16"), from now on.
+  void set_bf16_gemms(bool on);
+  bool bf16_gemms() const { return bf16_gemms_; }
 
   // Adds every solo profile of a measured dataset as a type (Lucid: utilisation and memory;
   // Gavel: no utilisation, memory = default_memory_bytes). Returns the type names added.
@@ -43,6 +46,7 @@ class ProfileLibrary {
   std::map<std::string, JobProfile> measured_;
   std::map<std::pair<std::string, int>, JobProfile> dlrm_;
   int table_bytes_ = 4;
+  bool bf16_gemms_ = false;
 };
 
 // Communication share of a non-DLRM model on multi-GPU data parallelism, by model family

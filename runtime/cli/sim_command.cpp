@@ -43,6 +43,7 @@ struct SimArgs {
   bool quiet = false;
   std::string replay;
   std::string table_storage = "fp32";  // the DLRM presets' tables
+  std::string dense = "fp32";          // the DLRM presets' GEMM operands
   std::vector<std::string> pairs, pairs_types;  // measured pair files; NAME=TYPE aliases
 };
 
@@ -131,7 +132,7 @@ void run_sim(const SimArgs& a) {
   const std::string trace_path = resolve_trace(a.trace, a.traces_dir);
   const sched::Trace trace = sched::read_trace(trace_path, sched::parse_trace_format(a.trace_format));
   auto env = sched::make_environment(cluster, a.traces_dir.empty() ? default_traces_dir(trace_path) : a.traces_dir,
-                                     half::storage_bytes(half::parse_storage(a.table_storage)));
+                                     half::storage_bytes(half::parse_storage(a.table_storage)), a.dense == "bf16");
   RECMIX_REQUIRE(a.pairs_types.empty() || !a.pairs.empty(), ConfigError,
                  "--pairs-type maps the type names of measured pair files: give them with --pairs");
   sched::add_measured_pairs(*env, a.pairs, sched::parse_type_aliases(a.pairs_types));
@@ -272,6 +273,10 @@ void add_sim_command(CLI::App& app) {
                   "How the DLRM presets store their embedding tables ([precision] embedding): fp32, fp16 or bf16 "
                   "(2 bytes a weight: smaller peaks, more jobs packed)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  sim->add_option("--dense", args->dense,
+                  "The DLRM presets' GEMM operands ([precision] dense): fp32 or bf16 (at the machine's bf16 rate "
+                  "where it has one; the operands' bf16 copies count in memory)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   sim->add_option("--seed", args->seed, "Seed for the workload mapping and ground truth");
   sim->add_option("--arrival-scale", args->arrival_scale, "Compress arrivals by this factor (raises load)");
   sim->add_option("--repeat-trace", args->repeat_trace,

@@ -37,9 +37,10 @@ WorkloadMix parse_mix(const std::string& name) {
 }
 
 std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir,
-                                                 int table_bytes) {
+                                                 int table_bytes, bool bf16_gemms) {
   auto env = std::make_unique<SimEnvironment>(machine_model(cluster.machine));
   env->library.set_table_bytes(table_bytes);
+  env->library.set_bf16_gemms(bf16_gemms);
   namespace fs = std::filesystem;
   const fs::path dir(traces_dir);
   for (const auto& preset : dlrm_preset_names()) {

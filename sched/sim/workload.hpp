@@ -54,9 +54,10 @@ struct SimEnvironment {
 // Loads the pair data found in traces_dir (lucid_*.csv, gavel_throughputs.json) into a new
 // environment for `cluster`. Missing files are skipped; "other" types then come only from what
 // was found (a mix needing them throws ConfigError).
-// table_bytes: the DLRM presets' bytes a table weight (ProfileLibrary::set_table_bytes).
+// table_bytes: the DLRM presets' bytes a table weight (ProfileLibrary::set_table_bytes);
+// bf16_gemms: their MLPs' GEMMs in bf16 (ProfileLibrary::set_bf16_gemms).
 std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, const std::string& traces_dir,
-                                                 int table_bytes = 4);
+                                                 int table_bytes = 4, bool bf16_gemms = false);
 
 // Loads measured pair files (recmix pairs) into `env`, after make_environment and before
 // build_workload: their pairs become ground truth (overriding Lucid / Gavel values of the same

@@ -47,6 +47,39 @@ TEST(DlrmProfile, PresetsCountTheirTableStorage) {
   EXPECT_THROW(half.set_table_bytes(3), ConfigError);
 }
 
+// bf16 GEMMs: the same FLOPs at the bf16 rate where the machine has one (A100: 312 against 156
+// TF32), at the fp32 rate where it has none (V100); the operands' bf16 copies add bytes and memory.
+TEST(DlrmProfile, Bf16GemmsRunAtTheMachinesBf16Rate) {
+  JobSpec s = tiny();
+  const StepCost fp32 = dlrm_step_cost(s);
+  s.bf16_gemms = true;
+  const StepCost bf16 = dlrm_step_cost(s);
+  EXPECT_DOUBLE_EQ(bf16.gemm_flops, fp32.gemm_flops);
+  // Weights' copy written once, read twice: 114 x 2 x 3; activations' copies written once and read
+  // once: 2 x 6 x (23 + 8) x 2 (test_memory_estimator works out the 23 + 8).
+  EXPECT_DOUBLE_EQ(bf16.device_bytes - fp32.device_bytes, 114 * 2 * 3.0 + 2 * 6 * 31 * 2.0);
+
+  ProfileLibrary a100(machine_model("a100-dgx")), v100(machine_model("v100-dgx1"));
+  const JobProfile a_fp32 = a100.dlrm("dlrm-medium", 1), v_fp32 = v100.dlrm("dlrm-medium", 1);
+  a100.set_bf16_gemms(true);
+  v100.set_bf16_gemms(true);
+  const JobProfile& a_bf16 = a100.dlrm("dlrm-medium", 1);
+  const JobProfile& v_bf16 = v100.dlrm("dlrm-medium", 1);
+  const MachineModel a = machine_model("a100-dgx"), v = machine_model("v100-dgx1");
+  JobSpec medium = dlrm_preset("dlrm-medium");
+  const StepCost m32 = dlrm_step_cost(medium);
+  medium.bf16_gemms = true;
+  const StepCost m16 = dlrm_step_cost(medium);
+  const double a_saved = m32.gemm_flops / (a.gemm_efficiency * a.tf32_flops) -
+                         m32.gemm_flops / (a.gemm_efficiency * a.bf16_flops);
+  const double a_copies = (m16.device_bytes - m32.device_bytes) / a.memory_bandwidth;
+  EXPECT_GT(a_saved, 2 * a_copies);
+  // The device-bound step: faster by the compute time saved, slower by the copies' bytes.
+  EXPECT_NEAR(a_fp32.solo_step_s - a_bf16.solo_step_s, a_saved - a_copies, 1e-9 * a_fp32.solo_step_s);
+  EXPECT_GT(v_bf16.solo_step_s, v_fp32.solo_step_s);  // no bf16 rate: only the copies' bytes
+  EXPECT_GT(a_bf16.peak_memory_bytes, a_fp32.peak_memory_bytes);
+}
+
 TEST(DlrmProfile, SharesAreTimesOverStep) {
   MachineModel m;
   m.fp32_flops = m.tf32_flops = 1e9;
