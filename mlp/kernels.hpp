@@ -50,6 +50,7 @@ struct BiasActivationForward {
   const float* bias;
   int rows, cols;
   Activation act;
+  std::uint16_t* y16 = nullptr;  // where set, y rounded to bf16 as well (the next bf16 GEMM's input)
   RECMIX_HOST_DEVICE void operator()(Index item) const {
     Index r0 = item * kRowBlock, r1 = min_index(r0 + kRowBlock, rows);
     for (Index r = r0; r < r1; ++r) {
@@ -68,11 +69,16 @@ struct BiasActivationForward {
           for (int c = 0; c < cols; ++c) row[c] = sigmoid(row[c] + bias[c]);
           break;
       }
+      if (y16)
+        for (int c = 0; c < cols; ++c) y16[r * cols + c] = half::float_to_bf16(row[c]);
     }
   }
   // Fine decomposition (device/fine_grained.hpp): one element.
   RECMIX_HOST_DEVICE Index fine_items(Index) const { return static_cast<Index>(rows) * cols; }
-  RECMIX_HOST_DEVICE void fine(Index i) const { y[i] = activate(y[i] + bias[i % cols], act); }
+  RECMIX_HOST_DEVICE void fine(Index i) const {
+    y[i] = activate(y[i] + bias[i % cols], act);
+    if (y16) y16[i] = half::float_to_bf16(y[i]);
+  }
 };
 
 // Activation backward in place for the rows of block `item`: dz = dz * act'(y) (dz holds dL/dy on
@@ -83,6 +89,7 @@ struct ActivationBackward {
   float* partial;
   int rows, cols;
   Activation act;
+  std::uint16_t* dz16 = nullptr;  // where set, dz rounded to bf16 as well (for the bf16 GEMMs)
   RECMIX_HOST_DEVICE void operator()(Index item) const {
     Index r0 = item * kRowBlock, r1 = min_index(r0 + kRowBlock, rows);
     float* __restrict acc = partial + item * cols;
@@ -109,6 +116,8 @@ struct ActivationBackward {
           }
           break;
       }
+      if (dz16)
+        for (int c = 0; c < cols; ++c) dz16[r * cols + c] = half::float_to_bf16(d[c]);
     }
   }
   // Fine decomposition: one column of one block, its rows summed in the same order.
@@ -128,6 +137,7 @@ struct ActivationBackward {
         case Activation::sigmoid: v = v * (1.f - out) * out; break;
       }
       *d = v;
+      if (dz16) dz16[r * cols + c] = half::float_to_bf16(v);
       acc += v;
     }
     partial[item * cols + c] = acc;

@@ -4,8 +4,9 @@
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
 // With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_half in bf16, on
-// operands rounded once a step: the weights as forward starts, a layer's input in forward, its
-// pre-activation gradient before the two GEMMs that read it.
+// operands rounded once a step: the weights and the first layer's input as forward starts, every
+// other layer's input by the bias and activation pass that writes it, a layer's pre-activation
+// gradient by the activation backward that writes it (for the two GEMMs that read it).
 #include "mlp/mlp.hpp"
 
 #include <cmath>
@@ -125,19 +126,23 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
   batch_ = batch;
   forward_done_ = true;
   round_bf16(s, values_.data(), values_.size(), values16_.data());
+  // Layer 0's input in bf16; every later layer's comes from the bias and activation pass below.
+  round_bf16(s, input, static_cast<std::size_t>(batch) * sizes_.front(), layers_.front().input16.data());
   const float* x = input;
-  for (Layer& l : layers_) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
     if (fused_forward(l)) {
       cpu::linear_forward(backend_.num_threads(), batch, l.in, l.out, x, l.in, l.weight, l.bias, l.act,
                           l.output.data(), pack_.data());
       x = l.output.data();
       continue;
     }
-    // y = x W^T (W is [out x in]), then y = act(y + b) in one pass.
-    const Operand in{x, round_bf16(s, x, static_cast<std::size_t>(batch) * l.in, l.input16.data())};
-    gemm(s, false, true, batch, l.out, l.in, 1.f, in, l.in, {l.weight, l.weight16}, l.in, 0.f, l.output.data(),
-         l.out);
-    kernels::BiasActivationForward f{l.output.data(), l.bias, batch, l.out, l.act};
+    // y = x W^T (W is [out x in]), then y = act(y + b) in one pass, which also rounds y for the next
+    // layer's bf16 GEMM.
+    gemm(s, false, true, batch, l.out, l.in, 1.f, {x, l.input16.data()}, l.in, {l.weight, l.weight16}, l.in, 0.f,
+         l.output.data(), l.out);
+    kernels::BiasActivationForward f{l.output.data(), l.bias, batch, l.out, l.act,
+                                     bf16_ && i + 1 < layers_.size() ? layers_[i + 1].input16.data() : nullptr};
     detail::launch(backend_, s, detail::row_blocks(batch), f,
                    static_cast<std::int64_t>(batch) * l.out);
     x = l.output.data();
@@ -176,13 +181,14 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
       if (dy != dz)
         backend_.copy(dz, dy, sizeof(float) * static_cast<std::size_t>(batch) * l.out, s);
       auto blocks = detail::row_blocks(batch);
-      kernels::ActivationBackward f{dz, l.output.data(), bias_partials_.data(), batch, l.out, l.act};
+      kernels::ActivationBackward f{dz, l.output.data(), bias_partials_.data(), batch, l.out, l.act,
+                                    bf16_ ? grad16_.data() : nullptr};
       detail::launch(backend_, s, blocks, f, static_cast<std::int64_t>(batch) * l.out);
       kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
       detail::launch(backend_, s, l.out, sum, blocks * l.out);
     }
     dz_done = false;
-    const Operand dz16{dz, round_bf16(s, dz, static_cast<std::size_t>(batch) * l.out, grad16_.data())};
+    const Operand dz16{dz, bf16_ ? grad16_.data() : nullptr};  // rounded by the activation backward
     // dx = dz W  ([batch x out] [out x in]); on the fused path, for a hidden layer below, also
     // that layer's ReLU backward and bias gradient.
     auto input_gradient = [&](float* dx) {

@@ -58,6 +58,21 @@ TEST(FineKernels, BiasActivationAndItsBackward) {
             return kernels::ActivationBackward{s[0].data(), s[1].data(), s[2].data(), rows, cols, act};
           },
           "activation backward");
+    // With their bf16 copies (for bf16 GEMMs), held in a float vector of half the length.
+    const std::vector<float> half_copy((rows * cols + 1) / 2, 0.f);
+    auto bits16 = [](std::vector<float>& v) { return reinterpret_cast<std::uint16_t*>(v.data()); };
+    check(row_blocks(rows), {random_floats(rows * cols, 1), random_floats(cols, 2), half_copy},
+          [&](auto& s) {
+            return kernels::BiasActivationForward{s[0].data(), s[1].data(), rows, cols, act, bits16(s[2])};
+          },
+          "bias + activation, bf16 copy");
+    check(row_blocks(rows),
+          {random_floats(rows * cols, 3), random_floats(rows * cols, 4, 0.f, 1.f),
+           std::vector<float>(row_blocks(rows) * cols, 7.f), half_copy},
+          [&](auto& s) {
+            return kernels::ActivationBackward{s[0].data(), s[1].data(), s[2].data(), rows, cols, act, bits16(s[3])};
+          },
+          "activation backward, bf16 copy");
   }
 }
 
