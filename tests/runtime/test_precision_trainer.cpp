@@ -3,8 +3,8 @@
 // 0.001 after the same steps, averaged over seeds), a stopped and resumed run equals a straight
 // one bit for bit (the stochastic rounding is keyed by the step, which the checkpoint restores),
 // and checkpoints convert between storage types as docs/math.md says. bf16 GEMMs ([precision]
-// dense = "bf16"): refused on a CPU without AVX512_BF16, and on the strict device emulator they
-// learn as fp32 does.
+// dense = "bf16"): refused on a CPU without AVX512_BF16, taken natively on one with it, and on
+// the strict device emulator they learn as fp32 does.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -166,6 +166,28 @@ TEST(Bf16Dense, RefusedOnACpuWithoutAvx512Bf16) {
   spec.precision.dense = "auto";  // fp32 here, no error
   Trainer t(spec, *world->comm);
   EXPECT_FALSE(t.model().dense_in_bf16());
+}
+
+// On a CPU with AVX512_BF16 the cpu backend takes bf16 GEMMs (oneDNN's native matmul), "auto"
+// picks them too, and they learn as fp32 does (one seed, within 0.005; the emulator test below
+// bounds the mean). Skipped elsewhere.
+TEST(Bf16Dense, RunsNativelyOnACpuWithAvx512Bf16) {
+  if (!device::cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  if (world->comm->size() > 2) GTEST_SKIP() << "run at 1 and 2 ranks";
+  const auto base = train_quietly(half_spec("native-fp32", "fp32", 5));
+  for (const char* dense : {"bf16", "auto"}) {
+    auto spec = half_spec(fmt::format("native-{}", dense), "bf16", 5);
+    spec.device.gemm = "onednn";
+    spec.precision.dense = dense;
+    Trainer t(spec, *world->comm);
+    EXPECT_TRUE(t.model().dense_in_bf16()) << dense;
+    TrainOptions options;
+    options.quiet = true;
+    const auto r = t.train(options);
+    ASSERT_TRUE(r.eval.has_value() && base.eval.has_value());
+    EXPECT_NEAR(r.eval->auc, base.eval->auc, 0.005) << dense;
+    EXPECT_EQ(t.backend().last_half_gemm_path(), device::HalfGemmPath::native) << dense;
+  }
 }
 
 // On the strict emulator (a device, whatever the CPU) bf16 GEMMs run: alone and with bf16 tables
