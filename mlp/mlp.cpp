@@ -269,11 +269,10 @@ void Mlp::gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int 
     backend_.gemm(s, trans_a, trans_b, m, n, k, alpha, a.fp32, lda, b.fp32, ldb, beta, c, ldc);
 }
 
-const std::uint16_t* Mlp::round_bf16(device::Stream& s, const float* src, std::size_t count, std::uint16_t* dst) {
-  if (!bf16_) return nullptr;
+void Mlp::round_bf16(device::Stream& s, const float* src, std::size_t count, std::uint16_t* dst) {
+  if (!bf16_) return;
   kernels::RoundToBf16 f{src, dst, static_cast<kernels::Index>(count)};
   detail::launch(backend_, s, detail::flat_blocks(f.count), f, f.count);
-  return dst;
 }
 
 std::vector<Param> Mlp::parameters() {

@@ -76,8 +76,8 @@ class Mlp {
   // dense (lda, ldb their row lengths).
   void gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, Operand a, int lda,
             Operand b, int ldb, float beta, float* c, int ldc);
-  // With bf16 GEMMs: `count` values of src rounded into dst (returned); else null.
-  const std::uint16_t* round_bf16(device::Stream& s, const float* src, std::size_t count, std::uint16_t* dst);
+  // With bf16 GEMMs: `count` values of src rounded into dst; nothing otherwise.
+  void round_bf16(device::Stream& s, const float* src, std::size_t count, std::uint16_t* dst);
   struct Layer {
     int in = 0, out = 0;
     Activation act = Activation::relu;
