@@ -172,8 +172,10 @@ void load_checkpoint(const std::string& path, DlrmModel& model) {
   if (table_rows != model.table_rows())
     throw DataError(fmt::format("{}: the checkpoint's tables ({}) differ from the model's ({})", path,
                                 fmt::join(table_rows, ", "), fmt::join(model.table_rows(), ", ")));
-  // Version 1 files have no checksums; from version 2 every array's are checked.
-  const bool verify = h5::read_int_attribute(file, "version") >= 2;
+  // Version 1 files have no checksums; from version 2 every array's are checked. A file with a
+  // checksums group is checked whatever its version says, so that a damaged version attribute
+  // cannot switch the checks off.
+  const bool verify = h5::read_int_attribute(file, "version") >= 2 || h5::exists(file, "checksums");
   if (verify && h5::read_int_attribute(file, "checksum_block_rows") != static_cast<std::int64_t>(kChecksumBlockRows))
     throw DataError(fmt::format("{}: attribute checksum_block_rows is not {}: the checkpoint is damaged", path,
                                 kChecksumBlockRows));

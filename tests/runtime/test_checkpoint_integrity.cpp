@@ -214,6 +214,15 @@ TEST(CheckpointChecksums, AChangedValueIsCaughtAndNamed) {
     h5::write_attribute(file, "version", std::int64_t{1});
   });
   EXPECT_EQ(load_error(spec, bad), "");
+  // A version attribute damaged to 1 does not switch the checks off while the checksums are there
+  // (a fuzzer finding: one checksum moved away, the version set to 1, and the file loaded).
+  edited_copy(good, bad, [](hid_t file) {
+    H5Ldelete(file, "checksums/dense/bottom.1.bias", H5P_DEFAULT);
+    H5Adelete(file, "version");
+    h5::write_attribute(file, "version", std::int64_t{1});
+  });
+  EXPECT_NE(load_error(spec, bad).find("/dense/bottom.1.bias has no checksums"), std::string::npos)
+      << load_error(spec, bad);
 }
 
 }  // namespace
