@@ -36,6 +36,7 @@ struct SchedulerService::Record {
   std::map<int, std::size_t> peak_by_rank;
   double alone_sum = 0, shared_sum = 0;  // step seconds from the job's rank-0 samples
   int alone_n = 0, shared_n = 0;
+  std::vector<double> alone_steps;  // the last 64 of its step times alone (the median: its slowdowns' baseline)
   nlohmann::json eval;
   bool estimate_below_peak = false;
   int preemptions = 0;

@@ -362,7 +362,7 @@ void SchedulerService::end_job(Record& r, const std::string& state) {
   event(e);
   // A measured slowdown next to the partners: the interference model learns it.
   if (state == "finished" && r.alone_n > 0 && r.shared_n > 0 && !r.partners.empty()) {
-    const double slowdown = (r.shared_sum / r.shared_n) / (r.alone_sum / r.alone_n);
+    const double slowdown = (r.shared_sum / r.shared_n) / alone_step_s(r);
     for (const auto& p : r.partners)
       for (auto& other : records_)
         if (other->job.spec.name == p) model_.observe(r.sjob.type, other->sjob.type, slowdown);
@@ -470,8 +470,18 @@ void SchedulerService::measure_profile(Record& r, const nlohmann::json& sample) 
          {"roofline_compute", roofline}});
 }
 
+// A job's step time alone, the baseline of its slowdowns: the median of its last 64 samples alone, so
+// that its first, slower steps (a cold cache, the first allocations) do not raise it.
+double SchedulerService::alone_step_s(const Record& r) {
+  std::vector<double> v = r.alone_steps;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  return (*mid + *std::max_element(v.begin(), mid)) / 2;
+}
+
 // A job measured slower next to its partners than alone by more than the slowdown limit (the
-// mean of its last three co-located samples against the mean of its samples alone) is moved
+// mean of its last three co-located samples against its median alone) is moved
 // apart, once: the interference model learns the slowdown, the job stops with a checkpoint and
 // is placed again, never next to those partners while they run.
 void SchedulerService::move_apart_if_slowed(Record& r) {
@@ -479,7 +489,7 @@ void SchedulerService::move_apart_if_slowed(Record& r) {
   if (r.state != "running" || r.moved_apart || r.alone_n == 0 || r.recent_shared.size() < kWindow) return;
   double shared = 0;
   for (double v : r.recent_shared) shared += v;
-  const double slowdown = (shared / static_cast<double>(r.recent_shared.size())) / (r.alone_sum / r.alone_n);
+  const double slowdown = (shared / static_cast<double>(r.recent_shared.size())) / alone_step_s(r);
   const double limit = options_.jobs.scheduler.slowdown_limit;
   if (slowdown <= limit) return;
   std::vector<std::string> names;
@@ -569,6 +579,8 @@ void SchedulerService::handle(const Message& m) {
       const double step_s = m.body.at("step_s").get<double>();
       (colocated ? r.shared_sum : r.alone_sum) += step_s;
       ++(colocated ? r.shared_n : r.alone_n);
+      if (!colocated) r.alone_steps.push_back(step_s);
+      if (r.alone_steps.size() > 64) r.alone_steps.erase(r.alone_steps.begin());
       if (!colocated) r.recent_shared.clear();
       if (colocated) r.recent_shared.push_back(step_s);
       if (r.recent_shared.size() > 3) r.recent_shared.erase(r.recent_shared.begin());

@@ -67,6 +67,7 @@ class SchedulerService {
   void restart_with_more_memory(Record& r);
   void stop_job(Record& r, nlohmann::json event);
   void move_apart_if_slowed(Record& r);
+  static double alone_step_s(const Record& r);
   void measure_profile(Record& r, const nlohmann::json& sample);
   void check_stuck();
   void grant_next_io();
