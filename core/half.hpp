@@ -149,13 +149,21 @@ RECMIX_HOST_DEVICE inline std::uint16_t float_to_fp16_stochastic(float x, std::u
 
 // --- the rounding's random numbers ---
 
-// Stream of the stochastic rounding of table `table` at optimizer step `step`; index the
-// element (row x dim + column), so every element of every row gets its own number.
-RECMIX_HOST_DEVICE inline std::uint32_t rounding_bits(std::uint64_t seed, int table, std::int64_t step,
-                                                      std::uint64_t element) {
+// The random bits of the stochastic rounding of table `table` at optimizer step `step`: its
+// key, then per element (row x dim + column) 32 bits, so every element of every row gets its
+// own number. random::hash(seed, stream, element) >> 32, with the key its first two rounds, so
+// that a loop over many elements of one table and step computes the key once.
+RECMIX_HOST_DEVICE inline std::uint64_t rounding_key(std::uint64_t seed, int table, std::int64_t step) {
   const std::uint64_t stream = random::mix64(0x524e440000000000ull ^ static_cast<std::uint64_t>(table)) ^
                                static_cast<std::uint64_t>(step);  // "RND"
-  return static_cast<std::uint32_t>(random::hash(seed, stream, element) >> 32);
+  return random::mix64(random::mix64(seed) ^ stream);
+}
+RECMIX_HOST_DEVICE inline std::uint32_t rounding_bits_at(std::uint64_t key, std::uint64_t element) {
+  return static_cast<std::uint32_t>(random::mix64(key ^ element) >> 32);
+}
+RECMIX_HOST_DEVICE inline std::uint32_t rounding_bits(std::uint64_t seed, int table, std::int64_t step,
+                                                      std::uint64_t element) {
+  return rounding_bits_at(rounding_key(seed, table, step), element);
 }
 
 }  // namespace recmix::half

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "device/fine_grained.hpp"
 #include "device/launch.hpp"
+#include "embedding/half_rows_cpu.hpp"
 
 namespace recmix::embedding {
 namespace {
@@ -105,29 +106,6 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
 #endif
 }
 
-// One row of a 16-bit table stepped by plain SGD for one gradient, w = round(w - lr (0 + g)):
-// RowWriter's reads and writes (the same conversions, so the same bits) with the storage type and
-// the rounding fixed at compile time, so that the loop has no branches.
-template <half::Storage S, bool Stochastic>
-void sgd_half_row(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t dim, float lr) {
-  for (std::int64_t d = 0; d < dim; ++d) {
-    const float x = kernels::half_to_float(S, w.w[d]) - lr * (0.f + g[d]);
-    const std::uint32_t random =
-        Stochastic ? half::rounding_bits(w.seed, w.table, w.step, w.first + static_cast<std::uint64_t>(d)) : 0u;
-    w.w[d] = kernels::float_to_half(S, x, Stochastic, random);
-  }
-}
-
-void sgd_half_row(const kernels::UpdateRowsHalf& f, std::int64_t row, const float* g, std::int64_t dim, float lr) {
-  const auto w = f.writer(row);
-  if (f.storage == half::Storage::bf16)
-    f.stochastic ? sgd_half_row<half::Storage::bf16, true>(w, g, dim, lr)
-                 : sgd_half_row<half::Storage::bf16, false>(w, g, dim, lr);
-  else
-    f.stochastic ? sgd_half_row<half::Storage::fp16, true>(w, g, dim, lr)
-                 : sgd_half_row<half::Storage::fp16, false>(w, g, dim, lr);
-}
-
 }  // namespace
 
 namespace cpu {
@@ -168,24 +146,26 @@ std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out) {
     //    streams and checks every index twice (for the prefetch and for the copy): in the
     //    training step at batch 128, 170-180 instead of 220-230 us.
     const std::int64_t j_begin = b_begin * T, j_end = b_end * T;
-    auto copy_rows = [&](const auto* weights, const auto& load) {
+    auto copy_rows = [&](const auto* weights, const auto& copy_row) {
       for (std::int64_t j = j_begin; j < std::min(j_end, j_begin + kAhead); ++j)
         if (rows[j] >= 0) prefetch_row(weights + rows[j] * D, D);
       for (std::int64_t j = j_begin; j < j_end; ++j) {
         if (j + kAhead < j_end && rows[j + kAhead] >= 0) prefetch_row(weights + rows[j + kAhead] * D, D);
         const std::int64_t row = rows[j];
         if (row < 0) continue;
-        const auto* w = weights + row * D;
-        float* o = out + j * D;
-        for (std::int64_t d = 0; d < D; ++d) o[d] = load(w[d]);
+        copy_row(weights + row * D, out + j * D);
       }
     };
     if (!f.half) {
-      copy_rows(f.weights, [](float x) { return x; });
-    } else if (f.half->storage == half::Storage::bf16) {
-      copy_rows(static_cast<const std::uint16_t*>(f.half->weights), [](std::uint16_t h) { return half::bf16_to_float(h); });
+      copy_rows(f.weights, [D](const float* w, float* o) {
+        for (std::int64_t d = 0; d < D; ++d) o[d] = w[d];
+      });
     } else {
-      copy_rows(static_cast<const std::uint16_t*>(f.half->weights), [](std::uint16_t h) { return half::fp16_to_float(h); });
+      const half::Storage storage = f.half->storage;
+      const bool vectorised = half_rows_vectorised();
+      copy_rows(static_cast<const std::uint16_t*>(f.half->weights), [=](const std::uint16_t* w, float* o) {
+        widen_half_row(storage, w, o, D, vectorised);
+      });
     }
     return bad;
   };
@@ -273,6 +253,7 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
     std::int64_t unique = 0, offsets[2] = {0, 0};
     kernels::UpdateRows u{f.weights, f.state, D, kind, lr, eps, &unique, offsets, nullptr, nullptr, grad};
     kernels::UpdateRowsHalf uh{};
+    const bool vectorised = half_rows_vectorised();
     if (f.half) {
       uh = *f.half;
       uh.update = u;
@@ -297,7 +278,7 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
         // for 16-bit tables UpdateRowsHalf's reads and rounded writes).
         const float* g = grad + j * D;
         if (f.half) {
-          sgd_half_row(uh, f.rows[j], g, D, lr);
+          sgd_half_row(uh.writer(f.rows[j]), g, D, lr, vectorised);
           continue;
         }
         float* w = f.weights + f.rows[j] * D;

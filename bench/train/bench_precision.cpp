@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   double min_seconds = 0.3;
   std::string device_kind = "cpu";
   std::string rounding = "stochastic";
+  std::vector<std::string> only;
+  bool gemms = true;
   app.add_option("--batch", batches, "global batch sizes");
   app.add_option("--threads", threads, "threads per rank");
   app.add_option("--reps", reps, "repetitions (medians reported)");
@@ -122,6 +124,8 @@ int main(int argc, char** argv) {
   app.add_option("--rows", rows, "rows per table");
   app.add_option("--rounding", rounding, "how 16-bit tables round an update: stochastic or nearest")
       ->check(CLI::IsMember({"stochastic", "nearest"}));
+  app.add_option("--only", only, "run these precisions only, besides fp32 (e.g. --only \"fp16 tables\"), for profiling");
+  app.add_flag("!--no-gemms", gemms, "skip the GEMM GFLOP/s table");
   app.add_option("--device", device_kind, "backend: cpu or cuda (cpu-strict runs, but its speed means nothing)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   try {
@@ -135,11 +139,22 @@ int main(int argc, char** argv) {
   const int rank = comm->rank(), world = comm->size();
   auto backend = device::make_backend(device::parse_backend_kind(device_kind), threads);
   auto stream = backend->create_stream();
-  const std::vector<Config> configs = {{"fp32", "fp32", "fp32"},
-                                       {"fp16 tables", "fp32", "fp16"},
-                                       {"bf16 tables", "fp32", "bf16"},
-                                       {"bf16 GEMMs", "bf16", "fp32"},
-                                       {"bf16 GEMMs + bf16 tables", "bf16", "bf16"}};
+  std::vector<Config> configs = {{"fp32", "fp32", "fp32"},
+                                 {"fp16 tables", "fp32", "fp16"},
+                                 {"bf16 tables", "fp32", "bf16"},
+                                 {"bf16 GEMMs", "bf16", "fp32"},
+                                 {"bf16 GEMMs + bf16 tables", "bf16", "bf16"}};
+  if (!only.empty()) {
+    for (const auto& name : only)
+      if (std::none_of(configs.begin(), configs.end(), [&](const Config& c) { return c.name == name; })) {
+        if (rank == 0) fmt::print(stderr, "--only: no precision is called '{}'\n", name);
+        MPI_Finalize();
+        return 2;
+      }
+    std::erase_if(configs, [&](const Config& c) {
+      return c.name != "fp32" && std::find(only.begin(), only.end(), c.name) == only.end();
+    });
+  }
   if (rank == 0)
     fmt::print("{} rank(s) x {}; {} tables x {} rows, dim 16, one index per bag; bottom 13-512-256-64-16, dot, "
                "top 367-512-256-1, SGD; 16-bit tables rounded {}; AVX512_BF16: {}; medians of {} repetitions\n\n",
@@ -220,7 +235,7 @@ int main(int argc, char** argv) {
     fmt::print("\n");
   }
 
-  if (rank == 0 && backend->kind() == device::BackendKind::cpu) {  // the GEMMs read host-filled buffers
+  if (gemms && rank == 0 && backend->kind() == device::BackendKind::cpu) {  // the GEMMs read host-filled buffers
     std::vector<std::string> rows;
     for (std::int64_t b : batches)
       rows.push_back(fmt::format("| the step's GEMM chain, batch {} | {:.1f} | {:.1f} |", b,

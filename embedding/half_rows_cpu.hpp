@@ -1,0 +1,26 @@
+#pragma once
+// Rows of 16-bit tables on the CPU backend's one-hot path, 16 elements at a time where the CPU
+// has AVX-512 (F, DQ, BW, VL) and F16C: a row read to fp32, and a row stepped by plain SGD and
+// rounded back. Each gives the bits of the scalar functors of embedding/half_kernels.hpp (the
+// conversions of core/half.hpp, the random bits of half::rounding_bits), element for element;
+// `vectorised` = false runs those, so that tests hold both paths against each other.
+#include <cstdint>
+
+#include "core/half.hpp"
+#include "embedding/half_kernels.hpp"
+
+namespace recmix::embedding::cpu {
+
+// Whether this CPU runs the vectorised rows (checked once).
+bool half_rows_vectorised();
+
+// out[d] = the fp32 value of w[d], d < n (`storage`: fp16 or bf16).
+void widen_half_row(half::Storage storage, const std::uint16_t* w, float* out, std::int64_t n,
+                    bool vectorised = half_rows_vectorised());
+
+// The row `w` writes, stepped by SGD for one gradient: w[d] = round(w[d] - lr (0 + g[d])), d < n,
+// rounded as `w` says (its storage, to nearest or stochastically with its table's random bits).
+void sgd_half_row(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t n, float lr,
+                  bool vectorised = half_rows_vectorised());
+
+}  // namespace recmix::embedding::cpu
