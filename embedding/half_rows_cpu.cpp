@@ -20,12 +20,12 @@ namespace recmix::embedding::cpu {
 namespace {
 
 template <half::Storage S, bool Stochastic>
-void sgd_half_row_scalar(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t n, float lr) {
-  const std::uint64_t key = Stochastic ? half::rounding_key(w.seed, w.table, w.step) : 0;
+void sgd_half_row_scalar(std::uint64_t key, std::uint16_t* w, std::uint64_t first, const float* g, std::int64_t n,
+                         float lr) {
   for (std::int64_t d = 0; d < n; ++d) {
-    const float x = kernels::half_to_float(S, w.w[d]) - lr * (0.f + g[d]);
-    const std::uint32_t random = Stochastic ? half::rounding_bits_at(key, w.first + static_cast<std::uint64_t>(d)) : 0u;
-    w.w[d] = kernels::float_to_half(S, x, Stochastic, random);
+    const float x = kernels::half_to_float(S, w[d]) - lr * (0.f + g[d]);
+    const std::uint32_t random = Stochastic ? half::rounding_bits_at(key, first + static_cast<std::uint64_t>(d)) : 0u;
+    w[d] = kernels::float_to_half(S, x, Stochastic, random);
   }
 }
 
@@ -114,15 +114,15 @@ RECMIX_AVX512 void widen_avx512(const std::uint16_t* w, float* out, std::int64_t
 }
 
 template <half::Storage S, bool Stochastic>
-RECMIX_AVX512 void sgd_avx512(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t n, float lr) {
-  const std::uint64_t key = Stochastic ? half::rounding_key(w.seed, w.table, w.step) : 0;
+RECMIX_AVX512 void sgd_avx512(std::uint64_t key, std::uint16_t* w, std::uint64_t first, const float* g, std::int64_t n,
+                              float lr) {
   const __m512 rate = _mm512_set1_ps(lr);
   for (std::int64_t d = 0; d < n; d += 16) {
     const __mmask16 lanes = n - d >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - d)) - 1u);
-    const __m512 old = widen<S>(_mm256_maskz_loadu_epi16(lanes, w.w + d));
+    const __m512 old = widen<S>(_mm256_maskz_loadu_epi16(lanes, w + d));
     const __m512 step = _mm512_mul_ps(rate, _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(lanes, g + d)));
     const __m512 x = _mm512_sub_ps(old, step);
-    const __m512i random = Stochastic ? rounding_bits(key, w.first + static_cast<std::uint64_t>(d)) : _mm512_setzero_si512();
+    const __m512i random = Stochastic ? rounding_bits(key, first + static_cast<std::uint64_t>(d)) : _mm512_setzero_si512();
     __m512i h;
     if constexpr (S == half::Storage::bf16) {
       h = round_bf16<Stochastic>(_mm512_castps_si512(x), random);
@@ -143,14 +143,10 @@ RECMIX_AVX512 void sgd_avx512(const kernels::UpdateRowsHalf::RowWriter& w, const
         h = _mm512_load_si512(hs);
       }
     }
-    _mm256_mask_storeu_epi16(w.w + d, lanes, _mm512_cvtepi32_epi16(h));
+    _mm256_mask_storeu_epi16(w + d, lanes, _mm512_cvtepi32_epi16(h));
   }
 }
 
-template <half::Storage S>
-void sgd_avx512_rounded(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t n, float lr) {
-  w.stochastic ? sgd_avx512<S, true>(w, g, n, lr) : sgd_avx512<S, false>(w, g, n, lr);
-}
 #endif
 
 }  // namespace
@@ -180,21 +176,26 @@ void widen_half_row(half::Storage storage, const std::uint16_t* w, float* out, s
     for (std::int64_t d = 0; d < n; ++d) out[d] = half::fp16_to_float(w[d]);
 }
 
-void sgd_half_row(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t n, float lr,
-                  bool vectorised) {
+void sgd_half_row(const RowRounding& r, std::uint16_t* w, std::uint64_t first, const float* g, std::int64_t n,
+                  float lr, bool vectorised) {
+  using half::Storage;
 #ifdef RECMIX_HALF_ROWS_AVX512
   if (vectorised) {
-    w.storage == half::Storage::bf16 ? sgd_avx512_rounded<half::Storage::bf16>(w, g, n, lr)
-                                     : sgd_avx512_rounded<half::Storage::fp16>(w, g, n, lr);
+    if (r.storage == Storage::bf16)
+      r.stochastic ? sgd_avx512<Storage::bf16, true>(r.key, w, first, g, n, lr)
+                   : sgd_avx512<Storage::bf16, false>(r.key, w, first, g, n, lr);
+    else
+      r.stochastic ? sgd_avx512<Storage::fp16, true>(r.key, w, first, g, n, lr)
+                   : sgd_avx512<Storage::fp16, false>(r.key, w, first, g, n, lr);
     return;
   }
 #endif
-  if (w.storage == half::Storage::bf16)
-    w.stochastic ? sgd_half_row_scalar<half::Storage::bf16, true>(w, g, n, lr)
-                 : sgd_half_row_scalar<half::Storage::bf16, false>(w, g, n, lr);
+  if (r.storage == Storage::bf16)
+    r.stochastic ? sgd_half_row_scalar<Storage::bf16, true>(r.key, w, first, g, n, lr)
+                 : sgd_half_row_scalar<Storage::bf16, false>(r.key, w, first, g, n, lr);
   else
-    w.stochastic ? sgd_half_row_scalar<half::Storage::fp16, true>(w, g, n, lr)
-                 : sgd_half_row_scalar<half::Storage::fp16, false>(w, g, n, lr);
+    r.stochastic ? sgd_half_row_scalar<Storage::fp16, true>(r.key, w, first, g, n, lr)
+                 : sgd_half_row_scalar<Storage::fp16, false>(r.key, w, first, g, n, lr);
 }
 
 }  // namespace recmix::embedding::cpu

@@ -18,9 +18,27 @@ bool half_rows_vectorised();
 void widen_half_row(half::Storage storage, const std::uint16_t* w, float* out, std::int64_t n,
                     bool vectorised = half_rows_vectorised());
 
-// The row `w` writes, stepped by SGD for one gradient: w[d] = round(w[d] - lr (0 + g[d])), d < n,
-// rounded as `w` says (its storage, to nearest or stochastically with its table's random bits).
-void sgd_half_row(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t n, float lr,
-                  bool vectorised = half_rows_vectorised());
+// How a step rounds the rows of one table: the storage, the mode, and for stochastic rounding the
+// key of the table's random bits at this step (half::rounding_key), computed once for its rows.
+struct RowRounding {
+  half::Storage storage;
+  bool stochastic;
+  std::uint64_t key;
+
+  static RowRounding of(const kernels::UpdateRowsHalf::RowWriter& w) {
+    return {w.storage, w.stochastic, w.stochastic ? half::rounding_key(w.seed, w.table, w.step) : 0};
+  }
+};
+
+// A row stepped by SGD for one gradient: w[d] = round(w[d] - lr (0 + g[d])), d < n, rounded as
+// `r` says, element d stochastically with the bits of element first + d (table row x dim + d).
+void sgd_half_row(const RowRounding& r, std::uint16_t* w, std::uint64_t first, const float* g, std::int64_t n,
+                  float lr, bool vectorised = half_rows_vectorised());
+
+// The same for the row a RowWriter writes, as it would round it.
+inline void sgd_half_row(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t n, float lr,
+                         bool vectorised = half_rows_vectorised()) {
+  sgd_half_row(RowRounding::of(w), w.w, w.first, g, n, lr, vectorised);
+}
 
 }  // namespace recmix::embedding::cpu

@@ -254,9 +254,19 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
     kernels::UpdateRows u{f.weights, f.state, D, kind, lr, eps, &unique, offsets, nullptr, nullptr, grad};
     kernels::UpdateRowsHalf uh{};
     const bool vectorised = half_rows_vectorised();
+    // 16-bit tables: per table, how its rows round and, as a table row x dim, where its rows'
+    // random bits start (the table is whole here: local row table_base[t] + r is its row r plus
+    // the first row of its shard, found once).
+    std::vector<RowRounding> rounding;
+    std::vector<std::int64_t> first_row;
     if (f.half) {
       uh = *f.half;
       uh.update = u;
+      for (std::int64_t t = 0; t < T; ++t) {
+        const auto w = uh.writer(f.table_base[t]);
+        rounding.push_back(RowRounding::of(w));
+        first_row.push_back(static_cast<std::int64_t>(w.first) / D - f.table_base[t]);
+      }
     }
     // The row a lookup updates, for prefetching: in the fp32 or the 16-bit table.
     auto prefetch = [&](std::int64_t j) {
@@ -278,7 +288,9 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
         // for 16-bit tables UpdateRowsHalf's reads and rounded writes).
         const float* g = grad + j * D;
         if (f.half) {
-          sgd_half_row(uh.writer(f.rows[j]), g, D, lr, vectorised);
+          const std::int64_t row = f.rows[j];
+          sgd_half_row(rounding[t], uh.weights + row * D, static_cast<std::uint64_t>((first_row[t] + row) * D), g, D,
+                       lr, vectorised);
           continue;
         }
         float* w = f.weights + f.rows[j] * D;

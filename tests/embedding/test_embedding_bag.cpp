@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "embedding/sharded_embedding.hpp"
@@ -382,11 +383,14 @@ namespace {
 
 // One rank, one index per bag: the table-by-table path (whole tables) and the general path
 // (every table split into row ranges) update the weights to the same bits, duplicate rows and
-// the inlined SGD step for rows looked up once included.
+// the inlined SGD step for rows looked up once included; for 16-bit tables too, whose stochastic
+// rounding takes each element's bits by its table row whichever path runs.
 TEST(EmbeddingBagDeterminism, OneHotPathMatchesTheGeneralPathBitForBit) {
   const std::vector<TableSpec> tables{{300, 16}, {5000, 16}, {40, 16}};
+  for (const TableStorage storage : {TableStorage{half::Storage::fp32, false}, TableStorage{half::Storage::fp16, true},
+                                     TableStorage{half::Storage::bf16, true}, TableStorage{half::Storage::fp16, false}})
   for (const char* optimizer : {"sgd", "adagrad", "rowwise_adagrad"}) {
-    SCOPED_TRACE(optimizer);
+    SCOPED_TRACE(std::string(optimizer) + " " + half::to_string(storage.type) + (storage.stochastic ? " stochastic" : ""));
     std::vector<std::vector<float>> weights;  // per path: [table][row][dim]
     for (bool rowwise : {false, true}) {
       auto backend = device::make_backend(device::BackendKind::cpu, 1);
@@ -395,7 +399,7 @@ TEST(EmbeddingBagDeterminism, OneHotPathMatchesTheGeneralPathBitForBit) {
       test::SelfCommunicator comm;
       const Case c{"", tables, 0, 1, true, false, optimizer, rowwise};
       ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::sum, plan_for(c),
-                           {optimizer, 0.05f, 1e-8f, 0.1f}, 21);
+                           {optimizer, 0.05f, 1e-8f, 0.1f}, 21, nullptr, {}, storage);
       std::mt19937_64 rng(8);
       for (int step = 0; step < 3; ++step) {
         auto batch = test::random_batch(tables, 700, 1, true, rng);
