@@ -121,6 +121,9 @@ struct UpdateRowsHalf {
   static constexpr int kChunk = UpdateRows::kChunk;
 
   // Where the weights of one row go: rounded, with the random bits of its table's elements.
+  // Rows are read and written a chunk (up to kChunk elements) at a time; the CPU backend steps
+  // rows with a writer of the same interface that does a chunk 16 elements at a time
+  // (embedding/half_rows_cpu.hpp), to the same bits.
   struct RowWriter {
     std::uint16_t* w;
     half::Storage storage;
@@ -136,6 +139,12 @@ struct UpdateRowsHalf {
           stochastic ? half::rounding_bits(seed, table, step, first + static_cast<std::uint64_t>(d)) : 0u;
       w[d] = float_to_half(storage, x, stochastic, random);
     }
+    RECMIX_HOST_DEVICE void read_chunk(std::int64_t d0, int n, float* x) const {
+      for (int i = 0; i < n; ++i) x[i] = read(d0 + i);
+    }
+    RECMIX_HOST_DEVICE void write_chunk(std::int64_t d0, int n, const float* x) const {
+      for (int i = 0; i < n; ++i) write(d0 + i, x[i]);
+    }
   };
 
   RECMIX_HOST_DEVICE RowWriter writer(std::int64_t row) const {
@@ -149,11 +158,16 @@ struct UpdateRowsHalf {
   }
 
   RECMIX_HOST_DEVICE void operator()(std::int64_t u) const {
+    if (update.unique_count && u >= *update.unique_count) return;
+    step_row(u, writer(update.unique_rows[u]));
+  }
+
+  // Unique row u's step, its weights read and written through `w` (RowWriter's interface).
+  template <class Writer>
+  RECMIX_HOST_DEVICE void step_row(std::int64_t u, const Writer& w) const {
     const UpdateRows& p = update;
-    if (p.unique_count && u >= *p.unique_count) return;
     const std::int64_t row = p.unique_rows[u];
-    const RowWriter w = writer(row);
-    float g[kChunk];
+    float g[kChunk], x[kChunk];
     if (p.kind == SparseOptimizerKind::rowwise_adagrad) {
       float sum_sq = 0.f;
       for (std::int64_t d0 = 0; d0 < p.dim; d0 += kChunk) {
@@ -166,22 +180,26 @@ struct UpdateRowsHalf {
       for (std::int64_t d0 = 0; d0 < p.dim; d0 += kChunk) {
         const int n = p.dim - d0 < kChunk ? static_cast<int>(p.dim - d0) : kChunk;
         if (p.dim > kChunk) p.sum_chunk(u, d0, n, g);  // recomputed: same values, same order
-        for (int i = 0; i < n; ++i) w.write(d0 + i, w.read(d0 + i) - rate * g[i]);
+        w.read_chunk(d0, n, x);
+        for (int i = 0; i < n; ++i) x[i] = x[i] - rate * g[i];
+        w.write_chunk(d0, n, x);
       }
       return;
     }
     for (std::int64_t d0 = 0; d0 < p.dim; d0 += kChunk) {
       const int n = p.dim - d0 < kChunk ? static_cast<int>(p.dim - d0) : kChunk;
       p.sum_chunk(u, d0, n, g);
+      w.read_chunk(d0, n, x);
       if (p.kind == SparseOptimizerKind::sgd) {
-        for (int i = 0; i < n; ++i) w.write(d0 + i, w.read(d0 + i) - p.lr * g[i]);
+        for (int i = 0; i < n; ++i) x[i] = x[i] - p.lr * g[i];
       } else {  // adagrad
         float* s = p.state + row * p.dim + d0;
         for (int i = 0; i < n; ++i) {
           s[i] += g[i] * g[i];
-          w.write(d0 + i, w.read(d0 + i) - p.lr * g[i] / (sqrtf(s[i]) + p.eps));
+          x[i] = x[i] - p.lr * g[i] / (sqrtf(s[i]) + p.eps);
         }
       }
+      w.write_chunk(d0, n, x);
     }
   }
 

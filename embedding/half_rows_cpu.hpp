@@ -35,6 +35,24 @@ struct RowRounding {
 void sgd_half_row(const RowRounding& r, std::uint16_t* w, std::uint64_t first, const float* g, std::int64_t n,
                   float lr, bool vectorised = half_rows_vectorised());
 
+// w[d] = x[d] rounded as `r` says, d < n (element d's random bits those of element first + d).
+void round_half_row(const RowRounding& r, std::uint16_t* w, std::uint64_t first, const float* x, std::int64_t n,
+                    bool vectorised = half_rows_vectorised());
+
+// UpdateRowsHalf::RowWriter's chunks (kernels::UpdateRowsHalf::step_row) on the CPU: the row at
+// `w`, element d the table's element first + d.
+struct CpuRowWriter {
+  std::uint16_t* w;
+  RowRounding rounding;
+  std::uint64_t first;
+  bool vectorised;
+
+  void read_chunk(std::int64_t d0, int n, float* x) const { widen_half_row(rounding.storage, w + d0, x, n, vectorised); }
+  void write_chunk(std::int64_t d0, int n, const float* x) const {
+    round_half_row(rounding, w + d0, first + static_cast<std::uint64_t>(d0), x, n, vectorised);
+  }
+};
+
 // The same for the row a RowWriter writes, as it would round it.
 inline void sgd_half_row(const kernels::UpdateRowsHalf::RowWriter& w, const float* g, std::int64_t n, float lr,
                          bool vectorised = half_rows_vectorised()) {

@@ -37,24 +37,84 @@ template <class T>
   for (std::int64_t b = 0; b < dim * std::int64_t(sizeof(T)); b += 64) __builtin_prefetch(c + b, 1);
 }
 
+// The rows a pooling reads: PoolBags' or PoolBagsHalf's weights.
+template <class Pool>
 struct PrefetchPool {
-  const kernels::PoolBags& f;
+  const Pool& f;
   [[gnu::always_inline]] void operator()(std::int64_t j) const {
     for (std::int64_t k = f.offsets[j]; k < f.offsets[j + 1]; ++k)
       prefetch_row(f.weights + f.rows[k] * f.dim, f.dim);
   }
 };
 
+// What an update reads and writes: its row of `weights` (fp32, or the 16-bit table's), its
+// state and its gradients.
+template <class W>
 struct PrefetchUpdate {
   const kernels::UpdateRows& f;
+  W* weights;
   [[gnu::always_inline]] void operator()(std::int64_t u) const {
     const std::int64_t row = f.unique_rows[u];
-    prefetch_row_for_write(f.weights + row * f.dim, f.dim);
+    prefetch_row_for_write(weights + row * f.dim, f.dim);
     if (f.kind == SparseOptimizerKind::adagrad) prefetch_row(f.state + row * f.dim, f.dim);
     if (f.kind == SparseOptimizerKind::rowwise_adagrad) __builtin_prefetch(f.state + row);
     for (std::int64_t e = f.entry_offsets[u]; e < f.entry_offsets[u + 1]; ++e)
       prefetch_row(f.grad + f.entry_grad[e] * f.dim, f.dim);
   }
+};
+
+// PoolBagsHalf on the CPU: each row read to fp32 16 elements at a time (cpu::widen_half_row)
+// and summed in pool_bag's order, a chunk of components at a time: the same bits.
+struct PoolHalfRows {
+  const kernels::PoolBagsHalf& f;
+  bool vectorised;
+  void operator()(std::int64_t j) const {
+    constexpr std::int64_t kChunk = 64;
+    float* o = f.out + (f.out_pos ? f.out_pos[j] : j) * f.dim;
+    const std::int64_t begin = f.offsets[j], end = f.offsets[j + 1];
+    const float inv = end > begin ? 1.0f / static_cast<float>(end - begin) : 1.f;
+    for (std::int64_t d0 = 0; d0 < f.dim; d0 += kChunk) {
+      const std::int64_t n = std::min(kChunk, f.dim - d0);
+      float acc[kChunk], row[kChunk];
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = 0.f;
+      for (std::int64_t k = begin; k < end; ++k) {
+        cpu::widen_half_row(f.storage, f.weights + f.rows[k] * f.dim + d0, row, n, vectorised);
+        for (std::int64_t i = 0; i < n; ++i) acc[i] += row[i];
+      }
+      if (f.mean && end > begin)
+        for (std::int64_t i = 0; i < n; ++i) acc[i] *= inv;
+      for (std::int64_t i = 0; i < n; ++i) o[d0 + i] = acc[i];
+    }
+  }
+};
+
+// UpdateRowsHalf on the CPU: its step_row with rows read and rounded 16 elements at a time
+// (cpu::CpuRowWriter), and each shard's rounding key found once per launch instead of per row.
+class StepHalfRows {
+ public:
+  explicit StepHalfRows(const kernels::UpdateRowsHalf& f) : f_(f), vectorised_(cpu::half_rows_vectorised()) {
+    const kernels::ShardRows& s = f.shards;
+    if (f.stochastic)
+      for (std::int64_t k = 0; k < s.count; ++k) key_.push_back(half::rounding_key(f.seed, s.table[k], f.step));
+  }
+  void operator()(std::int64_t u) const {
+    const kernels::UpdateRows& p = f_.update;
+    if (p.unique_count && u >= *p.unique_count) return;
+    const std::int64_t row = p.unique_rows[u];
+    cpu::CpuRowWriter w{f_.weights + row * p.dim, {f_.storage, f_.stochastic, 0}, 0, vectorised_};
+    if (f_.stochastic) {  // the shard holding local row `row`: the last whose base is <= row
+      const kernels::ShardRows& s = f_.shards;
+      const std::int64_t k = std::upper_bound(s.base, s.base + s.count, row) - s.base - 1;
+      w.rounding.key = key_[static_cast<std::size_t>(k)];
+      w.first = static_cast<std::uint64_t>(s.row_begin[k] + (row - s.base[k])) * static_cast<std::uint64_t>(p.dim);
+    }
+    f_.step_row(u, w);
+  }
+
+ private:
+  const kernels::UpdateRowsHalf& f_;
+  bool vectorised_;
+  std::vector<std::uint64_t> key_;  // per shard
 };
 
 // The CPU loop with prefetching: each thread runs a contiguous block of items.
@@ -92,9 +152,14 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
       }
     }
     if constexpr (std::is_same_v<F, kernels::PoolBags>)
-      cpu_prefetched(backend.num_threads(), n, f, PrefetchPool{f}, grain);
+      cpu_prefetched(backend.num_threads(), n, f, PrefetchPool<F>{f}, grain);
+    else if constexpr (std::is_same_v<F, kernels::PoolBagsHalf>)
+      cpu_prefetched(backend.num_threads(), n, PoolHalfRows{f, cpu::half_rows_vectorised()}, PrefetchPool<F>{f}, grain);
     else if constexpr (std::is_same_v<F, kernels::UpdateRows>)
-      cpu_prefetched(backend.num_threads(), n, f, PrefetchUpdate{f}, grain);
+      cpu_prefetched(backend.num_threads(), n, f, PrefetchUpdate<float>{f, f.weights}, grain);
+    else if constexpr (std::is_same_v<F, kernels::UpdateRowsHalf>)
+      cpu_prefetched(backend.num_threads(), n, StepHalfRows(f), PrefetchUpdate<std::uint16_t>{f.update, f.weights},
+                     grain);
     else
       device::cpu::parallel_for(backend.num_threads(), n, f, grain);
     return;
@@ -268,6 +333,7 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
         first_row.push_back(static_cast<std::int64_t>(w.first) / D - f.table_base[t]);
       }
     }
+    const StepHalfRows step_half(uh);  // rows looked up more than once, and other optimizers
     // The row a lookup updates, for prefetching: in the fp32 or the 16-bit table.
     auto prefetch = [&](std::int64_t j) {
       if (f.half)
@@ -311,7 +377,7 @@ void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind
       }
       if (f.half) {
         uh.update.entry_grad = u.entry_grad;
-        uh(0);
+        step_half(0);
       } else {
         u(0);
       }
