@@ -15,6 +15,7 @@
 #include "device/buffer.hpp"
 #include "device/memory_pool.hpp"
 #include "mlp/mlp.hpp"
+#include "test_device.hpp"
 
 using namespace recmix;
 using namespace recmix::mlp;
@@ -71,26 +72,14 @@ Reference reference(const std::vector<float>& x, const std::vector<float>& w, co
 
 class Bf16Mlp : public ::testing::TestWithParam<device::BackendKind> {
  protected:
-  Bf16Mlp()
-      : backend_(device::make_backend(GetParam(), 1)), pool_(*backend_, device::Tier::device, "bf16 mlp test"),
-        stream_(backend_->create_stream()) {}
+  Bf16Mlp() : dev_(GetParam(), "bf16 mlp test") {}
+  float* upload(const std::vector<float>& host) { return dev_.upload(host); }
+  std::vector<float> download(const float* p, std::size_t n) { return dev_.download(p, n); }
 
-  float* upload(const std::vector<float>& host) {
-    buffers_.emplace_back(pool_, host.size(), "input");
-    backend_->copy(buffers_.back().data(), host.data(), host.size() * sizeof(float), *stream_);
-    return buffers_.back().data();
-  }
-  std::vector<float> download(const float* p, std::size_t n) {
-    std::vector<float> host(n);
-    backend_->copy(host.data(), p, n * sizeof(float), *stream_);
-    stream_->synchronize();
-    return host;
-  }
-
-  std::unique_ptr<device::Backend> backend_;
-  device::MemoryPool pool_;
-  std::unique_ptr<device::Stream> stream_;
-  std::vector<device::Buffer<float>> buffers_;
+  test::TestDevice dev_;
+  device::Backend& backend_ = *dev_.backend;
+  device::MemoryPool& pool_ = dev_.pool;
+  device::Stream& stream_ = *dev_.stream;
 };
 
 std::vector<float> random_vector(std::size_t n, std::mt19937& rng) {
@@ -103,13 +92,13 @@ std::vector<float> random_vector(std::size_t n, std::mt19937& rng) {
 TEST_P(Bf16Mlp, ForwardAndBackwardRoundEachGemmOperand) {
   std::mt19937 rng(7);
   const auto x = random_vector(kBatch * kIn, rng), g = random_vector(kBatch * kOut, rng);
-  Mlp mlp(*backend_, pool_, "m", {kIn, kOut}, Activation::none, 5, kBatch + 3, /*bf16_gemms=*/true);
+  Mlp mlp(backend_, pool_, "m", {kIn, kOut}, Activation::none, 5, kBatch + 3, /*bf16_gemms=*/true);
   ASSERT_TRUE(mlp.bf16_gemms());
   const auto params = mlp.parameters();
   const auto w = download(params[0].value, params[0].count), b = download(params[1].value, params[1].count);
   const Reference ref = reference(x, w, b, g, true), plain = reference(x, w, b, g, false);
 
-  auto& s = *stream_;
+  auto& s = stream_;
   const auto y = download(mlp.forward(s, upload(x), kBatch), kBatch * kOut);
   const auto dx = download(mlp.backward(s, upload(g), true), kBatch * kIn);
   const auto dw = download(params[0].grad, params[0].count), db = download(params[1].grad, params[1].count);
@@ -141,12 +130,12 @@ TEST_P(Bf16Mlp, TheNextForwardSeesTheSteppedWeights) {
   std::mt19937 rng(8);
   const auto x = random_vector(kBatch * kIn, rng), g = random_vector(kBatch * kOut, rng);
   const float lr = 0.25f;
-  Mlp mlp(*backend_, pool_, "m", {kIn, kOut}, Activation::none, 6, kBatch, /*bf16_gemms=*/true);
+  Mlp mlp(backend_, pool_, "m", {kIn, kOut}, Activation::none, 6, kBatch, /*bf16_gemms=*/true);
   const auto params = mlp.parameters();
   const auto w = download(params[0].value, params[0].count), b = download(params[1].value, params[1].count);
   const Reference before = reference(x, w, b, g, true);
 
-  auto& s = *stream_;
+  auto& s = stream_;
   float* x_dev = upload(x);
   mlp.forward(s, x_dev, kBatch);
   mlp.backward_sgd(s, upload(g), false, lr);
@@ -162,8 +151,8 @@ TEST_P(Bf16Mlp, TheNextForwardSeesTheSteppedWeights) {
 }
 
 TEST_P(Bf16Mlp, RefusesReplicas) {
-  Mlp mlp(*backend_, pool_, "m", {kIn, kOut}, Activation::none, 5, kBatch, /*bf16_gemms=*/true);
-  EXPECT_THROW(Mlp(mlp, *backend_, kBatch), ConfigError);
+  Mlp mlp(backend_, pool_, "m", {kIn, kOut}, Activation::none, 5, kBatch, /*bf16_gemms=*/true);
+  EXPECT_THROW(Mlp(mlp, backend_, kBatch), ConfigError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Bf16Mlp,

@@ -14,6 +14,7 @@
 #include "mlp/interaction.hpp"
 #include "mlp/loss.hpp"
 #include "mlp/mlp.hpp"
+#include "test_device.hpp"
 
 using namespace recmix;
 using namespace recmix::mlp;
@@ -35,26 +36,7 @@ struct DenseResults {
   double loss = 0;
 };
 
-struct Device {
-  explicit Device(device::BackendKind kind)
-      : backend(device::make_backend(kind, 1)), pool(*backend, device::Tier::device, "dense test"),
-        stream(backend->create_stream()) {}
-  float* upload(const std::vector<float>& host) {
-    buffers.emplace_back(pool, host.size(), "input");
-    backend->copy(buffers.back().data(), host.data(), host.size() * sizeof(float), *stream);
-    return buffers.back().data();
-  }
-  std::vector<float> download(const float* device, std::size_t n) {
-    std::vector<float> host(n);
-    backend->copy(host.data(), device, n * sizeof(float), *stream);
-    stream->synchronize();
-    return host;
-  }
-  std::unique_ptr<device::Backend> backend;
-  device::MemoryPool pool;
-  std::unique_ptr<device::Stream> stream;
-  std::vector<device::Buffer<float>> buffers;
-};
+using Device = test::TestDevice;
 
 DenseResults run_dense(device::BackendKind kind, const std::string& interaction_kind) {
   std::mt19937 rng(42);
