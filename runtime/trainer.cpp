@@ -22,6 +22,7 @@
 #include "comm/staged/staged_communicator.hpp"
 #include "core/error.hpp"
 #include "data/h5.hpp"
+#include "embedding/half_rows_cpu.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/checkpoint_write.hpp"
 #include "runtime/dlrm_model.hpp"
@@ -404,11 +405,15 @@ TrainResult Trainer::train(const TrainOptions& options) {
   log->info("sharding plan:\n{}", plan_->describe());
   {
     const auto storage = model_->embedding().storage();
-    log->info("precision: dense GEMMs {}, embedding tables {}{}", model_->dense_in_bf16() ? "bf16 (fp32 sums)" : "fp32",
+    const bool host_rows = storage.type != half::Storage::fp32 && backend_->kind() == device::BackendKind::cpu;
+    log->info("precision: dense GEMMs {}, embedding tables {}{}{}", model_->dense_in_bf16() ? "bf16 (fp32 sums)" : "fp32",
               half::to_string(storage.type),
               storage.type == half::Storage::fp32 ? ""
               : storage.stochastic                ? " (updates rounded stochastically)"
-                                                  : " (updates rounded to nearest)");
+                                                  : " (updates rounded to nearest)",
+              !host_rows                                   ? ""
+              : embedding::cpu::half_rows_vectorised() ? ", rows converted 16 at a time (AVX-512, F16C)"
+                                                       : ", rows converted one element at a time (no AVX-512 with F16C)");
   }
 
   TrainResult result;

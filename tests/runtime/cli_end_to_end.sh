@@ -64,7 +64,8 @@ sed -e 's/^name = "e2e"/name = "e2e-bf16"/' -e 's/^run_dir = "run"/run_dir = "ru
 printf '[precision]\nembedding = "bf16"\n' >> "$work/bf16.toml"
 "${mpirun[@]}" -np 2 "$recmix" train "$work/bf16.toml" --steps 60 > "$work/bf16.out" 2> "$work/bf16.err" || {
   cat "$work/bf16.err"; fail "training with bf16 tables failed"; }
-grep -q "embedding tables bf16 (updates rounded stochastically)" "$work/bf16.err" || fail "the log does not name the tables' storage"
+grep -q "embedding tables bf16 (updates rounded stochastically), rows converted" "$work/bf16.err" ||
+  fail "the log does not name the tables' storage and how their rows are converted"
 bf16_ckpt="$work/run-bf16/checkpoints/ckpt-000000060.h5"
 auc_bf16=$(sed -n 's/.*eval AUC \([0-9.]*\).*/\1/p' "$work/bf16.out")
 auc_as_bf16=$("$recmix" eval "$bf16_ckpt" "$work/eval.h5" | sed -n 's/.*AUC \([0-9.]*\).*/\1/p')
