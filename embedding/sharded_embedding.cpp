@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/huge_pages.hpp"
+#include "embedding/half_rows_cpu.hpp"
 #include "embedding/sharded_embedding_impl.hpp"
 
 namespace recmix::embedding {
@@ -543,7 +544,7 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
     }
     stream->synchronize();
     m.view_weights.resize(n);
-    for (std::size_t i = 0; i < n; ++i) m.view_weights[i] = kernels::half_to_float(m.storage.type, bits[i]);
+    cpu::widen_half_row(m.storage.type, bits.data(), m.view_weights.data(), static_cast<std::int64_t>(n));
     weights = m.view_weights.data();
     host_memory = true;
   }
@@ -574,8 +575,8 @@ void ShardedEmbedding::shards_written() {
   Impl& m = *impl_;
   if (m.half_tables() && m.view_weights.size() == m.half_weights.size() && !m.view_weights.empty()) {
     std::vector<std::uint16_t> bits(m.view_weights.size());
-    for (std::size_t i = 0; i < bits.size(); ++i)
-      bits[i] = kernels::float_to_half(m.storage.type, m.view_weights[i], false, 0u);
+    cpu::round_half_row({m.storage.type, false, 0}, bits.data(), 0, m.view_weights.data(),
+                        static_cast<std::int64_t>(bits.size()));  // to nearest
     auto stream = m.backend.create_stream();
     if (m.last_stream) m.last_stream->synchronize();
     m.backend.copy(m.half_weights.data(), bits.data(), bits.size() * sizeof(std::uint16_t), *stream);
