@@ -1,9 +1,11 @@
 #pragma once
-// Rows of 16-bit tables on the CPU backend's one-hot path, 16 elements at a time where the CPU
-// has AVX-512 (F, DQ, BW, VL) and F16C: a row read to fp32, and a row stepped by plain SGD and
-// rounded back. Each gives the bits of the scalar functors of embedding/half_kernels.hpp (the
-// conversions of core/half.hpp, the random bits of half::rounding_bits), element for element;
-// `vectorised` = false runs those, so that tests hold both paths against each other.
+// Rows of 16-bit tables on the CPU backend (the one-hot path, the general path's pooling and
+// updates, checkpoint views), 16 elements at a time where the CPU has AVX-512 (F, DQ, BW, VL)
+// and F16C: a row read to fp32, a row rounded back, and (the one-hot path's common case, fused)
+// a row stepped by plain SGD and rounded back. Each gives the bits of the scalar functors of
+// embedding/half_kernels.hpp (the conversions of core/half.hpp, the random bits of
+// half::rounding_bits), element for element; `vectorised` = false runs those, so that tests hold
+// both paths against each other.
 #include <cstdint>
 
 #include "core/half.hpp"

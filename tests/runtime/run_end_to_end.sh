@@ -277,7 +277,8 @@ run_spec filler 'ranks = 1'
 run_spec intruder 'ranks = 1\narrival = 1.0'
 printf 'include = ["run-steady.toml", "run-filler.toml", "run-intruder.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 1.3\n' > apart.toml
 # The slowdown is measured, against the median of a job's samples alone, on a machine whose
-# second core is now and then slow: a run may see less than the limit. Such a run is tried once more; every other check applies to the run that moved a job.
+# second core is now and then slow: a run may see less than the limit. Such a run is tried once
+# more; every other check applies to the run that moved a job.
 for attempt in 1 2; do
   rm -rf apart
   "${mpirun[@]}" -np 2 "$recmix" run apart.toml --run-dir apart > apart.out 2> apart.err || {
