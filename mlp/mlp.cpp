@@ -6,13 +6,16 @@
 // With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_half in bf16, on
 // operands rounded once a step: the weights and the first layer's input as forward starts, every
 // other layer's input by the bias and activation pass that writes it, a layer's pre-activation
-// gradient by the activation backward that writes it (for the two GEMMs that read it).
+// gradient by the activation backward that writes it (for the two GEMMs that read it). On the CPU
+// backend those passes run the portable functors and round 16 elements a vector after each block
+// (mlp/cpu_bf16.hpp).
 #include "mlp/mlp.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "mlp/cpu_bf16.hpp"
 #include "mlp/cpu_linear.hpp"
 #include "mlp/launch.hpp"
 
@@ -103,6 +106,10 @@ bool Mlp::fused_forward(const Layer& l) const {
   return fused_ && cpu::fused_linear_enabled() && cpu::fused_forward_pays(l.in, l.out, backend_.gemm_library());
 }
 
+bool Mlp::rounds_on_cpu() const {
+  return bf16_ && backend_.kind() == device::BackendKind::cpu && cpu::bf16_rounding_vectorised();
+}
+
 bool Mlp::fused_input_gradient(const Layer& l) const {
   return fused_ && cpu::fused_linear_enabled() && cpu::fused_input_gradient_pays(l.in, l.out, backend_.gemm_library());
 }
@@ -143,8 +150,12 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
          l.output.data(), l.out);
     kernels::BiasActivationForward f{l.output.data(), l.bias, batch, l.out, l.act,
                                      bf16_ && i + 1 < layers_.size() ? layers_[i + 1].input16.data() : nullptr};
-    detail::launch(backend_, s, detail::row_blocks(batch), f,
-                   static_cast<std::int64_t>(batch) * l.out);
+    const std::int64_t elements = static_cast<std::int64_t>(batch) * l.out;
+    if (rounds_on_cpu())
+      cpu::parallel_blocks(detail::cpu_threads_for(backend_, elements), detail::row_blocks(batch),
+                           [&f](kernels::Index b) { cpu::bias_activation_forward(f, b); });
+    else
+      detail::launch(backend_, s, detail::row_blocks(batch), f, elements);
     x = l.output.data();
   }
   return x;
@@ -183,7 +194,12 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
       auto blocks = detail::row_blocks(batch);
       kernels::ActivationBackward f{dz, l.output.data(), bias_partials_.data(), batch, l.out, l.act,
                                     bf16_ ? grad16_.data() : nullptr};
-      detail::launch(backend_, s, blocks, f, static_cast<std::int64_t>(batch) * l.out);
+      const std::int64_t elements = static_cast<std::int64_t>(batch) * l.out;
+      if (rounds_on_cpu())
+        cpu::parallel_blocks(detail::cpu_threads_for(backend_, elements), blocks,
+                             [&f](kernels::Index b) { cpu::activation_backward(f, b); });
+      else
+        detail::launch(backend_, s, blocks, f, elements);
       kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
       detail::launch(backend_, s, l.out, sum, blocks * l.out);
     }
@@ -272,6 +288,13 @@ void Mlp::gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int 
 void Mlp::round_bf16(device::Stream& s, const float* src, std::size_t count, std::uint16_t* dst) {
   if (!bf16_) return;
   kernels::RoundToBf16 f{src, dst, static_cast<kernels::Index>(count)};
+  if (rounds_on_cpu()) {
+    cpu::parallel_blocks(detail::cpu_threads_for(backend_, f.count), detail::flat_blocks(f.count), [&f](kernels::Index b) {
+      const kernels::Index first = b * kernels::kFlatBlock;
+      cpu::round_to_bf16(f.src + first, f.dst + first, kernels::min_index(kernels::kFlatBlock, f.count - first));
+    });
+    return;
+  }
   detail::launch(backend_, s, detail::flat_blocks(f.count), f, f.count);
 }
 

@@ -96,6 +96,9 @@ class Mlp {
   // Whether this layer's forward / input-gradient GEMM runs as a fused CPU kernel right now.
   bool fused_forward(const Layer& l) const;
   bool fused_input_gradient(const Layer& l) const;
+  // Whether the bf16 rounding passes run vectorised on this CPU backend (mlp/cpu_bf16.hpp) rather
+  // than through the portable functors.
+  bool rounds_on_cpu() const;
 
   device::Backend& backend_;
   device::MemoryPool& pool_;

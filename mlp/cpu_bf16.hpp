@@ -1,0 +1,26 @@
+#pragma once
+// The bf16 GEMMs' operand rounding on the CPU backend, 16 elements a vector where the CPU has
+// AVX-512 (core/half_avx512.hpp; every CPU that runs bf16 GEMMs natively has it): the same bits
+// as half::float_to_bf16, element for element. The bias + activation forward and the activation
+// backward run their portable functors (kernels.hpp) and round the block they wrote here, while
+// it is still in cache. `vectorised` = false runs the scalar routine, so that tests hold both
+// paths against each other. Internal to recmix_mlp.
+#include <cstdint>
+
+#include "mlp/kernels.hpp"
+
+namespace recmix::mlp::cpu {
+
+// Whether this CPU runs the vectorised rounding (checked once).
+bool bf16_rounding_vectorised();
+
+// dst[i] = half::float_to_bf16(src[i]), i < n.
+void round_to_bf16(const float* src, std::uint16_t* dst, std::int64_t n, bool vectorised = bf16_rounding_vectorised());
+
+// f(item), with f.y16 (f.dz16) written by round_to_bf16 after the block's rows are done.
+void bias_activation_forward(const kernels::BiasActivationForward& f, kernels::Index item,
+                             bool vectorised = bf16_rounding_vectorised());
+void activation_backward(const kernels::ActivationBackward& f, kernels::Index item,
+                         bool vectorised = bf16_rounding_vectorised());
+
+}  // namespace recmix::mlp::cpu
