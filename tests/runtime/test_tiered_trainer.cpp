@@ -1,7 +1,8 @@
 // The whole trainer with hot/cold embedding tiers, at 1, 2 and 4 ranks: the same losses and
 // weights as untiered training, bit for bit (hot fraction, device budget, LFU re-ranks, cold
-// updates on the host; one-hot and multi-hot data; under the strict device emulator too), resume
-// across tiering settings, and a model four times larger than the device memory that trains.
+// updates on the host; one-hot and multi-hot data; under the strict device emulator, and on a GPU
+// where one is present), resume across tiering settings, and a model four times larger than the
+// device memory that trains.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -24,7 +25,7 @@ struct TierCase {
   const char* data;
   const char* sparse;
   const char* tiers;  // TOML lines of [embedding]
-  const char* kind;   // device.kind of the tiered run
+  const char* kind;   // device.kind of the tiered run (cuda: the untiered run's too)
 };
 
 std::ostream& operator<<(std::ostream& os, const TierCase& c) { return os << c.name; }
@@ -42,9 +43,13 @@ TEST_P(TieredTrainer, EqualsUntieredBitForBit) {
   // The CPU backend's fused linear kernels round differently from the GEMM + bias path the
   // emulator takes; off, the backends do the same arithmetic.
   const bool strict = std::string(c.kind) == "cpu-strict";
+  const bool gpu = std::string(c.kind) == "cuda";
+  if (gpu && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  if (gpu && device::cuda_device_count() < comm.size()) GTEST_SKIP() << "needs a GPU per rank";
   if (strict) mlp::cpu::set_fused_linear_enabled(false);
   auto spec = small_spec(fmt::format("tiered-{}", c.name), c.data);
   spec.optimizer.sparse = c.sparse;
+  if (gpu) spec.device.kind = "cuda";  // the GPU against itself: its copies, streams and pinned memory
   const std::string dir = run_dir(spec.name);
   const auto plain = train_steps(spec, comm, 12, dir + "/untiered.h5");
   spec.name += "-tiered";
@@ -54,7 +59,8 @@ TEST_P(TieredTrainer, EqualsUntieredBitForBit) {
   if (strict) mlp::cpu::set_fused_linear_enabled(true);
   EXPECT_EQ(tiered, plain);
   const auto a = read_weights(dir + "/tiered.h5"), b = read_weights(dir + "/untiered.h5");
-  EXPECT_TRUE(bitwise_equal(a, b)) << "largest relative difference " << max_relative_difference(a, b);
+  EXPECT_TRUE(bitwise_equal(a, b)) << "largest relative difference " << max_relative_difference(a, b) << " in "
+                                   << differing_tensors(a, b);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -73,7 +79,15 @@ INSTANTIATE_TEST_SUITE_P(
                     TierCase{"strict_host_update_adagrad", "train.h5", "adagrad",
                              "hot_fraction = 0.1\ncold_update = \"host\"", "cpu-strict"},
                     TierCase{"strict_host_update_multi_hot", "multi.h5", "rowwise_adagrad",
-                             "hot_fraction = 0.3\ncold_update = \"host\"", "cpu-strict"}),
+                             "hot_fraction = 0.3\ncold_update = \"host\"", "cpu-strict"},
+                    // On a GPU (skipped without one): pinned transit rows, the copy stream and its
+                    // events, the lookahead against real asynchronous copies.
+                    TierCase{"cuda_fraction_adagrad", "train.h5", "adagrad", "hot_fraction = 0.05", "cuda"},
+                    TierCase{"cuda_lfu_rowwise", "train.h5", "rowwise_adagrad",
+                             "hot_fraction = 0.1\nhot_set = \"lfu\"\nrerank_interval = 3", "cuda"},
+                    TierCase{"cuda_multi_hot_sgd", "multi.h5", "sgd", "device_budget = \"40KiB\"", "cuda"},
+                    TierCase{"cuda_host_update_multi_hot", "multi.h5", "rowwise_adagrad",
+                             "hot_fraction = 0.3\ncold_update = \"host\"", "cuda"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Checkpoints hold the logical tables: a tiered run resumed untiered, and an untiered run

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -138,6 +139,19 @@ inline bool bitwise_equal(const std::vector<Tensor>& a, const std::vector<Tensor
         std::memcmp(a[i].values.data(), b[i].values.data(), a[i].values.size() * sizeof(float)) != 0)
       return false;
   return true;
+}
+
+// The tensors whose values differ between a and b, with how many of their values do ("" when
+// none; a and b from the same model).
+inline std::string differing_tensors(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  std::string out;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    std::size_t n = 0;
+    for (std::size_t j = 0; j < std::min(a[i].values.size(), b[i].values.size()); ++j)
+      n += std::memcmp(&a[i].values[j], &b[i].values[j], sizeof(float)) != 0;
+    if (n) out += fmt::format("{}{} ({} of {} values)", out.empty() ? "" : ", ", a[i].name, n, a[i].values.size());
+  }
+  return out;
 }
 
 inline std::string run_dir(const std::string& name) { return (fs::path(world->dir) / "runs" / name).string(); }
