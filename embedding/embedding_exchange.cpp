@@ -355,7 +355,7 @@ void ShardedEmbedding::Impl::update_cold_on_host(device::Stream& stream, const f
     split_offsets[1].push_back(static_cast<std::int64_t>(split_grad[1].size()));
   }
   tiers->before_host_update();
-  const kernels::UpdateRows f{tiers->host_weights(),
+  const kernels::UpdateRows f{static_cast<float*>(tiers->host_weights()),
                               tiers->host_state(),
                               dim,
                               kind,
@@ -366,7 +366,13 @@ void ShardedEmbedding::Impl::update_cold_on_host(device::Stream& stream, const f
                               split_grad[1].data(),
                               split_scale[1].empty() ? nullptr : split_scale[1].data(),
                               host_grad.data()};
-  for (std::int64_t u = 0; u < static_cast<std::int64_t>(split_rows[1].size()); ++u) f(u);
+  const auto n = static_cast<std::int64_t>(split_rows[1].size());
+  if (half_tables()) {
+    const kernels::UpdateRowsHalf h = host_tier_half_update(f);
+    for (std::int64_t u = 0; u < n; ++u) h(u);
+  } else {
+    for (std::int64_t u = 0; u < n; ++u) f(u);
+  }
 }
 
 // The host path's update (CPU backend): the groups of group_rows(), the gradient vectors in grad.
@@ -403,7 +409,7 @@ void ShardedEmbedding::Impl::update_split(device::Stream& stream, const float* g
     split_offsets[p].push_back(static_cast<std::int64_t>(split_grad[p].size()));
   }
   tiers->before_host_update();
-  float* w[2] = {weights.data(), tiers->host_weights()};
+  float* w[2] = {weights.data(), static_cast<float*>(tiers->host_weights())};
   float* st[2] = {state.data(), tiers->host_state()};
   for (int p = 0; p < 2; ++p) {
     kernels::UpdateRows f{w[p],
@@ -417,7 +423,13 @@ void ShardedEmbedding::Impl::update_split(device::Stream& stream, const float* g
                           split_grad[p].data(),
                           split_scale[p].empty() ? nullptr : split_scale[p].data(),
                           grad};
-    launch(backend, stream, static_cast<std::int64_t>(split_rows[p].size()), f);
+    const auto n = static_cast<std::int64_t>(split_rows[p].size());
+    if (!half_tables())
+      launch(backend, stream, n, f);
+    else if (p == 0)
+      launch(backend, stream, n, half_update(f));
+    else
+      launch(backend, stream, n, host_tier_half_update(f));
   }
   tiers->updated(stream);
 }

@@ -78,20 +78,26 @@ struct InitShardHalf {
 
 // The shards a rank owns, as laid out in its weight buffer: shard s holds rows row_begin[s] ..
 // of table table[s] at local rows base[s] .. base[s+1) (the last one to the buffer's end).
-// base is ascending, base[0] = 0 and count >= 1.
+// base is ascending, base[0] = 0 and count >= 1. Tiered tables index a buffer of slots instead:
+// slot_row[slot] is the local row in that slot (null: the buffer holds the local rows).
 struct ShardRows {
   const std::int64_t* base;
   const int* table;
   const std::int64_t* row_begin;
   std::int64_t count;
+  const std::int64_t* slot_row = nullptr;
 
   struct TableRow {
     int table;
     std::int64_t row;
   };
 
-  // The table and table row of local row `local` (binary search for the last base <= local).
-  RECMIX_HOST_DEVICE TableRow locate(std::int64_t local) const {
+  // The local row held by buffer row `row`.
+  RECMIX_HOST_DEVICE std::int64_t local_of(std::int64_t row) const { return slot_row ? slot_row[row] : row; }
+
+  // The table and table row of buffer row `row` (binary search for the last base <= its local row).
+  RECMIX_HOST_DEVICE TableRow locate(std::int64_t row) const {
+    const std::int64_t local = local_of(row);
     std::int64_t lo = 0, hi = count - 1;
     while (lo < hi) {
       const std::int64_t mid = lo + (hi - lo + 1) / 2;

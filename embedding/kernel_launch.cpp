@@ -102,11 +102,12 @@ class StepHalfRows {
     if (p.unique_count && u >= *p.unique_count) return;
     const std::int64_t row = p.unique_rows[u];
     cpu::CpuRowWriter w{f_.weights + row * p.dim, {f_.storage, f_.stochastic, 0}, 0, vectorised_};
-    if (f_.stochastic) {  // the shard holding local row `row`: the last whose base is <= row
+    if (f_.stochastic) {  // the shard holding the row's local row: the last whose base is <= it
       const kernels::ShardRows& s = f_.shards;
-      const std::int64_t k = std::upper_bound(s.base, s.base + s.count, row) - s.base - 1;
+      const std::int64_t local = s.local_of(row);
+      const std::int64_t k = std::upper_bound(s.base, s.base + s.count, local) - s.base - 1;
       w.rounding.key = key_[static_cast<std::size_t>(k)];
-      w.first = static_cast<std::uint64_t>(s.row_begin[k] + (row - s.base[k])) * static_cast<std::uint64_t>(p.dim);
+      w.first = static_cast<std::uint64_t>(s.row_begin[k] + (local - s.base[k])) * static_cast<std::uint64_t>(p.dim);
     }
     f_.step_row(u, w);
   }

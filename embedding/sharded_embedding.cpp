@@ -181,9 +181,6 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
 
   const std::size_t per_row = state_per_row(m.kind, m.dim);
   m.storage = storage;
-  RECMIX_REQUIRE(!(m.half_tables() && tiering.enabled()), ConfigError,
-                 fmt::format("embedding: {} tables cannot be tiered yet (store them in fp32, or give up the host tier)",
-                             half::to_string(storage.type)));
   if (tiering.enabled()) {
     if (!tiering.host_pool) {
       m.own_host_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding host tier");
@@ -193,17 +190,25 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
     for (int s : m.owned)
       tier_shards.push_back({shards[s].table, shards[s].row_begin, shards[s].row_end, m.shard_base[s]});
     // The host tier starts as the untiered tables would: the same functors, run here on the host.
-    auto init = [&](std::size_t k, float* w, float* st) {
+    auto init = [&](std::size_t k, void* w, float* st) {
       const Shard& sh = shards[m.owned[k]];
-      const kernels::InitShard f{w, seed, sh.table, m.tables[sh.table].rows, m.dim, sh.row_begin};
+      const kernels::InitShard f{static_cast<float*>(w), seed, sh.table, m.tables[sh.table].rows, m.dim, sh.row_begin};
+      const kernels::InitShardHalf h{{nullptr, seed, sh.table, m.tables[sh.table].rows, m.dim, sh.row_begin},
+                                     static_cast<std::uint16_t*>(w), m.storage.type};
       const std::int64_t n = (sh.row_end - sh.row_begin) * m.dim;
-      for (std::int64_t i = 0; i < n; ++i) f(i);
+      for (std::int64_t i = 0; i < n; ++i) m.half_tables() ? h(i) : f(i);
       const kernels::Fill g{st, m.opt.initial_accumulator};
       if (st)
         for (std::int64_t i = 0, ns = (sh.row_end - sh.row_begin) * std::int64_t(per_row); i < ns; ++i) g(i);
     };
+    TierWeights weights{&m.weights};
+    if (m.half_tables()) {
+      weights = {nullptr, &m.half_weights};
+      auto stream = backend.create_stream();
+      m.init_shard_rows(*stream);
+    }
     m.tiers = std::make_unique<TieredRows>(backend, pool, std::move(tier_shards), m.dim, per_row, std::move(tiering),
-                                           m.rank, m.on_host, m.weights, m.state, init);
+                                           m.rank, m.on_host, weights, m.state, init);
     return;
   }
   if (!m.half_tables())
@@ -234,7 +239,7 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
 }
 
 // 16-bit tables: the weights, rounded to nearest from their fp32 initial values, and the owned
-// shards' layout for the half kernels (on the device where the backend's memory is not the host's).
+// shards' layout for the half kernels.
 void ShardedEmbedding::Impl::init_half_tables(device::Stream& stream) {
   half_weights = device::Buffer<std::uint16_t>(pool, std::size_t(local_rows) * dim,
                                                fmt::format("embedding weights, {} (rank {})", half::to_string(storage.type), rank));
@@ -242,15 +247,26 @@ void ShardedEmbedding::Impl::init_half_tables(device::Stream& stream) {
   const auto& shards = plan.shards();
   for (int s : owned) {
     const Shard& sh = shards[s];
-    rows_base.push_back(shard_base[s]);
-    rows_table.push_back(sh.table);
-    rows_begin.push_back(sh.row_begin);
     const kernels::InitShard init{nullptr, seed, sh.table, tables[sh.table].rows, dim, sh.row_begin};
     launch(backend, stream, (sh.row_end - sh.row_begin) * dim,
            kernels::InitShardHalf{init, half_weights.data() + shard_base[s] * dim, storage.type});
   }
+  init_shard_rows(stream);
+}
+
+// The owned shards' layout for the half kernels' rounding keys: on the host (host_shard_rows) and
+// where the kernels run (shard_rows: on the device where its memory is not the host's).
+void ShardedEmbedding::Impl::init_shard_rows(device::Stream& stream) {
+  const auto& shards = plan.shards();
+  for (int s : owned) {
+    rows_base.push_back(shard_base[s]);
+    rows_table.push_back(shards[s].table);
+    rows_begin.push_back(shards[s].row_begin);
+  }
+  const auto count = static_cast<std::int64_t>(rows_base.size());
   shard_rows = {stage(rows_base, dev_rows_base, stream), stage(rows_table, dev_rows_table, stream),
-                stage(rows_begin, dev_rows_begin, stream), static_cast<std::int64_t>(rows_base.size())};
+                stage(rows_begin, dev_rows_begin, stream), count};
+  host_shard_rows = {rows_base.data(), rows_table.data(), rows_begin.data(), count};
   stream.synchronize();
 }
 
@@ -529,7 +545,23 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
   float* weights = m.weights.data();
   float* state = m.state.data();
   bool host_memory = m.tiers != nullptr;
-  if (m.half_tables()) {  // widened on the host: exact
+  if (m.tiers) {  // the host tier holds every row once flushed
+    if (m.last_stream) {
+      m.tiers->flush(*m.last_stream);
+    } else {
+      auto stream = m.backend.create_stream();
+      m.tiers->flush(*stream);
+    }
+    state = m.tiers->host_state();
+    if (m.half_tables()) {  // widened: exact
+      m.view_weights.resize(std::size_t(m.local_rows) * m.dim);
+      cpu::widen_half_row(m.storage.type, static_cast<const std::uint16_t*>(m.tiers->host_weights()),
+                          m.view_weights.data(), static_cast<std::int64_t>(m.view_weights.size()));
+      weights = m.view_weights.data();
+    } else {
+      weights = static_cast<float*>(m.tiers->host_weights());
+    }
+  } else if (m.half_tables()) {  // widened on the host: exact
     const std::size_t n = m.half_weights.size();
     std::vector<std::uint16_t> bits(n);
     auto stream = m.backend.create_stream();
@@ -548,16 +580,6 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
     weights = m.view_weights.data();
     host_memory = true;
   }
-  if (m.tiers) {
-    if (m.last_stream) {
-      m.tiers->flush(*m.last_stream);
-    } else {
-      auto stream = m.backend.create_stream();
-      m.tiers->flush(*stream);
-    }
-    weights = m.tiers->host_weights();
-    state = m.tiers->host_state();
-  }
   for (int s : m.owned) {
     const Shard& sh = m.plan.shards()[s];
     LocalShardView v{sh.table, sh.row_begin, sh.row_end, m.dim, weights + m.shard_base[s] * m.dim, {}, {},
@@ -573,7 +595,17 @@ std::vector<LocalShardView> ShardedEmbedding::local_shards() {
 
 void ShardedEmbedding::shards_written() {
   Impl& m = *impl_;
-  if (m.half_tables() && m.view_weights.size() == m.half_weights.size() && !m.view_weights.empty()) {
+  const std::size_t n_local = std::size_t(m.local_rows) * m.dim;
+  if (m.tiers) {  // the host tier was written (through the views, rounded back for 16-bit tables)
+    if (m.half_tables() && m.view_weights.size() == n_local && n_local > 0)
+      cpu::round_half_row({m.storage.type, false, 0}, static_cast<std::uint16_t*>(m.tiers->host_weights()), 0,
+                          m.view_weights.data(), static_cast<std::int64_t>(n_local));  // to nearest
+    auto stream = m.backend.create_stream();
+    if (m.last_stream) m.last_stream->synchronize();
+    m.tiers->reload(*stream);
+    return;
+  }
+  if (m.half_tables() && m.view_weights.size() == n_local && n_local > 0) {
     std::vector<std::uint16_t> bits(m.view_weights.size());
     cpu::round_half_row({m.storage.type, false, 0}, bits.data(), 0, m.view_weights.data(),
                         static_cast<std::int64_t>(bits.size()));  // to nearest
@@ -584,10 +616,6 @@ void ShardedEmbedding::shards_written() {
       m.backend.copy(m.state.data(), m.view_state.data(), m.state.bytes(), *stream);
     stream->synchronize();
   }
-  if (!m.tiers) return;
-  auto stream = m.backend.create_stream();
-  if (m.last_stream) m.last_stream->synchronize();
-  m.tiers->reload(*stream);
 }
 
 bool ShardedEmbedding::tiered() const { return impl_->tiers != nullptr; }

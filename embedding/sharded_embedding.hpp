@@ -40,7 +40,8 @@ struct LocalShardView {
 class ShardedEmbedding {
  public:
   // Allocates and initialises this rank's shards (initial_weight(seed, ...), rounded to nearest
-  // for 16-bit tables) from `pool`. 16-bit tables (`storage`) cannot be tiered (ConfigError).
+  // for 16-bit tables) from `pool`; tiered (`tiering`), the device tier from `pool` and the host
+  // tier from its host pool, 16-bit tables too.
   // ConfigError when tables differ in dim, the plan does not match the tables or the
   // communicator's size, or the optimizer config is bad. comm carries host data (batch sizes,
   // indices); device_comm, over the same ranks in the same order, the pooled vectors and their

@@ -75,14 +75,25 @@ struct ShardedEmbedding::Impl {
   void pool_bags(device::Stream& stream, std::int64_t n, const kernels::PoolBags& f);
   // UpdateRows or, for 16-bit tables, UpdateRowsHalf with the same step.
   void update_rows(device::Stream& stream, std::int64_t n, const kernels::UpdateRows& f);
-  // The 16-bit tables' form of `step` (its weights unused): their buffer, rounding and key.
+  // The 16-bit tables' form of `step` (its weights unused): their buffer (tiered: the device
+  // tier, whose slots map to local rows), rounding and key.
   kernels::UpdateRowsHalf half_update(kernels::UpdateRows step) {
     step.weights = nullptr;
-    return {step, half_weights.data(), storage.type, storage.stochastic, seed, update_step, shard_rows};
+    kernels::ShardRows rows = shard_rows;
+    if (tiers) rows.slot_row = tiers->slot_rows();
+    return {step, half_weights.data(), storage.type, storage.stochastic, seed, update_step, rows};
   }
+  // The same over the host tier of tiered tables (cold updates there), in the local row space.
+  kernels::UpdateRowsHalf host_tier_half_update(kernels::UpdateRows step) {
+    step.weights = nullptr;
+    return {step, static_cast<std::uint16_t*>(tiers->host_weights()), storage.type, storage.stochastic, seed,
+            update_step, host_shard_rows};
+  }
+  kernels::ShardRows host_shard_rows{};  // shard_rows with host pointers
   void init_half_tables(device::Stream& stream);
-  // Tiered: the device tier is `weights`/`state` (hot slots, then staging slots), own_rows are
-  // remapped to its slots by tiers->stage(), and the host tier is tiers' own.
+  void init_shard_rows(device::Stream& stream);
+  // Tiered: the device tier is `weights` (or `half_weights`) and `state` (hot slots, then staging
+  // slots), own_rows are remapped to its slots by tiers->stage(), and the host tier is tiers' own.
   std::unique_ptr<device::MemoryPool> own_host_pool;
   std::unique_ptr<TieredRows> tiers;
   device::Stream* last_stream = nullptr;  // the stream of the last step (tier flushes wait for it)
@@ -233,7 +244,7 @@ struct ShardedEmbedding::Impl {
   // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
   bool tiered_one_hot_path(int local_batch) const {
     return local_only && on_host && tiers && tiers->cold_update() == ColdUpdate::device && local_batch > 0 &&
-           tiers->device_rows() < (std::int64_t(1) << 31);
+           tiers->device_rows() < (std::int64_t(1) << 31) && !half_tables();
   }
   std::vector<std::int32_t> one_hot_slots;
   void forward_tiered_one_hot(device::Stream& stream, const std::int32_t* packed, int local_batch, float* out);

@@ -47,16 +47,17 @@ std::int64_t staging_rows_needed(const std::vector<std::int64_t>& cold_rows, std
 }
 
 TieredRows::TieredRows(device::Backend& backend, device::MemoryPool& pool, std::vector<TierShard> shards, int dim,
-                       std::size_t state_per_row, TierOptions options, int rank, bool on_host,
-                       device::Buffer<float>& weights, device::Buffer<float>& state)
-    : backend_(backend), pool_(pool), shards_(std::move(shards)), dim_(dim), state_per_row_(state_per_row),
-      opt_(std::move(options)), rank_(rank), on_host_(on_host), weights_(weights), state_(state) {
+                       std::size_t state_per_row, TierOptions options, int rank, bool on_host, TierWeights weights,
+                       device::Buffer<float>& state)
+    : backend_(backend), pool_(pool), shards_(std::move(shards)), dim_(dim),
+      wb_(std::size_t(dim) * weights.element_bytes()), state_per_row_(state_per_row), opt_(std::move(options)),
+      rank_(rank), on_host_(on_host), weights_(weights), state_(state) {
   RECMIX_REQUIRE(opt_.host_pool, Error, "tiered embedding: no host-tier pool");
   RECMIX_REQUIRE(opt_.global_batch > 0 && opt_.bag_rows > 0, ConfigError,
                  "tiered embedding: the global batch and the indices per bag size the staging slots (both > 0)");
   for (const auto& s : shards_) local_rows_ += s.row_end - s.row_begin;
-  host_w_ = device::Buffer<float>(*opt_.host_pool, std::size_t(local_rows_) * dim_,
-                                  fmt::format("embedding host tier, weights (rank {})", rank_));
+  host_w_ = device::Buffer<unsigned char>(*opt_.host_pool, std::size_t(local_rows_) * wb_,
+                                          fmt::format("embedding host tier, weights (rank {})", rank_));
   if (state_per_row_ > 0)
     host_s_ = device::Buffer<float>(*opt_.host_pool, std::size_t(local_rows_) * state_per_row_,
                                     fmt::format("embedding host tier, optimizer state (rank {})", rank_));
@@ -128,7 +129,7 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
   const std::uint64_t previous = staged_pass_;
   ahead_pass_ = next_pass();
   worker_ = std::thread([this, retire, previous, pass = ahead_pass_] {
-    if (retire) scatter_to_host(retire_rows_, retire_w_.data(), retire_s_.data());
+    if (retire) scatter_to_host(retire_rows_, bytes(retire_w_), retire_s_.data());
     const std::int64_t n = static_cast<std::int64_t>(ahead_in_.size());
     ahead_slots_.resize(std::size_t(n));
     ahead_rows_.clear();
@@ -169,17 +170,18 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
       ahead_rows_.push_back(r);
     }
     ahead_hits_ = hits;
-    const std::size_t D = std::size_t(dim_), S = state_per_row_, m = ahead_rows_.size();
-    ahead_w_.resize(m * D);
+    const std::size_t W = wb_, S = state_per_row_, m = ahead_rows_.size();
+    ahead_w_.resize(transit_floats(m));
     ahead_s_.resize(m * S);
+    unsigned char* aw = bytes(ahead_w_);
     for (std::size_t i = 0; i < m; ++i) {
       if (i + kAhead < m) {
         const std::size_t next = std::size_t(ahead_rows_[i + kAhead]);
-        __builtin_prefetch(host_w_.data() + next * D);
+        __builtin_prefetch(host_w_.data() + next * W);
         if (S > 0) __builtin_prefetch(host_s_.data() + next * S);
       }
       const std::size_t r = std::size_t(ahead_rows_[i]);
-      std::memcpy(ahead_w_.data() + i * D, host_w_.data() + r * D, D * sizeof(float));
+      std::memcpy(aw + i * W, host_w_.data() + r * W, W);
       if (S > 0) std::memcpy(ahead_s_.data() + i * S, host_s_.data() + r * S, S * sizeof(float));
     }
   });
@@ -199,7 +201,7 @@ std::vector<std::int64_t> TieredRows::shard_counts(std::size_t k) const {
 }
 
 void TieredRows::place_hot_rows() {
-  const std::size_t row_bytes = (std::size_t(dim_) + state_per_row_) * sizeof(float);
+  const std::size_t row_bytes = wb_ + state_per_row_ * sizeof(float);
   std::vector<std::int64_t> rows(shards_.size()), hot(shards_.size());
   std::vector<std::vector<std::int64_t>> counts(shards_.size());
   for (std::size_t k = 0; k < shards_.size(); ++k) {
@@ -235,7 +237,7 @@ void TieredRows::place_hot_rows() {
   auto stream = backend_.create_stream();
   allocate_device(staging_rows_needed(cold, opt_.global_batch, opt_.bag_rows), *stream);
   if (!on_host_) {  // sized for every staging slot here, so that the lookahead's thread rarely allocates
-    for (TransitRows* t : {&bounce_w_, &ahead_w_, &retire_w_}) t->resize(std::size_t(staging_) * std::size_t(dim_));
+    for (TransitRows* t : {&bounce_w_, &ahead_w_, &retire_w_}) t->resize(transit_floats(std::size_t(staging_)));
     for (TransitRows* t : {&bounce_s_, &ahead_s_, &retire_s_}) t->resize(std::size_t(staging_) * state_per_row_);
   }
   upload_hot(*stream);
@@ -245,32 +247,57 @@ void TieredRows::place_hot_rows() {
 // The device tier for `staging` staging slots. The hot slots' values come from the host tier,
 // so a re-allocation first writes them there (the old and new buffers never coexist).
 void TieredRows::allocate_device(std::int64_t staging, device::Stream& stream) {
-  if (!weights_.empty()) download_hot(stream);
-  weights_ = {};
+  const bool allocated = weights_.half ? !weights_.half->empty() : !weights_.fp32->empty();
+  if (allocated) download_hot(stream);
+  if (weights_.half)
+    *weights_.half = {};
+  else
+    *weights_.fp32 = {};
   state_ = {};
+  dev_slot_row_ = {};
   staging_ = staging;
   const std::size_t n = std::size_t(hot_ + staging_);
-  weights_ = device::Buffer<float>(pool_, std::max<std::size_t>(n, 1) * dim_,
-                                   fmt::format("embedding weights, {} hot rows and {} staging slots (rank {})", hot_,
-                                               staging_, rank_));
+  const std::string what = fmt::format("embedding weights{}, {} hot rows and {} staging slots (rank {})",
+                                       weights_.half ? " (16-bit)" : "", hot_, staging_, rank_);
+  if (weights_.half)
+    *weights_.half = device::Buffer<std::uint16_t>(pool_, std::max<std::size_t>(n, 1) * dim_, what);
+  else
+    *weights_.fp32 = device::Buffer<float>(pool_, std::max<std::size_t>(n, 1) * dim_, what);
   if (state_per_row_ > 0)
     state_ = device::Buffer<float>(pool_, std::max<std::size_t>(n, 1) * state_per_row_,
                                    fmt::format("embedding optimizer state, {} hot rows and {} staging slots (rank {})",
                                                hot_, staging_, rank_));
   if (on_host_) {
-    advise_huge_pages(weights_.data(), weights_.bytes());
+    advise_huge_pages(device_weights(), std::max<std::size_t>(n, 1) * wb_);
     advise_huge_pages(state_.data(), state_.bytes());
   }
+  // 16-bit tables: the slots' local rows, the hot ones now, the staged ones as each step stages them.
+  if (weights_.half) {
+    slot_row_.assign(std::max<std::size_t>(n, 1), 0);
+    if (!on_host_)
+      dev_slot_row_ = device::Buffer<std::int64_t>(pool_, std::max<std::size_t>(n, 1),
+                                                   fmt::format("embedding local row of each slot (rank {})", rank_));
+    set_slot_rows(stream, 0, hot_);
+  }
+}
+
+void TieredRows::set_slot_rows(device::Stream& stream, std::int64_t from, std::int64_t to) {
+  if (!weights_.half) return;  // only the 16-bit tables' rounding asks
+  for (std::int64_t slot = from; slot < to; ++slot)
+    slot_row_[std::size_t(slot)] = slot < hot_ ? hot_row_of_slot_[std::size_t(slot)] : staged_[std::size_t(slot - hot_)];
+  if (!on_host_ && to > from)
+    backend_.copy(dev_slot_row_.data() + from, slot_row_.data() + from, std::size_t(to - from) * sizeof(std::int64_t),
+                  stream);
 }
 
 void TieredRows::download_hot(device::Stream& stream) {
   if (hot_ == 0) return;
-  const std::size_t D = std::size_t(dim_), S = state_per_row_;
-  const float* w = weights_.data();
+  const std::size_t W = wb_, S = state_per_row_;
+  const unsigned char* w = device_weights();
   const float* s = state_.data();
   if (!on_host_) {  // rare and large (re-ranks, checkpoints, growth): pageable memory, synchronous
-    hot_w_.resize(std::size_t(hot_) * D);
-    backend_.copy(hot_w_.data(), weights_.data(), hot_w_.size() * sizeof(float), stream);
+    hot_w_.resize(std::size_t(hot_) * W);
+    backend_.copy(hot_w_.data(), device_weights(), hot_w_.size(), stream);
     if (S > 0) {
       hot_s_.resize(std::size_t(hot_) * S);
       backend_.copy(hot_s_.data(), state_.data(), hot_s_.size() * sizeof(float), stream);
@@ -281,29 +308,29 @@ void TieredRows::download_hot(device::Stream& stream) {
   }
   for (std::int64_t slot = 0; slot < hot_; ++slot) {
     const std::size_t r = std::size_t(hot_row_of_slot_[std::size_t(slot)]);
-    std::memcpy(host_w_.data() + r * D, w + std::size_t(slot) * D, D * sizeof(float));
+    std::memcpy(host_w_.data() + r * W, w + std::size_t(slot) * W, W);
     if (S > 0) std::memcpy(host_s_.data() + r * S, s + std::size_t(slot) * S, S * sizeof(float));
   }
 }
 
 void TieredRows::upload_hot(device::Stream& stream) {
   if (hot_ == 0) return;
-  const std::size_t D = std::size_t(dim_), S = state_per_row_;
-  float* w = weights_.data();
+  const std::size_t W = wb_, S = state_per_row_;
+  unsigned char* w = device_weights();
   float* s = state_.data();
   if (!on_host_) {
-    hot_w_.resize(std::size_t(hot_) * D);
+    hot_w_.resize(std::size_t(hot_) * W);
     hot_s_.resize(std::size_t(hot_) * S);
     w = hot_w_.data();
     s = hot_s_.data();
   }
   for (std::int64_t slot = 0; slot < hot_; ++slot) {
     const std::size_t r = std::size_t(hot_row_of_slot_[std::size_t(slot)]);
-    std::memcpy(w + std::size_t(slot) * D, host_w_.data() + r * D, D * sizeof(float));
+    std::memcpy(w + std::size_t(slot) * W, host_w_.data() + r * W, W);
     if (S > 0) std::memcpy(s + std::size_t(slot) * S, host_s_.data() + r * S, S * sizeof(float));
   }
   if (!on_host_) {
-    backend_.copy(weights_.data(), hot_w_.data(), hot_w_.size() * sizeof(float), stream);
+    backend_.copy(device_weights(), hot_w_.data(), hot_w_.size(), stream);
     if (S > 0) backend_.copy(state_.data(), hot_s_.data(), hot_s_.size() * sizeof(float), stream);
   }
 }
@@ -312,51 +339,51 @@ void TieredRows::upload_hot(device::Stream& stream) {
 // side was posted by updated() on the copy stream; stage() synchronised it), then forgotten.
 void TieredRows::retire(device::Stream& stream) {
   if (staged_.empty()) return;
-  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
+  const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
   if (dirty_) {
-    const float* w = weights_.data() + std::size_t(hot_) * D;
+    const unsigned char* w = device_weights() + std::size_t(hot_) * W;
     const float* s = state_.data() + std::size_t(hot_) * S;
     if (!on_host_) {
-      w = bounce_w_.data();
+      w = bytes(bounce_w_);
       s = bounce_s_.data();
     }
     scatter_to_host(staged_, w, s);
     stats_.rows_written_back += static_cast<std::int64_t>(m);
-    stats_.bytes_to_host += m * (D + S) * sizeof(float);
+    stats_.bytes_to_host += m * (W + S * sizeof(float));
   }
   staged_.clear();
   staged_pass_ = 0;
   dirty_ = false;
 }
 
-void TieredRows::scatter_to_host(const std::vector<std::int64_t>& rows, const float* w, const float* s) {
-  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = rows.size();
+void TieredRows::scatter_to_host(const std::vector<std::int64_t>& rows, const unsigned char* w, const float* s) {
+  const std::size_t W = wb_, S = state_per_row_, m = rows.size();
   for (std::size_t i = 0; i < m; ++i) {
     if (i + kAhead < m) {
       const std::size_t next = std::size_t(rows[i + kAhead]);
-      __builtin_prefetch(host_w_.data() + next * D, 1);
+      __builtin_prefetch(host_w_.data() + next * W, 1);
       if (S > 0) __builtin_prefetch(host_s_.data() + next * S, 1);
     }
     const std::size_t r = std::size_t(rows[i]);
-    std::memcpy(host_w_.data() + r * D, w + i * D, D * sizeof(float));
+    std::memcpy(host_w_.data() + r * W, w + i * W, W);
     if (S > 0) std::memcpy(host_s_.data() + r * S, s + i * S, S * sizeof(float));
   }
 }
 
 void TieredRows::complete_retire() {
   if (!retire_pending_) return;
-  scatter_to_host(retire_rows_, retire_w_.data(), retire_s_.data());
+  scatter_to_host(retire_rows_, bytes(retire_w_), retire_s_.data());
   retire_pending_ = false;
 }
 
 void TieredRows::defer_retire(device::Stream& stream) {
   if (staged_.empty()) return;
-  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
+  const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
   if (dirty_) {
     if (on_host_) {
-      retire_w_.resize(m * D);
+      retire_w_.resize(transit_floats(m));
       retire_s_.resize(m * S);
-      std::memcpy(retire_w_.data(), weights_.data() + std::size_t(hot_) * D, m * D * sizeof(float));
+      std::memcpy(bytes(retire_w_), device_weights() + std::size_t(hot_) * W, m * W);
       if (S > 0) std::memcpy(retire_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float));
     } else {  // the copy to the host side that updated() posted has landed (stage() synchronised it)
       retire_w_.swap(bounce_w_);
@@ -365,7 +392,7 @@ void TieredRows::defer_retire(device::Stream& stream) {
     retire_rows_ = staged_;
     retire_pending_ = true;
     stats_.rows_written_back += static_cast<std::int64_t>(m);
-    stats_.bytes_to_host += m * (D + S) * sizeof(float);
+    stats_.bytes_to_host += m * (W + S * sizeof(float));
   }
   staged_.clear();
   staged_pass_ = 0;
@@ -430,28 +457,29 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
     staged_pass_ = pass;
     stats_.hot_hits += hits;
   }
-  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
+  const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
   if (static_cast<std::int64_t>(m) > staging_) {  // more cold rows than slots (long multi-hot bags): grow
     allocate_device(std::min(local_rows_ - hot_, std::max<std::int64_t>(std::int64_t(m), 2 * staging_)), stream);
     upload_hot(stream);
   }
-  float* w = weights_.data() + std::size_t(hot_) * D;
+  set_slot_rows(stream, hot_, hot_ + std::int64_t(m));
+  unsigned char* w = device_weights() + std::size_t(hot_) * W;
   float* s = state_.data() + std::size_t(hot_) * S;
   if (ahead) {  // gathered ahead: the overlap again, then into the slots
     for (std::size_t k = 0; k < overlap_.size(); ++k) {
       // From the copies set aside (cold updates in staging), else from the host tier (cold
       // updates there, or no update).
       const std::size_t i = overlap_[k], a = overlap_from_[k], r = std::size_t(staged_[i]);
-      const float* w_src = retire_pending_ ? retire_w_.data() + a * D : host_w_.data() + r * D;
+      const unsigned char* w_src = retire_pending_ ? bytes(retire_w_) + a * W : host_w_.data() + r * W;
       const float* s_src = retire_pending_ ? retire_s_.data() + a * S : host_s_.data() + r * S;
-      std::memcpy(ahead_w_.data() + i * D, w_src, D * sizeof(float));
+      std::memcpy(bytes(ahead_w_) + i * W, w_src, W);
       if (S > 0) std::memcpy(ahead_s_.data() + i * S, s_src, S * sizeof(float));
     }
     stats_.rows_restaged += static_cast<std::int64_t>(overlap_.size());
     stats_.rows_ahead += static_cast<std::int64_t>(m);
     if (on_host_) {
       if (m > 0) {  // no rows: the buffers may be empty, and memcpy's pointers must not be null
-        std::memcpy(w, ahead_w_.data(), m * D * sizeof(float));
+        std::memcpy(w, bytes(ahead_w_), m * W);
         if (S > 0) std::memcpy(s, ahead_s_.data(), m * S * sizeof(float));
       }
     } else {
@@ -460,35 +488,35 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
     }
   } else {
     if (!on_host_) {
-      bounce_w_.resize(m * D);
+      bounce_w_.resize(transit_floats(m));
       bounce_s_.resize(m * S);
-      w = bounce_w_.data();
+      w = bytes(bounce_w_);
       s = bounce_s_.data();
     }
     for (std::size_t i = 0; i < m; ++i) {
       const std::size_t r = std::size_t(staged_[i]);
-      std::memcpy(w + i * D, host_w_.data() + r * D, D * sizeof(float));
+      std::memcpy(w + i * W, host_w_.data() + r * W, W);
       if (S > 0) std::memcpy(s + i * S, host_s_.data() + r * S, S * sizeof(float));
     }
   }
   if (!on_host_ && m > 0) {  // on the copy stream after every earlier use of the slots; the step waits for it
     copies_after(stream);
-    backend_.copy(weights_.data() + std::size_t(hot_) * D, bounce_w_.data(), m * D * sizeof(float), *copy_stream_);
+    backend_.copy(device_weights() + std::size_t(hot_) * W, bounce_w_.data(), m * W, *copy_stream_);
     if (S > 0)
       backend_.copy(state_.data() + std::size_t(hot_) * S, bounce_s_.data(), m * S * sizeof(float), *copy_stream_);
     staged_copy_->record(*copy_stream_);
     staged_copy_->wait(stream);
   }
   stats_.rows_staged += static_cast<std::int64_t>(m);
-  stats_.bytes_to_device += m * (D + S) * sizeof(float);
+  stats_.bytes_to_device += m * (W + S * sizeof(float));
   stats_.staging_s += since(t0);
 }
 
 void TieredRows::updated(device::Stream& stream) {
   if (staged_.empty()) return;
-  const std::size_t D = std::size_t(dim_), S = state_per_row_, m = staged_.size();
+  const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
   if (opt_.cold_update == ColdUpdate::host) {  // applied to the host tier: its summed gradients went there
-    stats_.bytes_to_host += m * D * sizeof(float);
+    stats_.bytes_to_host += m * std::size_t(dim_) * sizeof(float);
     return;
   }
   dirty_ = true;
@@ -496,10 +524,10 @@ void TieredRows::updated(device::Stream& stream) {
   const auto t0 = Clock::now();
   // The staging copy's source, the same size: it does not grow (no reallocation under a copy in
   // flight); the copy stream orders this copy after that one.
-  bounce_w_.resize(m * D);
+  bounce_w_.resize(transit_floats(m));
   bounce_s_.resize(m * S);
   copies_after(stream);
-  backend_.copy(bounce_w_.data(), weights_.data() + std::size_t(hot_) * D, m * D * sizeof(float), *copy_stream_);
+  backend_.copy(bounce_w_.data(), device_weights() + std::size_t(hot_) * W, m * W, *copy_stream_);
   if (S > 0)
     backend_.copy(bounce_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float), *copy_stream_);
   stats_.staging_s += since(t0);
@@ -510,7 +538,7 @@ void TieredRows::updated(device::Stream& stream) {
 // state, rows turning hot take the slots they free. The host path moves just those rows; the
 // device path moves the hot slots whole (one copy each way).
 void TieredRows::rerank(device::Stream& stream) {
-  const std::size_t D = std::size_t(dim_), S = state_per_row_;
+  const std::size_t W = wb_, S = state_per_row_;
   if (!on_host_) download_hot(stream);
   std::vector<std::int64_t> freed;
   for (std::size_t k = 0; k < shards_.size(); ++k) {
@@ -523,7 +551,7 @@ void TieredRows::rerank(device::Stream& stream) {
       const std::size_t row = std::size_t(sh.base + r);
       const std::int64_t slot = slot_of_[row];
       if (on_host_) {
-        std::memcpy(host_w_.data() + row * D, weights_.data() + std::size_t(slot) * D, D * sizeof(float));
+        std::memcpy(host_w_.data() + row * W, device_weights() + std::size_t(slot) * W, W);
         if (S > 0) std::memcpy(host_s_.data() + row * S, state_.data() + std::size_t(slot) * S, S * sizeof(float));
       }
       slot_of_[row] = -1;
@@ -533,7 +561,7 @@ void TieredRows::rerank(device::Stream& stream) {
       const std::size_t row = std::size_t(sh.base + moves.to_device[i]);
       const std::int64_t slot = freed[i];
       if (on_host_) {
-        std::memcpy(weights_.data() + std::size_t(slot) * D, host_w_.data() + row * D, D * sizeof(float));
+        std::memcpy(device_weights() + std::size_t(slot) * W, host_w_.data() + row * W, W);
         if (S > 0) std::memcpy(state_.data() + std::size_t(slot) * S, host_s_.data() + row * S, S * sizeof(float));
       }
       slot_of_[row] = slot;
@@ -541,11 +569,12 @@ void TieredRows::rerank(device::Stream& stream) {
     }
     stats_.rows_promoted += static_cast<std::int64_t>(moves.to_device.size());
     stats_.rows_demoted += static_cast<std::int64_t>(moves.to_host.size());
-    stats_.bytes_to_device += moves.to_device.size() * (D + S) * sizeof(float);
-    stats_.bytes_to_host += moves.to_host.size() * (D + S) * sizeof(float);
+    stats_.bytes_to_device += moves.to_device.size() * (W + S * sizeof(float));
+    stats_.bytes_to_host += moves.to_host.size() * (W + S * sizeof(float));
     tiers_[k] = std::move(next);
   }
   if (!on_host_) upload_hot(stream);
+  set_slot_rows(stream, 0, hot_);
   ++stats_.reranks;
 }
 

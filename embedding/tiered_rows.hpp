@@ -88,20 +88,29 @@ struct TierShard {
   std::int64_t base;                // first local row
 };
 
+// The device tier's weights: fp32 rows, or the 16-bit rows (fp16, bf16) of tables stored so.
+// Rows move between the tiers as bytes; only the kernels read their values.
+struct TierWeights {
+  device::Buffer<float>* fp32 = nullptr;
+  device::Buffer<std::uint16_t>* half = nullptr;  // set instead of fp32 for 16-bit tables
+  std::size_t element_bytes() const { return half ? sizeof(std::uint16_t) : sizeof(float); }
+};
+
 class TieredRows {
  public:
   // Builds the host tier from init (called once per owned shard with host pointers to fill:
-  // weights [rows x dim], state [rows x state_per_row]), picks the hot rows and allocates the
-  // device tier into `weights` and `state` from `pool`. ConfigError for a bad hot_fraction or a
-  // device_budget below the staging slots (naming both numbers).
+  // weights [rows x dim] of the weights' type (void*), state [rows x state_per_row]), picks the
+  // hot rows and allocates the device tier into `weights` and `state` from `pool`. ConfigError for
+  // a bad hot_fraction or a device_budget below the staging slots (naming both numbers).
   template <class Init>
   TieredRows(device::Backend& backend, device::MemoryPool& pool, std::vector<TierShard> shards, int dim,
-             std::size_t state_per_row, TierOptions options, int rank, bool on_host, device::Buffer<float>& weights,
+             std::size_t state_per_row, TierOptions options, int rank, bool on_host, TierWeights weights,
              device::Buffer<float>& state, const Init& init)
       : TieredRows(backend, pool, std::move(shards), dim, state_per_row, std::move(options), rank, on_host, weights,
                    state) {
     for (std::size_t k = 0; k < shards_.size(); ++k)
-      init(k, host_w_.data() + shards_[k].base * dim_, state_per_row_ ? host_s_.data() + shards_[k].base * state_per_row_ : nullptr);
+      init(k, static_cast<void*>(host_w_.data() + std::size_t(shards_[k].base) * wb_),
+           state_per_row_ ? host_s_.data() + shards_[k].base * state_per_row_ : nullptr);
     place_hot_rows();
   }
 
@@ -136,7 +145,11 @@ class TieredRows {
   void updated(device::Stream& stream);
   // cold_update = host: the local row of staging slot `slot` (slot >= hot_rows()).
   std::int64_t staged_row(std::int64_t slot) const { return staged_[static_cast<std::size_t>(slot - hot_)]; }
-  float* host_weights() { return host_w_.data(); }
+  // 16-bit tables: per slot of the device tier, the local row in it, where the kernels can read
+  // it (the stochastic rounding keys on a row's place in its table); set by each stage().
+  const std::int64_t* slot_rows() const { return on_host_ ? slot_row_.data() : dev_slot_row_.data(); }
+  // The host tier's weights, of the weights' type, in the local row space.
+  void* host_weights() { return host_w_.data(); }
   float* host_state() { return host_s_.empty() ? nullptr : host_s_.data(); }
 
   // Makes the host tier hold every row's current value (checkpoints read it there).
@@ -150,7 +163,7 @@ class TieredRows {
 
  private:
   TieredRows(device::Backend& backend, device::MemoryPool& pool, std::vector<TierShard> shards, int dim,
-             std::size_t state_per_row, TierOptions options, int rank, bool on_host, device::Buffer<float>& weights,
+             std::size_t state_per_row, TierOptions options, int rank, bool on_host, TierWeights weights,
              device::Buffer<float>& state);
   void place_hot_rows();
   void retire(device::Stream& stream);
@@ -159,8 +172,17 @@ class TieredRows {
   void defer_retire(device::Stream& stream);
   // Writes the rows copied aside back to the host tier (when no lookahead thread took them).
   void complete_retire();
-  // Host tier rows <- consecutive rows of w and s.
-  void scatter_to_host(const std::vector<std::int64_t>& rows, const float* w, const float* s);
+  // Host tier rows <- consecutive rows of w (weight rows as bytes) and s.
+  void scatter_to_host(const std::vector<std::int64_t>& rows, const unsigned char* w, const float* s);
+  // The device tier's weights as bytes, and the floats a transit buffer needs for m weight rows.
+  unsigned char* device_weights() {
+    return weights_.half ? reinterpret_cast<unsigned char*>(weights_.half->data())
+                         : reinterpret_cast<unsigned char*>(weights_.fp32->data());
+  }
+  std::size_t transit_floats(std::size_t m) const { return (m * wb_ + sizeof(float) - 1) / sizeof(float); }
+  static unsigned char* bytes(TransitRows& t) { return reinterpret_cast<unsigned char*>(t.data()); }
+  // slot_row_ (and its device copy) for slots [from, to).
+  void set_slot_rows(device::Stream& stream, std::int64_t from, std::int64_t to);
   void rerank(device::Stream& stream);
   void allocate_device(std::int64_t staging, device::Stream& stream);
   // Device path: the copy stream's next copies wait for everything issued on `stream` so far.
@@ -180,14 +202,18 @@ class TieredRows {
   device::MemoryPool& pool_;
   std::vector<TierShard> shards_;
   int dim_;
+  std::size_t wb_;  // bytes of a row's weights
   std::size_t state_per_row_;
   TierOptions opt_;
   int rank_;
   bool on_host_;
-  device::Buffer<float>& weights_;
+  TierWeights weights_;
   device::Buffer<float>& state_;
   std::int64_t local_rows_ = 0;
-  device::Buffer<float> host_w_, host_s_;          // the host tier: every local row
+  device::Buffer<unsigned char> host_w_;           // the host tier: every local row (weights as bytes)
+  device::Buffer<float> host_s_;
+  std::vector<std::int64_t> slot_row_;             // per device slot: its local row (slot_rows())
+  device::Buffer<std::int64_t> dev_slot_row_;      // ... on the device
   std::vector<ShardTiers> tiers_;                  // per shard: which rows are hot
   std::vector<std::int64_t> slot_of_;              // per local row: hot slot, -1 when cold
   std::vector<std::int64_t> hot_row_of_slot_;      // per hot slot: its local row
@@ -203,7 +229,8 @@ class TieredRows {
   TransitRows bounce_w_, bounce_s_;
   std::unique_ptr<device::Stream> copy_stream_;
   std::unique_ptr<device::Event> compute_point_, staged_copy_;
-  std::vector<float> hot_w_, hot_s_;               // device path: host side of the hot slots' copies
+  std::vector<unsigned char> hot_w_;               // device path: host side of the hot slots' copies
+  std::vector<float> hot_s_;
   TierStats stats_;
   // The lookahead.
   std::thread worker_;

@@ -307,10 +307,6 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   prec.read("rounding", pr.rounding);
   prec.one_of("rounding", pr.rounding, {"stochastic", "nearest"});
   prec.reject_unknown();
-  if (pr.embedding != "fp32" && spec.embedding.tiered())
-    prec.fail("embedding", fmt::format("= \"{}\" cannot be combined with tiered tables ([embedding] hot_fraction or "
-                                       "device_budget) yet: store the tables in fp32 or drop the host tier",
-                                       pr.embedding));
 
   top.reject_unknown();
 

@@ -133,7 +133,13 @@ double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard) {
 }
 
 double staging_bytes(const JobSpec& spec, const RankShard& shard) {
-  return static_cast<double>(device_tier(spec, shard).staging_rows) * sparse_row_bytes(spec);
+  const DeviceTier tier = device_tier(spec, shard);
+  double bytes = static_cast<double>(tier.staging_rows) * sparse_row_bytes(spec);
+  // Tiered 16-bit tables: the local row in each slot, hot or staging (their rounding keys on it).
+  if (spec.tiering.enabled && spec.table_bytes < kFloatBytes)
+    bytes += static_cast<double>(std::accumulate(tier.hot_rows.begin(), tier.hot_rows.end(), tier.staging_rows)) *
+             kIndexBytes;
+  return bytes;
 }
 
 double activation_bytes(const JobSpec& spec) {

@@ -101,10 +101,7 @@ void run_eval(const EvalArgs& a) {
   if (a.threads > 0) spec.device.threads = a.threads;
   if (!a.gemm.empty()) spec.device.gemm = a.gemm;
   if (!a.device.empty()) spec.device.kind = a.device;
-  if (!a.tables.empty()) {
-    spec.precision.embedding = a.tables;
-    if (a.tables != "fp32") spec.embedding = {};  // 16-bit tables are not tiered
-  }
+  if (!a.tables.empty()) spec.precision.embedding = a.tables;
   spec.data.prefetch = 1;
   runtime::Trainer trainer(spec, *comm, runtime::DatasetShape{meta.table_rows, meta.num_dense});
   trainer.load(a.checkpoint);

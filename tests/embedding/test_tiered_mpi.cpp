@@ -1,8 +1,9 @@
 // Tiered embedding = untiered embedding, bit for bit, at 1, 2 and 4 ranks: every rank trains the
 // same global batches through an untiered layer and a tiered one (hot fraction, device budget,
-// online LFU with re-ranks; cold updates on the device and on the host) and compares every output,
-// then every owned row and its optimizer state through local_shards(), and again after a
-// restore through the views.
+// online LFU with re-ranks; cold updates on the device and on the host; fp32 tables, and fp16 and
+// bf16 tables rounded stochastically, whose random bits follow a row wherever it lies) and
+// compares every output, then every owned row and its optimizer state through local_shards(), and
+// again after a restore through the views.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -29,6 +30,7 @@ struct Case {
   std::string tiers;  // "fraction", "budget", "lfu" (re-ranked every 2 steps), "host" (cold_update host)
   bool mean = false;
   bool one_hot = false;
+  half::Storage storage = half::Storage::fp32;
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
@@ -108,9 +110,11 @@ TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
   const int global_batches[] = {23, 8, 1, 16, 30, 5, 12};
   TierOptions tiers = tier_options(c.tiers, 30);
   tiers.host_pool = &host_pool;
-  ShardedEmbedding plain(*comm, *backend, pool, kTables, pooling, make_plan(c.plan, world), opt, seed);
+  const TableStorage storage{c.storage, true};
+  ShardedEmbedding plain(*comm, *backend, pool, kTables, pooling, make_plan(c.plan, world), opt, seed, nullptr, {},
+                         storage);
   ShardedEmbedding tiered(*comm, *backend, tier_pool, kTables, pooling, make_plan(c.plan, world), opt, seed, nullptr,
-                          tiers);
+                          tiers, storage);
   ASSERT_TRUE(tiered.tiered());
   EXPECT_LT(tiered.local_bytes(), plain.local_bytes() + 1) << "the device tier holds hot rows and staging only";
   expect_same_rows(plain, tiered, "at start");
@@ -206,6 +210,21 @@ std::vector<Case> cases() {
         c.one_hot = std::string(tiers) == "budget";
         out.push_back(c);
       }
+  // 16-bit tables: every plan and tier kind, each optimizer, both types.
+  const struct {
+    const char *plan, *optimizer, *tiers;
+    half::Storage storage;
+  } halves[] = {{"auto", "sgd", "fraction", half::Storage::fp16},       {"auto", "adagrad", "budget", half::Storage::bf16},
+                {"rowwise", "rowwise_adagrad", "lfu", half::Storage::bf16}, {"rowwise", "sgd", "host", half::Storage::fp16},
+                {"mixed", "adagrad", "host", half::Storage::bf16},      {"mixed", "rowwise_adagrad", "fraction", half::Storage::fp16}};
+  for (const auto& h : halves) {
+    Case c{std::string(h.plan) + "_" + h.optimizer + "_" + h.tiers + "_" + half::to_string(h.storage), h.plan,
+           h.optimizer, h.tiers};
+    c.mean = std::string(h.tiers) == "lfu";
+    c.one_hot = std::string(h.tiers) == "budget";
+    c.storage = h.storage;
+    out.push_back(c);
+  }
   return out;
 }
 

@@ -215,7 +215,7 @@ for i in range(8):
     kept = []
     if tiers.random() < 0.4:  # hot/cold tiers: the estimate counts hot rows and staging slots
         print(f"embedding = {{ hot_fraction = {tiers.choice([0.05, 0.2, 0.5])} }}")
-    elif precision.random() < 0.5:  # 16-bit tables: the estimate counts 2 bytes a weight
+    if precision.random() < 0.5:  # 16-bit tables, tiered or not: the estimate counts 2 bytes a weight
         kept.append(f'embedding = "{precision.choice(["fp16", "bf16"])}"')
     # bf16 GEMMs (refused by this CPU backend without AVX512_BF16, so under the strict emulator):
     # the estimate counts the operands' bf16 copies.

@@ -26,6 +26,7 @@ struct TierCase {
   const char* sparse;
   const char* tiers;  // TOML lines of [embedding]
   const char* kind;   // device.kind of the tiered run (cuda: the untiered run's too)
+  const char* tables = "fp32";  // [precision] embedding of both runs
 };
 
 std::ostream& operator<<(std::ostream& os, const TierCase& c) { return os << c.name; }
@@ -49,6 +50,7 @@ TEST_P(TieredTrainer, EqualsUntieredBitForBit) {
   if (strict) mlp::cpu::set_fused_linear_enabled(false);
   auto spec = small_spec(fmt::format("tiered-{}", c.name), c.data);
   spec.optimizer.sparse = c.sparse;
+  spec.precision.embedding = c.tables;
   if (gpu) spec.device.kind = "cuda";  // the GPU against itself: its copies, streams and pinned memory
   const std::string dir = run_dir(spec.name);
   const auto plain = train_steps(spec, comm, 12, dir + "/untiered.h5");
@@ -87,7 +89,19 @@ INSTANTIATE_TEST_SUITE_P(
                              "hot_fraction = 0.1\nhot_set = \"lfu\"\nrerank_interval = 3", "cuda"},
                     TierCase{"cuda_multi_hot_sgd", "multi.h5", "sgd", "device_budget = \"40KiB\"", "cuda"},
                     TierCase{"cuda_host_update_multi_hot", "multi.h5", "rowwise_adagrad",
-                             "hot_fraction = 0.3\ncold_update = \"host\"", "cuda"}),
+                             "hot_fraction = 0.3\ncold_update = \"host\"", "cuda"},
+                    // 16-bit tables, rounded stochastically: the rounding follows each row into
+                    // whatever slot it is staged in.
+                    TierCase{"fp16_fraction_sgd", "train.h5", "sgd", "hot_fraction = 0.1", "cpu", "fp16"},
+                    TierCase{"bf16_host_update_multi_hot", "multi.h5", "adagrad",
+                             "hot_fraction = 0.2\ncold_update = \"host\"", "cpu", "bf16"},
+                    TierCase{"strict_bf16_lfu_rowwise", "train.h5", "rowwise_adagrad",
+                             "hot_fraction = 0.1\nhot_set = \"lfu\"\nrerank_interval = 4", "cpu-strict", "bf16"},
+                    TierCase{"strict_fp16_host_update_multi_hot", "multi.h5", "sgd",
+                             "device_budget = \"40KiB\"\ncold_update = \"host\"", "cpu-strict", "fp16"},
+                    TierCase{"cuda_bf16_fraction_adagrad", "train.h5", "adagrad", "hot_fraction = 0.05", "cuda", "bf16"},
+                    TierCase{"cuda_fp16_host_update_multi_hot", "multi.h5", "rowwise_adagrad",
+                             "hot_fraction = 0.3\ncold_update = \"host\"", "cuda", "fp16"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Checkpoints hold the logical tables: a tiered run resumed untiered, and an untiered run
