@@ -15,13 +15,12 @@ void round_to_bf16(const float* src, std::uint16_t* dst, std::int64_t n, bool ve
 
 namespace {
 
-// Rows [item x kRowBlock, ...) of a rows x cols block: their first element and how many.
-struct BlockSpan {
-  std::int64_t first, count;
-};
-BlockSpan block_span(kernels::Index item, int rows, int cols) {
+// The rows of block `item` of a rows x cols array (kRowBlock rows a block), rounded from src to dst.
+void round_block(const float* src, std::uint16_t* dst, kernels::Index item, int rows, int cols, bool vectorised) {
+  if (!dst) return;
   const kernels::Index r0 = item * kernels::kRowBlock, r1 = kernels::min_index(r0 + kernels::kRowBlock, rows);
-  return {static_cast<std::int64_t>(r0) * cols, static_cast<std::int64_t>(r1 - r0) * cols};
+  const std::int64_t first = static_cast<std::int64_t>(r0) * cols;
+  round_to_bf16(src + first, dst + first, static_cast<std::int64_t>(r1 - r0) * cols, vectorised);
 }
 
 }  // namespace
@@ -30,18 +29,14 @@ void bias_activation_forward(const kernels::BiasActivationForward& f, kernels::I
   auto g = f;
   g.y16 = nullptr;
   g(item);
-  if (!f.y16) return;
-  const auto span = block_span(item, f.rows, f.cols);
-  round_to_bf16(f.y + span.first, f.y16 + span.first, span.count, vectorised);
+  round_block(f.y, f.y16, item, f.rows, f.cols, vectorised);
 }
 
 void activation_backward(const kernels::ActivationBackward& f, kernels::Index item, bool vectorised) {
   auto g = f;
   g.dz16 = nullptr;
   g(item);
-  if (!f.dz16) return;
-  const auto span = block_span(item, f.rows, f.cols);
-  round_to_bf16(f.dz + span.first, f.dz16 + span.first, span.count, vectorised);
+  round_block(f.dz, f.dz16, item, f.rows, f.cols, vectorised);
 }
 
 }  // namespace recmix::mlp::cpu
