@@ -132,44 +132,9 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
     if (retire) scatter_to_host(retire_rows_, bytes(retire_w_), retire_s_.data());
     const std::int64_t n = static_cast<std::int64_t>(ahead_in_.size());
     ahead_slots_.resize(std::size_t(n));
-    ahead_rows_.clear();
     overlap_.clear();
     overlap_from_.clear();
-    std::int64_t hits = 0;
-    const std::int64_t* in = ahead_in_.data();
-    const std::int64_t* slot_of = slot_of_.data();
-    std::int64_t* slots = ahead_slots_.data();
-    std::uint64_t* tag = tag_.data();
-    std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
-    for (std::int64_t e = 0; e < n; ++e) {
-      if (e + kAhead < n) {
-        const std::int64_t next = in[e + kAhead];
-        __builtin_prefetch(slot_of + next);
-        __builtin_prefetch(tag + next, 1);
-        if (counted) __builtin_prefetch(counted + next, 1);
-      }
-      const std::int64_t r = in[e];
-      if (counted) ++counted[r];
-      const std::int64_t s = slot_of[r];
-      if (s >= 0) {
-        slots[e] = s;
-        ++hits;
-        continue;
-      }
-      const std::uint64_t t = tag[r];
-      if ((t & kPassMask) == pass) {
-        slots[e] = hot_ + static_cast<std::int64_t>(t & kIndexMask);
-        continue;
-      }
-      if (previous != 0 && (t & kPassMask) == previous) {  // staged by this step too: the overlap
-        overlap_.push_back(ahead_rows_.size());
-        overlap_from_.push_back(std::size_t(t & kIndexMask));
-      }
-      tag[r] = pass | ahead_rows_.size();
-      slots[e] = hot_ + static_cast<std::int64_t>(ahead_rows_.size());
-      ahead_rows_.push_back(r);
-    }
-    ahead_hits_ = hits;
+    ahead_hits_ = map_lookups(ahead_in_.data(), ahead_slots_.data(), n, pass, previous, ahead_rows_);
     const std::size_t W = wb_, S = state_per_row_, m = ahead_rows_.size();
     ahead_w_.resize(transit_floats(m));
     ahead_s_.resize(m * S);
@@ -185,6 +150,44 @@ void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
       if (S > 0) std::memcpy(ahead_s_.data() + i * S, host_s_.data() + r * S, S * sizeof(float));
     }
   });
+}
+
+std::int64_t TieredRows::map_lookups(const std::int64_t* in, std::int64_t* slots, std::int64_t n, std::uint64_t pass,
+                                     std::uint64_t previous, std::vector<std::int64_t>& cold) {
+  cold.clear();
+  std::int64_t hits = 0;
+  const std::int64_t* slot_of = slot_of_.data();
+  std::uint64_t* tag = tag_.data();
+  std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
+  for (std::int64_t e = 0; e < n; ++e) {
+    if (e + kAhead < n) {  // in[e + kAhead] is still a local row where slots is in
+      const std::int64_t next = in[e + kAhead];
+      __builtin_prefetch(slot_of + next);
+      __builtin_prefetch(tag + next, 1);
+      if (counted) __builtin_prefetch(counted + next, 1);
+    }
+    const std::int64_t r = in[e];
+    if (counted) ++counted[r];
+    const std::int64_t s = slot_of[r];
+    if (s >= 0) {
+      slots[e] = s;
+      ++hits;
+      continue;
+    }
+    const std::uint64_t t = tag[r];
+    if ((t & kPassMask) == pass) {
+      slots[e] = hot_ + static_cast<std::int64_t>(t & kIndexMask);
+      continue;
+    }
+    if (previous != 0 && (t & kPassMask) == previous) {  // staged by the step before too: the overlap
+      overlap_.push_back(cold.size());
+      overlap_from_.push_back(std::size_t(t & kIndexMask));
+    }
+    tag[r] = pass | cold.size();
+    slots[e] = hot_ + static_cast<std::int64_t>(cold.size());
+    cold.push_back(r);
+  }
+  return hits;
 }
 
 std::vector<std::int64_t> TieredRows::shard_counts(std::size_t k) const {
@@ -429,33 +432,9 @@ void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t 
     staged_pass_ = ahead_pass_;
     stats_.hot_hits += ahead_hits_;
   } else {  // as the thread maps them, here
-    std::int64_t hits = 0;
-    const std::int64_t* slot_of = slot_of_.data();
-    std::uint64_t* tag = tag_.data();
-    std::int64_t* counted = counted_.empty() ? nullptr : counted_.data();
     const std::uint64_t pass = next_pass();
-    for (std::int64_t e = 0; e < n; ++e) {
-      if (e + kAhead < n) {
-        __builtin_prefetch(slot_of + rows[e + kAhead]);
-        __builtin_prefetch(tag + rows[e + kAhead], 1);
-        if (counted) __builtin_prefetch(counted + rows[e + kAhead], 1);
-      }
-      const std::int64_t r = rows[e];
-      if (counted) ++counted[r];
-      const std::int64_t s = slot_of[r];
-      if (s >= 0) {
-        ++hits;
-        rows[e] = s;
-      } else if ((tag[r] & kPassMask) == pass) {
-        rows[e] = hot_ + static_cast<std::int64_t>(tag[r] & kIndexMask);
-      } else {
-        tag[r] = pass | staged_.size();
-        rows[e] = hot_ + static_cast<std::int64_t>(staged_.size());
-        staged_.push_back(r);
-      }
-    }
+    stats_.hot_hits += map_lookups(rows, rows, n, pass, 0, staged_);
     staged_pass_ = pass;
-    stats_.hot_hits += hits;
   }
   const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
   if (static_cast<std::int64_t>(m) > staging_) {  // more cold rows than slots (long multi-hot bags): grow

@@ -191,6 +191,12 @@ class TieredRows {
   void download_hot(device::Stream& stream);
   void upload_hot(device::Stream& stream);
   std::vector<std::int64_t> shard_counts(std::size_t k) const;
+  // Maps n lookups (local rows, in) to device slots (slots, which may be in): hot rows to their
+  // slots, cold rows to staging slots in first-lookup order, listed in `cold` and tagged with
+  // `pass`; counts them where re-ranked. With previous != 0, the cold rows tagged `previous` (staged
+  // by the step before) are added to overlap_ and overlap_from_. Returns the hot hits.
+  std::int64_t map_lookups(const std::int64_t* in, std::int64_t* slots, std::int64_t n, std::uint64_t pass,
+                           std::uint64_t previous, std::vector<std::int64_t>& cold);
   void join() {
     if (worker_.joinable()) worker_.join();
   }
