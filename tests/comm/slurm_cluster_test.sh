@@ -5,28 +5,8 @@
 # With a fail_one_rank binary, also checks that a rank failing under srun ends the whole step.
 #   slurm_cluster_test.sh <source-dir> <rank_report binary> [<MPI test binary> [<fail_one_rank binary>]]
 set -uo pipefail
-src=$1 payload=$2 extra=${3:-} failing=${4:-}
-for bin in munged munge slurmctld slurmd srun sbatch scontrol sinfo; do
-  if ! command -v "$bin" >/dev/null 2>&1; then
-    echo "SKIP: $bin not found (scripts/install-deps.sh --with-slurm installs Slurm and munge)"
-    exit 77
-  fi
-done
-
-state=$(mktemp -d /tmp/recmix-slurm.XXXXXX)
-cluster="$src/launch/slurm/local-cluster.sh"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() {
-  "$cluster" stop "$state" || echo "warning: stopping the cluster failed; state kept in $state"
-  if ((failures)); then
-    for f in "$state"/log/*.log "$state"/munge/munged.log; do
-      [[ -r "$f" ]] && { echo "--- $f"; tail -20 "$f"; }
-    done
-  fi
-  [[ -z "$(ls "$state"/pids/*.pid 2>/dev/null)" ]] && rm -rf "$state"
-}
-trap cleanup EXIT
+payload=$2 extra=${3:-} failing=${4:-}
+source "$(dirname "$0")/../slurm_test_lib.sh" "$1" munge sinfo
 
 start=$SECONDS
 "$cluster" start "$state" || { fail "cluster did not start"; exit 1; }

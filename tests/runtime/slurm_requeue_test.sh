@@ -8,7 +8,7 @@
 #   slurm_requeue_test.sh <source-dir> <recmix binary>
 set -uo pipefail
 recmix=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
-source "$(dirname "$0")/slurm_test_lib.sh" "$1" scancel sinfo h5diff
+source "$(dirname "$0")/../slurm_test_lib.sh" "$1" scancel sinfo h5diff
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 "$recmix" data synth -o "$work/train.h5" --rows 40k --tables 3 --table-rows 50,400,20 --dense 4 --seed 2 > /dev/null

@@ -6,7 +6,7 @@
 #   slurm_train_test.sh <source-dir> <recmix binary>
 set -uo pipefail
 recmix=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
-source "$(dirname "$0")/slurm_test_lib.sh" "$1"
+source "$(dirname "$0")/../slurm_test_lib.sh" "$1"
 
 "$recmix" data synth -o "$work/train.h5" --rows 8k --tables 3 --table-rows 50,400,20 --dense 4 --seed 2 > /dev/null
 cat > "$work/job.toml" <<TOML

@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 slurm_test_cleanup() {
   "$cluster" stop "$state" || echo "warning: stopping the cluster failed; state kept in $state"
   if ((failures)); then
-    for f in "$state"/log/*.log; do [[ -r "$f" ]] && { echo "--- $f"; tail -20 "$f"; }; done
+    for f in "$state"/log/*.log "$state"/munge/munged.log; do [[ -r "$f" ]] && { echo "--- $f"; tail -20 "$f"; }; done
   fi
   [[ -z "$(ls "$state"/pids/*.pid 2>/dev/null)" ]] && rm -rf "$state"
   rm -rf "$work"
