@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -188,7 +187,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointContent& con
     Fd direct;
     std::string failure;
     try {
-      if (const char* env = std::getenv("RECMIX_TEST_CHECKPOINT_WRITE_FAIL_RANK"); env && std::atoi(env) == rank)
+      if (checkpoint_faults().failing_rank.load() == rank)
         throw IoError(fmt::format("cannot write '{}': failure injected on rank {} (tests)", tmp, rank));
       if (!hold_hdf5) {
         direct.fd = ::open(tmp.c_str(), O_WRONLY);
@@ -362,6 +361,11 @@ std::string AsyncCheckpointWriter::snapshot(const CheckpointContent& content) {
   return found;
 }
 
+CheckpointFaults& checkpoint_faults() {
+  static CheckpointFaults faults;
+  return faults;
+}
+
 void AsyncCheckpointWriter::launch(const std::string& path) {
   RECMIX_REQUIRE(!thread_.joinable(), Error, "a checkpoint write is already in flight");
   path_ = path;
@@ -373,8 +377,8 @@ void AsyncCheckpointWriter::launch(const std::string& path) {
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
     const auto write_start = Clock::now();
     // Tests make the write outlast the steps after it (checkpoint.when_busy).
-    if (const char* delay = std::getenv("RECMIX_TEST_CHECKPOINT_DELAY_MS"))
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+    if (const int delay = checkpoint_faults().delay_ms.load(); delay > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     try {
       write_checkpoint_file(path_, content_, backend_, *comm_, false);
     } catch (...) {

@@ -48,6 +48,15 @@ struct CheckpointContent {
 // (local_shards), so the pieces point at it.
 CheckpointContent describe_checkpoint(DlrmModel& model, const CheckpointMeta& meta, int rank);
 
+// Faults the tests inject into checkpoint writes; left as they are, a run has none. delay_ms:
+// each background write sleeps this long before it starts (a write outlasting the steps after
+// it); failing_rank: the rank whose write of its rows fails (a full disk), -1 for none.
+struct CheckpointFaults {
+  std::atomic<int> delay_ms{0};
+  std::atomic<int> failing_rank{-1};
+};
+CheckpointFaults& checkpoint_faults();
+
 // Collective over comm (an MPI communicator): writes the content to path + ".tmp", with block
 // checksums (checkpoint_checksum.hpp), syncs it and renames it onto path. hold_hdf5: keep the
 // HDF5 lock for the whole write (otherwise each call takes it, so that a reader thread's calls

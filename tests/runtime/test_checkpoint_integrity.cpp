@@ -5,10 +5,9 @@
 // a checkpoint without checksums (format version 1) still loads.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "core/error.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint_write.hpp"
 #include "trainer_test_support.hpp"
 
 namespace recmix::runtime {
@@ -78,7 +77,7 @@ TEST(AsyncCheckpoint, WritesWhatASynchronousWriteWrites) {
 // A write that outlasts the steps to the next checkpoint: "wait" writes every checkpoint, "skip"
 // leaves out those due while it goes; training itself is the same either way.
 TEST(AsyncCheckpoint, ABusyWriterIsWaitedForOrSkipped) {
-  ::setenv("RECMIX_TEST_CHECKPOINT_DELAY_MS", "400", 1);
+  checkpoint_faults().delay_ms = 400;
   auto wait = adagrad_spec("busy-wait", true);
   wait.checkpoint.interval = 2;
   wait.train.steps = 12;
@@ -90,7 +89,7 @@ TEST(AsyncCheckpoint, ABusyWriterIsWaitedForOrSkipped) {
   skip.checkpoint.when_busy = "skip";
   auto a = Trainer(wait, *world->comm).train(quiet());
   auto b = Trainer(skip, *world->comm).train(quiet());
-  ::unsetenv("RECMIX_TEST_CHECKPOINT_DELAY_MS");
+  checkpoint_faults().delay_ms = 0;
   EXPECT_EQ(a.last_loss, b.last_loss);
   auto count = [](const JobSpec& s) {
     int n = 0;
@@ -109,19 +108,19 @@ TEST(AsyncCheckpoint, ABusyWriterIsWaitedForOrSkipped) {
 // temporary file is left and the checkpoint before stays; synchronous and in the background.
 TEST(CheckpointWrite, ARankFailingToWriteFailsTheCheckpointOnEveryRank) {
   auto& comm = *world->comm;
-  const std::string failing_rank = std::to_string(comm.size() - 1);
+  const int failing_rank = comm.size() - 1;
   for (bool async : {false, true}) {
     auto spec = adagrad_spec(async ? "fail-async" : "fail-sync", async);
     spec.train.steps = 20;
     Trainer trainer(spec, comm);
-    ::setenv("RECMIX_TEST_CHECKPOINT_WRITE_FAIL_RANK", failing_rank.c_str(), 1);
+    checkpoint_faults().failing_rank = failing_rank;
     std::string error;
     try {
       trainer.train(quiet());  // the write of step 10 fails; seen at the next checkpoint or at once
     } catch (const IoError& e) {
       error = e.what();
     }
-    ::unsetenv("RECMIX_TEST_CHECKPOINT_WRITE_FAIL_RANK");
+    checkpoint_faults().failing_rank = -1;
     const bool here = comm.rank() == comm.size() - 1;
     EXPECT_NE(error.find(here ? "failure injected on rank" : "failed on 1 other rank(s)"), std::string::npos)
         << (async ? "async: " : "sync: ") << error;
