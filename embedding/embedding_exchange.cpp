@@ -355,7 +355,7 @@ void ShardedEmbedding::Impl::update_cold_on_host(device::Stream& stream, const f
     split_offsets[1].push_back(static_cast<std::int64_t>(split_grad[1].size()));
   }
   tiers->before_host_update();
-  const kernels::UpdateRows f{static_cast<float*>(tiers->host_weights()),
+  const kernels::UpdateRows f{host_tier_weights(),
                               tiers->host_state(),
                               dim,
                               kind,
@@ -409,7 +409,7 @@ void ShardedEmbedding::Impl::update_split(device::Stream& stream, const float* g
     split_offsets[p].push_back(static_cast<std::int64_t>(split_grad[p].size()));
   }
   tiers->before_host_update();
-  float* w[2] = {weights.data(), static_cast<float*>(tiers->host_weights())};
+  float* w[2] = {weights.data(), host_tier_weights()};
   float* st[2] = {state.data(), tiers->host_state()};
   for (int p = 0; p < 2; ++p) {
     kernels::UpdateRows f{w[p],
@@ -424,12 +424,12 @@ void ShardedEmbedding::Impl::update_split(device::Stream& stream, const float* g
                           split_scale[p].empty() ? nullptr : split_scale[p].data(),
                           grad};
     const auto n = static_cast<std::int64_t>(split_rows[p].size());
-    if (!half_tables())
-      launch(backend, stream, n, f);
-    else if (p == 0)
-      launch(backend, stream, n, half_update(f));
-    else
+    if (p == 0)
+      update_rows(stream, n, f);
+    else if (half_tables())
       launch(backend, stream, n, host_tier_half_update(f));
+    else
+      launch(backend, stream, n, f);
   }
   tiers->updated(stream);
 }

@@ -90,6 +90,8 @@ struct ShardedEmbedding::Impl {
             update_step, host_shard_rows};
   }
   kernels::ShardRows host_shard_rows{};  // shard_rows with host pointers
+  // The host tier's fp32 weights for UpdateRows (null for 16-bit tables: host_tier_half_update).
+  float* host_tier_weights() { return half_tables() ? nullptr : static_cast<float*>(tiers->host_weights()); }
   void init_half_tables(device::Stream& stream);
   void init_shard_rows(device::Stream& stream);
   // Tiered: the device tier is `weights` (or `half_weights`) and `state` (hot slots, then staging

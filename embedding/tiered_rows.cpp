@@ -250,22 +250,14 @@ void TieredRows::place_hot_rows() {
 // The device tier for `staging` staging slots. The hot slots' values come from the host tier,
 // so a re-allocation first writes them there (the old and new buffers never coexist).
 void TieredRows::allocate_device(std::int64_t staging, device::Stream& stream) {
-  const bool allocated = weights_.half ? !weights_.half->empty() : !weights_.fp32->empty();
-  if (allocated) download_hot(stream);
-  if (weights_.half)
-    *weights_.half = {};
-  else
-    *weights_.fp32 = {};
+  if (!weights_.empty()) download_hot(stream);
   state_ = {};
   dev_slot_row_ = {};
   staging_ = staging;
   const std::size_t n = std::size_t(hot_ + staging_);
-  const std::string what = fmt::format("embedding weights{}, {} hot rows and {} staging slots (rank {})",
-                                       weights_.half ? " (16-bit)" : "", hot_, staging_, rank_);
-  if (weights_.half)
-    *weights_.half = device::Buffer<std::uint16_t>(pool_, std::max<std::size_t>(n, 1) * dim_, what);
-  else
-    *weights_.fp32 = device::Buffer<float>(pool_, std::max<std::size_t>(n, 1) * dim_, what);
+  weights_.allocate(pool_, std::max<std::size_t>(n, 1) * dim_,
+                    fmt::format("embedding weights{}, {} hot rows and {} staging slots (rank {})",
+                                weights_.half ? " (16-bit)" : "", hot_, staging_, rank_));
   if (state_per_row_ > 0)
     state_ = device::Buffer<float>(pool_, std::max<std::size_t>(n, 1) * state_per_row_,
                                    fmt::format("embedding optimizer state, {} hot rows and {} staging slots (rank {})",

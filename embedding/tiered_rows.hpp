@@ -94,6 +94,20 @@ struct TierWeights {
   device::Buffer<float>* fp32 = nullptr;
   device::Buffer<std::uint16_t>* half = nullptr;  // set instead of fp32 for 16-bit tables
   std::size_t element_bytes() const { return half ? sizeof(std::uint16_t) : sizeof(float); }
+  unsigned char* bytes() const {
+    return half ? reinterpret_cast<unsigned char*>(half->data()) : reinterpret_cast<unsigned char*>(fp32->data());
+  }
+  bool empty() const { return half ? half->empty() : fp32->empty(); }
+  // The buffer for `elements` weights (the old one freed first: the two never coexist).
+  void allocate(device::MemoryPool& pool, std::size_t elements, const std::string& what) {
+    if (half) {
+      *half = {};
+      *half = device::Buffer<std::uint16_t>(pool, elements, what);
+    } else {
+      *fp32 = {};
+      *fp32 = device::Buffer<float>(pool, elements, what);
+    }
+  }
 };
 
 class TieredRows {
@@ -175,10 +189,7 @@ class TieredRows {
   // Host tier rows <- consecutive rows of w (weight rows as bytes) and s.
   void scatter_to_host(const std::vector<std::int64_t>& rows, const unsigned char* w, const float* s);
   // The device tier's weights as bytes, and the floats a transit buffer needs for m weight rows.
-  unsigned char* device_weights() {
-    return weights_.half ? reinterpret_cast<unsigned char*>(weights_.half->data())
-                         : reinterpret_cast<unsigned char*>(weights_.fp32->data());
-  }
+  unsigned char* device_weights() { return weights_.bytes(); }
   std::size_t transit_floats(std::size_t m) const { return (m * wb_ + sizeof(float) - 1) / sizeof(float); }
   static unsigned char* bytes(TransitRows& t) { return reinterpret_cast<unsigned char*>(t.data()); }
   // slot_row_ (and its device copy) for slots [from, to).

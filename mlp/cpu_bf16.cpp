@@ -25,18 +25,23 @@ void round_block(const float* src, std::uint16_t* dst, kernels::Index item, int 
 
 }  // namespace
 
-void bias_activation_forward(const kernels::BiasActivationForward& f, kernels::Index item, bool vectorised) {
+void run_rounded(const kernels::BiasActivationForward& f, kernels::Index item, bool vectorised) {
   auto g = f;
   g.y16 = nullptr;
   g(item);
   round_block(f.y, f.y16, item, f.rows, f.cols, vectorised);
 }
 
-void activation_backward(const kernels::ActivationBackward& f, kernels::Index item, bool vectorised) {
+void run_rounded(const kernels::ActivationBackward& f, kernels::Index item, bool vectorised) {
   auto g = f;
   g.dz16 = nullptr;
   g(item);
   round_block(f.dz, f.dz16, item, f.rows, f.cols, vectorised);
+}
+
+void run_rounded(const kernels::RoundToBf16& f, kernels::Index item, bool vectorised) {
+  const kernels::Index first = item * kernels::kFlatBlock;
+  round_to_bf16(f.src + first, f.dst + first, kernels::min_index(kernels::kFlatBlock, f.count - first), vectorised);
 }
 
 }  // namespace recmix::mlp::cpu

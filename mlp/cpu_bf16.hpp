@@ -17,10 +17,11 @@ bool bf16_rounding_vectorised();
 // dst[i] = half::float_to_bf16(src[i]), i < n.
 void round_to_bf16(const float* src, std::uint16_t* dst, std::int64_t n, bool vectorised = bf16_rounding_vectorised());
 
-// f(item), with f.y16 (f.dz16) written by round_to_bf16 after the block's rows are done.
-void bias_activation_forward(const kernels::BiasActivationForward& f, kernels::Index item,
-                             bool vectorised = bf16_rounding_vectorised());
-void activation_backward(const kernels::ActivationBackward& f, kernels::Index item,
-                         bool vectorised = bf16_rounding_vectorised());
+// f(item), its bf16 output written by round_to_bf16: the bias + activation pass's y16 and the
+// activation backward's dz16 after the block's rows are done, RoundToBf16's whole block.
+void run_rounded(const kernels::BiasActivationForward& f, kernels::Index item,
+                 bool vectorised = bf16_rounding_vectorised());
+void run_rounded(const kernels::ActivationBackward& f, kernels::Index item, bool vectorised = bf16_rounding_vectorised());
+void run_rounded(const kernels::RoundToBf16& f, kernels::Index item, bool vectorised = bf16_rounding_vectorised());
 
 }  // namespace recmix::mlp::cpu

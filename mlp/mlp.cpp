@@ -106,8 +106,13 @@ bool Mlp::fused_forward(const Layer& l) const {
   return fused_ && cpu::fused_linear_enabled() && cpu::fused_forward_pays(l.in, l.out, backend_.gemm_library());
 }
 
-bool Mlp::rounds_on_cpu() const {
-  return bf16_ && backend_.kind() == device::BackendKind::cpu && cpu::bf16_rounding_vectorised();
+template <class F>
+void Mlp::launch_rounding(device::Stream& s, std::int64_t n, const F& f, std::int64_t elements) {
+  if (bf16_ && backend_.kind() == device::BackendKind::cpu && cpu::bf16_rounding_vectorised())
+    cpu::parallel_blocks(detail::cpu_threads_for(backend_, elements), n,
+                         [&f](kernels::Index b) { cpu::run_rounded(f, b); });
+  else
+    detail::launch(backend_, s, n, f, elements);
 }
 
 bool Mlp::fused_input_gradient(const Layer& l) const {
@@ -150,12 +155,7 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
          l.output.data(), l.out);
     kernels::BiasActivationForward f{l.output.data(), l.bias, batch, l.out, l.act,
                                      bf16_ && i + 1 < layers_.size() ? layers_[i + 1].input16.data() : nullptr};
-    const std::int64_t elements = static_cast<std::int64_t>(batch) * l.out;
-    if (rounds_on_cpu())
-      cpu::parallel_blocks(detail::cpu_threads_for(backend_, elements), detail::row_blocks(batch),
-                           [&f](kernels::Index b) { cpu::bias_activation_forward(f, b); });
-    else
-      detail::launch(backend_, s, detail::row_blocks(batch), f, elements);
+    launch_rounding(s, detail::row_blocks(batch), f, static_cast<std::int64_t>(batch) * l.out);
     x = l.output.data();
   }
   return x;
@@ -194,12 +194,7 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
       auto blocks = detail::row_blocks(batch);
       kernels::ActivationBackward f{dz, l.output.data(), bias_partials_.data(), batch, l.out, l.act,
                                     bf16_ ? grad16_.data() : nullptr};
-      const std::int64_t elements = static_cast<std::int64_t>(batch) * l.out;
-      if (rounds_on_cpu())
-        cpu::parallel_blocks(detail::cpu_threads_for(backend_, elements), blocks,
-                             [&f](kernels::Index b) { cpu::activation_backward(f, b); });
-      else
-        detail::launch(backend_, s, blocks, f, elements);
+      launch_rounding(s, blocks, f, static_cast<std::int64_t>(batch) * l.out);
       kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
       detail::launch(backend_, s, l.out, sum, blocks * l.out);
     }
@@ -288,14 +283,7 @@ void Mlp::gemm(device::Stream& s, bool trans_a, bool trans_b, int m, int n, int 
 void Mlp::round_bf16(device::Stream& s, const float* src, std::size_t count, std::uint16_t* dst) {
   if (!bf16_) return;
   kernels::RoundToBf16 f{src, dst, static_cast<kernels::Index>(count)};
-  if (rounds_on_cpu()) {
-    cpu::parallel_blocks(detail::cpu_threads_for(backend_, f.count), detail::flat_blocks(f.count), [&f](kernels::Index b) {
-      const kernels::Index first = b * kernels::kFlatBlock;
-      cpu::round_to_bf16(f.src + first, f.dst + first, kernels::min_index(kernels::kFlatBlock, f.count - first));
-    });
-    return;
-  }
-  detail::launch(backend_, s, detail::flat_blocks(f.count), f, f.count);
+  launch_rounding(s, detail::flat_blocks(f.count), f, f.count);
 }
 
 std::vector<Param> Mlp::parameters() {

@@ -96,9 +96,10 @@ class Mlp {
   // Whether this layer's forward / input-gradient GEMM runs as a fused CPU kernel right now.
   bool fused_forward(const Layer& l) const;
   bool fused_input_gradient(const Layer& l) const;
-  // Whether the bf16 rounding passes run vectorised on this CPU backend (mlp/cpu_bf16.hpp) rather
-  // than through the portable functors.
-  bool rounds_on_cpu() const;
+  // Launches f over n blocks, a pass that may write bf16 GEMM operands: with bf16 GEMMs on the CPU
+  // backend of an AVX-512 CPU through cpu::run_rounded (mlp/cpu_bf16.hpp), else the functor as it is.
+  template <class F>
+  void launch_rounding(device::Stream& s, std::int64_t n, const F& f, std::int64_t elements);
 
   device::Backend& backend_;
   device::MemoryPool& pool_;

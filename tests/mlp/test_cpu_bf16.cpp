@@ -82,7 +82,7 @@ TEST(CpuBf16Rounding, ActivationPassesMatchThePortableFunctors) {
     kernels::BiasActivationForward got{y_got.data(), bias.data(), rows, cols, act, y16_got.data()};
     for (kernels::Index b = 0; b < blocks; ++b) {
       ref(b);
-      cpu::bias_activation_forward(got, b, true);
+      cpu::run_rounded(got, b, true);
     }
     EXPECT_EQ(y_got, y_ref);
     EXPECT_EQ(y16_got, y16_ref);
@@ -93,7 +93,7 @@ TEST(CpuBf16Rounding, ActivationPassesMatchThePortableFunctors) {
     kernels::ActivationBackward bgot{dz_got.data(), y_ref.data(), part_got.data(), rows, cols, act, dz16_got.data()};
     for (kernels::Index b = 0; b < blocks; ++b) {
       bref(b);
-      cpu::activation_backward(bgot, b, true);
+      cpu::run_rounded(bgot, b, true);
     }
     EXPECT_EQ(dz_got, dz_ref);
     EXPECT_EQ(part_got, part_ref);
