@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Every GPU check and benchmark of recmix in one run of at most 8 minutes on one GPU, everything
+# written under $OUT (suite.log, a section per step, and each step's raw output). Rerunnable at
+# once: it keeps nothing between runs but the synthetic dataset in its work folder.
+#   bench/device/gpu_suite.sh [bundle.tar.xz | build dir]
+# On the build machine: scripts/build.sh, then bench/device/bundle.sh build (build/gpu-bundle.tar.xz);
+# a GPU run carries that file and calls this script with it. Given a build folder instead, it runs
+# the binaries there with the machine's own libraries.
+# Steps, each time-boxed so that the whole fits in 8 minutes:
+#   1. the CUDA tests (every test binary's CUDA, cuBLAS and NCCL cases, one rank);
+#   2. training throughput, Kaggle shape: eager fp32 against the CPU backend (bench_gpu_train.sh),
+#      then the step at batch 2048 and 16384 in fp32 and bf16 (bench_precision), and with CUDA graphs
+#      where the build has them;
+#   3. where a step's GPU time goes: nsys's summary of 100 steps where nsys works, else ncu's
+#      per-kernel times over about 7 steps;
+#   4. the hot/cold tiers on the GPU: untiered against 10% hot rows;
+# later issues append their kernel and co-location benchmarks here.
+set -uo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+arg=${1:-$src/build/gpu-bundle.tar.xz}
+OUT=${OUT:-/tmp/recmix-gpu-suite}
+work=${RECMIX_SUITE_WORK:-/tmp/recmix-gpu-work}
+mkdir -p "$OUT" "$work"
+log=$OUT/suite.log
+: > "$log"
+say() { echo "$*" | tee -a "$log"; }
+section() { say ""; say "== $* ($(date -u +%H:%M:%S), ${SECONDS}s into the suite)"; }
+# step <seconds> <name> <command...>: runs a step under a time limit, its output to $OUT/<name>.txt
+# (at most 8 files come back, so the raw outputs are few) and its tail to the log.
+# RECMIX_SUITE_SKIP="train precision" leaves those steps out (a rerun after a partial run).
+step() {
+  local limit=$1 name=$2; shift 2
+  [[ " ${RECMIX_SUITE_SKIP:-} " == *" $name "* ]] && { say "($name: skipped)"; return 0; }
+  if [[ $(type -t "$1") == function ]]; then  # a function of this script: run in a child bash
+    export -f "$1"
+    timeout --kill-after=5 "$limit" bash -c '"$@"' step "$@" > "$OUT/$name.txt" 2>&1
+  else
+    timeout --kill-after=5 "$limit" "$@" > "$OUT/$name.txt" 2>&1
+  fi
+  local rc=$?
+  tail -n 60 "$OUT/$name.txt" >> "$log"
+  [[ $rc == 124 || $rc == 137 ]] && say "($name stopped at its limit of ${limit}s)"
+  say "($name: exit $rc)"
+  return 0
+}
+
+if [[ -f $arg ]]; then
+  rm -rf "$work/gpu-bundle"
+  tar -C "$work" -xJf "$arg"
+  # shellcheck disable=SC1091
+  source "$work/gpu-bundle/env.sh"
+  bin=$work/gpu-bundle/bin
+  recmix=$bin/recmix
+  precision=$bin/bench_precision
+  tests=("$bin"/test_*)
+else
+  build=$(realpath "$arg")
+  recmix=$build/recmix
+  precision=$build/bench/train/bench_precision
+  mapfile -t tests < <(find "$build/tests" -maxdepth 2 -type f -executable -name 'test_*' | sort)
+fi
+
+section "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$log" ||
+  { say "no GPU: skipped"; exit 77; }
+say "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) threads"
+say "recmix: $("$recmix" --version 2>&1 | head -1)"
+# A CUDA library the loader does not find is looked for where this machine's toolkit and Python
+# wheels keep theirs, and its folder added.
+for lib in $(ldd "$recmix" | awk '/not found/ { print $1 }'); do
+  found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+  say "$lib: not on the library path; ${found:-not found on this machine}"
+  [[ -n $found ]] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
+done
+ldd "$recmix" | grep -E 'cublas|nccl|cudart|not found' >> "$log"
+
+export recmix work tests_list="${tests[*]}"
+section "1. CUDA tests"
+export cuda_filter='*Cuda*:*cuda*:*CUDA*:*Nccl*:*Gpu*:*gpu*:*DeviceGrouping*'
+run_cuda_tests() {
+  local t n fails=0
+  for t in $tests_list; do
+    n=$("$t" --gtest_list_tests --gtest_filter="$cuda_filter" 2>/dev/null | grep -c '^  ' || true)
+    [[ $n == 0 ]] && continue
+    echo "--- $(basename "$t"): $n cases"
+    "$t" --gtest_filter="$cuda_filter" --gtest_brief=1 2>&1 | grep -v '^\[       OK \]' || true
+    "$t" --gtest_filter="$cuda_filter" --gtest_brief=1 >/dev/null 2>&1 || fails=$((fails + 1))
+  done
+  echo "test binaries with failures: $fails"
+}
+step 120 tests run_cuda_tests
+
+section "2. training throughput"
+step 140 train bash "$src/bench/device/bench_gpu_train.sh" "$recmix" "$work/train" "$(nproc)"
+if "$recmix" train --help 2>&1 | grep -q -- '--graphs'; then
+  graphs=(--graphs-ab)
+else
+  graphs=()
+  say "(this build has no CUDA graphs: eager steps only)"
+fi
+if [[ -x $precision ]]; then
+  step 50 precision "$precision" --device cuda --batch 2048 --batch 16384 --reps 3 --min-seconds 0.3 "${graphs[@]}"
+fi
+
+section "3. where a step's GPU time goes"
+cd "$work/train" || exit 1
+profile() {
+  if command -v nsys >/dev/null && nsys profile -o "$work/p" --force-overwrite true --stats=true \
+      "$recmix" train k2048.toml --device cuda --steps 130 --run-dir "$work/nsys-run" > "$work/nsys.txt" 2>&1; then
+    cat "$work/nsys.txt"
+  elif command -v ncu >/dev/null; then
+    echo "nsys unavailable or failed; ncu per-kernel times of launches 500-999 (about 7 steps)"
+    ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+      --launch-skip 500 --launch-count 500 "$recmix" train k2048.toml --device cuda --steps 40 \
+      --run-dir "$work/ncu-run" 2>&1 | grep -E 'gpu__time_duration|^  [A-Za-z_].*\(|Invocations|done after' | head -150
+  else
+    echo "neither nsys nor ncu here"
+  fi
+}
+step 90 profile profile
+
+section "4. hot and cold tiers"
+tiers() {
+  local hot
+  for hot in 0 0.1 0 0.1; do
+    sed "s/^steps = .*/steps = 1500/" k2048.toml > "tier.toml"
+    [[ $hot != 0 ]] && printf '[embedding]\nhot_fraction = %s\n' "$hot" >> tier.toml
+    "$recmix" train tier.toml --device cuda --run-dir "$work/tier-$hot" 2>&1 |
+      sed -n "s/^\(done after .*\)/hot $hot: \1/p; s/^\(.*hit rate.*\)/hot $hot: \1/p" | tail -2
+  done
+}
+step 60 tiers tiers
+
+section "done"
+say "suite finished in ${SECONDS}s"
