@@ -5,10 +5,14 @@
 // parallel_for (launch.hpp).
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/half.hpp"
+#include "device/counters.hpp"
 #include "device/stream.hpp"
 #include "device/types.hpp"
 
@@ -27,38 +31,52 @@ class Backend {
   // a copy or a collective goes through copy() where this is false.
   virtual bool host_accessible(Tier tier) const = 0;
 
+  // The calls below are counted (counters()) and then passed to the backend's do_ functions.
   // Uncounted memory; nullptr never returned (throws DeviceError). 64-byte aligned at least.
-  virtual void* allocate(std::size_t bytes, Tier tier) = 0;
-  virtual void deallocate(void* ptr, Tier tier) noexcept = 0;
-  // Copies between any two tiers, ordered on stream.
-  virtual void copy(void* dst, const void* src, std::size_t bytes, Stream& stream) = 0;
-  virtual void fill_zero(void* dst, std::size_t bytes, Stream& stream) = 0;
+  // Host-tier memory is pinned where the backend has such a thing (CUDA).
+  void* allocate(std::size_t bytes, Tier tier);
+  void deallocate(void* ptr, Tier tier) noexcept;
+  // Copies between any two tiers, ordered on stream. A host side that is no host-tier allocation
+  // of this backend is pageable memory: counted as such, and a copy from the device into it is a
+  // host wait where the device tier is not host-accessible (CUDA returns once it has landed).
+  void copy(void* dst, const void* src, std::size_t bytes, Stream& stream);
+  void fill_zero(void* dst, std::size_t bytes, Stream& stream);
 
-  virtual std::unique_ptr<Stream> create_stream() = 0;
-  virtual std::unique_ptr<Event> create_event() = 0;
+  std::unique_ptr<Stream> create_stream();
+  std::unique_ptr<Event> create_event();
 
   // Row-major: C[m x n] = alpha * op(A) * op(B) + beta * C, op(A) is m x k, op(B) is k x n;
   // lda/ldb/ldc are row strides of A, B, C as stored.
-  virtual void gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                    const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                    int ldc) = 0;
+  void gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) {
+    counters_.launch();
+    do_gemm(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
 
   // Row-major as gemm(), with A and B 16-bit floats of `type` (bf16 or fp16: raw 16-bit patterns,
   // core/half.hpp) and C, alpha and beta in fp32. A product of two bf16 values (8-bit
   // significands) or two fp16 values (11-bit) is exact in fp32; the products are summed in fp32.
   // With beta = 0, C is written without being read. ConfigError for type fp32.
-  virtual void gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k,
-                         float alpha, const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta,
-                         float* c, int ldc) = 0;
+  void gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                 const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc) {
+    counters_.launch();
+    do_gemm_half(stream, type, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   // How the last gemm_half ran (types.hpp): the CPU backend's oneDNN library may have no matmul
   // of the type for a CPU, and then the call runs widened.
   virtual HalfGemmPath last_half_gemm_path() const { return HalfGemmPath::none; }
+
+  // What the host has asked of this backend so far (counters.hpp). Kernel launchers outside
+  // device/ count their launches with note_launch().
+  DeviceCounters& counters() { return counters_; }
+  const DeviceCounters& counters() const { return counters_; }
+  void note_launch(std::uint64_t n = 1) { counters_.launch(n); }
 
   // Threads the calling thread's parallel_for and GEMM use (CPU); ignored on CUDA.
   virtual void set_num_threads(int threads) = 0;
   virtual int num_threads() const = 0;
 
-  // Backends that run kernels on the host (cpu, cpu-strict) bracket each host-run kernel with
+  // Backends that run kernels on the host (cpu and cpu-strict) bracket each host-run kernel with
   // these (through DeviceWork): the strict emulator opens its device memory to the host only in
   // between. They nest and may be called from several threads; no-ops elsewhere.
   virtual void begin_device_work() {}
@@ -70,6 +88,28 @@ class Backend {
   // Throws DeviceError naming `what` when [ptr, ptr + bytes) is not device memory of this
   // backend, where the backend can tell (the strict emulator); a no-op elsewhere.
   virtual void check_device_memory(const void* /*ptr*/, std::size_t /*bytes*/, const char* /*what*/) const {}
+
+ protected:
+  // What each backend implements, with the meaning of the counted call of the same name.
+  virtual void* do_allocate(std::size_t bytes, Tier tier) = 0;
+  virtual void do_deallocate(void* ptr, Tier tier) noexcept = 0;
+  virtual void do_copy(void* dst, const void* src, std::size_t bytes, Stream& stream) = 0;
+  virtual void do_fill_zero(void* dst, std::size_t bytes, Stream& stream) = 0;
+  virtual std::unique_ptr<Stream> do_create_stream() = 0;
+  virtual std::unique_ptr<Event> do_create_event() = 0;
+  virtual void do_gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                       int lda, const float* b, int ldb, float beta, float* c, int ldc) = 0;
+  virtual void do_gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k,
+                            float alpha, const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta,
+                            float* c, int ldc) = 0;
+
+ private:
+  // The tier of the allocation holding ptr, or none when ptr is no memory of this backend's.
+  std::optional<Tier> tier_of(const void* ptr) const;
+
+  DeviceCounters counters_;
+  mutable std::mutex allocations_mutex_;
+  std::map<std::uintptr_t, std::pair<std::size_t, Tier>> allocations_;  // base address -> bytes, tier
 };
 
 // True for the backends whose kernels run on the host (cpu and cpu-strict).

@@ -2,23 +2,58 @@
 // Streams are ordered work queues; events mark a point in a stream that others can wait on.
 // On the CPU backend work submitted to a stream runs in submission order on the calling thread
 // (so a stream is trivially ordered and an event is complete once recorded); on CUDA they wrap
-// cudaStream_t and cudaEvent_t. native() exposes the handle to backend code only.
+// cudaStream_t and cudaEvent_t. native() exposes the handle to backend code only. The host's
+// waits are counted on the backend that made the stream or event (counters.hpp).
+#include <cstdint>
+
+#include "device/counters.hpp"
+
 namespace recmix::device {
+
+class Backend;
 
 class Stream {
  public:
   virtual ~Stream() = default;
-  virtual void synchronize() = 0;  // waits until all work submitted so far has finished
-  virtual void* native() = 0;      // cudaStream_t on CUDA, nullptr on the CPU
+  // Waits until all work submitted so far has finished.
+  void synchronize() {
+    if (counters_) counters_->host_wait();
+    do_synchronize();
+  }
+  virtual void* native() = 0;  // cudaStream_t on CUDA, nullptr on the CPU
+
+ protected:
+  virtual void do_synchronize() = 0;
+
+ private:
+  friend class Backend;
+  DeviceCounters* counters_ = nullptr;
 };
 
 class Event {
  public:
   virtual ~Event() = default;
-  virtual void record(Stream& stream) = 0;   // marks the current end of stream
-  virtual void wait(Stream& stream) = 0;     // makes stream wait for the recorded point
-  virtual bool query() = 0;                  // true when the recorded work has finished
-  virtual void synchronize() = 0;            // blocks the host until it has
+  // Marks the current end of stream (and the training step it belongs to, for the counts).
+  void record(Stream& stream) {
+    recorded_step_ = counters_ ? counters_->step() : -1;
+    do_record(stream);
+  }
+  virtual void wait(Stream& stream) = 0;  // makes stream wait for the recorded point
+  virtual bool query() = 0;               // true when the recorded work has finished
+  // Blocks the host until it has: a host_sync, or a buffer_wait for an event two or more steps old.
+  void synchronize() {
+    if (counters_) counters_->host_wait(recorded_step_);
+    do_synchronize();
+  }
+
+ protected:
+  virtual void do_record(Stream& stream) = 0;
+  virtual void do_synchronize() = 0;
+
+ private:
+  friend class Backend;
+  DeviceCounters* counters_ = nullptr;
+  std::int64_t recorded_step_ = -1;
 };
 
 }  // namespace recmix::device

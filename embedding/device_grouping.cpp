@@ -52,6 +52,7 @@ void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, 
                           cuda::exclusive_sum(stream.native(), nullptr, 0, counts, counts, n));
     temp = grow(temp_, static_cast<std::int64_t>(temp_bytes), "embedding grouping scratch");
     cuda::sort_pairs(stream.native(), temp, temp_bytes, keys[0], keys[1], vals[0], vals[1], n, bits);
+    backend_.note_launch();
     from = 1;
   }
 #else
@@ -71,7 +72,10 @@ void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, 
   std::int64_t* group = grow(group_, n, "embedding grouping groups");
   launch(backend_, stream, n, kernels::GroupHeads{sorted_keys, head});
 #ifdef RECMIX_HAVE_CUDA
-  if (cub) cuda::exclusive_sum(stream.native(), temp, temp_bytes, head, group, n);
+  if (cub) {
+    cuda::exclusive_sum(stream.native(), temp, temp_bytes, head, group, n);
+    backend_.note_launch();
+  }
 #endif
   if (!cub) launch(backend_, stream, 1, kernels::ExclusiveSum{head, group, n});
   launch(backend_, stream, n,

@@ -143,6 +143,7 @@ template <class F>
 void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const F& f,
          std::int64_t grain) {
   if (n <= 0) return;
+  backend.note_launch();
   if (device::runs_kernels_on_host(backend)) {
     device::DeviceWork work(backend);
     if constexpr (device::FineGrained<F>) {

@@ -55,6 +55,7 @@ void ShardedEmbedding::Impl::forward_one_hot(int local_batch, float* out) {
     one_hot_table_rows[t] = tables[t].rows;
   }
   const cpu::OneHotTables f = one_hot_tables();
+  backend.note_launch();
   const std::int64_t bad = cpu::one_hot_forward(backend.num_threads(), f, out);
   if (bad >= 0) {
     const int t = static_cast<int>(bad / local_batch), b = static_cast<int>(bad % local_batch);
@@ -466,6 +467,7 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
   m.phase = Impl::Phase::idle;
   const int B = m.batch, T = m.num_tables, D = m.dim;
   if (m.one_hot_step) {  // one rank, CPU, one index per bag: table by table
+    m.backend.note_launch();
     cpu::one_hot_update(m.backend.num_threads(), m.one_hot_tables(), m.kind, m.opt.lr, m.opt.eps, grad_out);
     if (m.tiers) m.tiers->updated(stream);
     m.phase = Impl::Phase::backward_started;

@@ -16,6 +16,8 @@
 // communication is skipped and the bags are pooled straight into the output.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -139,6 +141,16 @@ struct ShardedEmbedding::Impl {
   device::Buffer<std::int64_t> dev_own_offsets, dev_own_rows;  // the owner CSR, for pooling and grouping
   device::Buffer<float> dev_own_scale;                           // local_only + mean, per bag
   std::unique_ptr<DeviceGrouping> grouping;                      // the device path's update grouping
+  // Host arrays go up through pinned memory (stage()): each device scratch buffer has two pinned
+  // slots used in turn, and a slot is rewritten only after its copy, issued two uses before (a
+  // step before, as a rule), has finished. A copy from pageable memory would wait for the stream.
+  struct PinnedShadow {
+    device::Buffer<unsigned char> slot[2];
+    std::unique_ptr<device::Event> copied[2];
+    int next = 0;
+  };
+  std::unique_ptr<device::MemoryPool> pinned_pool;  // host tier, made at the first upload
+  std::map<const void*, PinnedShadow> shadows;      // by the scratch buffer they feed
 
   Impl(comm::Communicator& c, comm::Communicator& dc, device::Backend& b, device::MemoryPool& p, std::vector<TableSpec> t,
        Pooling pl, ShardingPlan pn, SparseOptimizerConfig o, std::uint64_t s)
@@ -159,7 +171,22 @@ struct ShardedEmbedding::Impl {
   const T* stage(const std::vector<T>& host, device::Buffer<T>& scratch, device::Stream& stream) {
     if (on_host || host.empty()) return host.data();
     if (scratch.size() < host.size()) scratch = device::Buffer<T>(pool, host.size(), "embedding scratch");
-    backend.copy(scratch.data(), host.data(), host.size() * sizeof(T), stream);
+    const std::size_t bytes = host.size() * sizeof(T);
+    if (!pinned_pool)
+      pinned_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding index uploads");
+    PinnedShadow& p = shadows[&scratch];
+    const int k = p.next;
+    p.next ^= 1;
+    if (p.copied[k])
+      p.copied[k]->synchronize();
+    else
+      p.copied[k] = backend.create_event();
+    if (p.slot[k].size() < bytes)  // both slots at once: the other is used by the next step
+      for (auto& slot : p.slot)
+        if (slot.size() < bytes) slot = device::Buffer<unsigned char>(*pinned_pool, bytes, "embedding index upload");
+    std::memcpy(p.slot[k].data(), host.data(), bytes);
+    backend.copy(scratch.data(), p.slot[k].data(), bytes, stream);
+    p.copied[k]->record(stream);
     return scratch.data();
   }
 

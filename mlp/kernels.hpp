@@ -354,6 +354,43 @@ struct BceTerms {
   RECMIX_HOST_DEVICE void operator()(Index i) const { terms[i] = bce_term(prob[i], labels[i]); }
 };
 
+// The loss's sum on the device, in a fixed order on every backend: per-sample terms summed a block
+// of kLossBlock at a time in index order (BlockSums), then the block sums in order, added to a
+// running total that the host reads only at a log record (AddBlockSums, one item).
+inline constexpr Index kLossBlock = 256;
+struct BlockSums {
+  const double* terms;
+  Index n;
+  double* sums;  // [ceil(n / kLossBlock)]
+  RECMIX_HOST_DEVICE void operator()(Index j) const {
+    const Index end = min_index((j + 1) * kLossBlock, n);
+    double s = 0.0;
+    for (Index i = j * kLossBlock; i < end; ++i) s += terms[i];
+    sums[j] = s;
+  }
+};
+struct AddBlockSums {
+  const double* sums;
+  Index blocks;
+  double* total;
+  RECMIX_HOST_DEVICE void operator()(Index) const {
+    double s = 0.0;
+    for (Index j = 0; j < blocks; ++j) s += sums[j];
+    *total += s;
+  }
+};
+
+// *flag = 1 where v[i] is NaN or infinite (x - x is 0 for every finite x); every writer writes the
+// same value, so the result does not depend on the order. The divergence check's device half.
+struct FlagNonFinite {
+  const float* v;
+  int* flag;
+  RECMIX_HOST_DEVICE void operator()(Index i) const {
+    const float x = v[i];
+    if (!(x - x == 0.0f)) *flag = 1;
+  }
+};
+
 // torch's binary_cross_entropy_backward: grad * (p - y) / max((1 - p) p, 1e-12).
 struct BceBackward {
   const float* prob;

@@ -15,7 +15,7 @@
   X(InitNormal) X(BiasActivationForward) X(ActivationBackward) X(ColumnSum)                     \
   X(DotInteractionForward) X(DotInteractionBackward) X(CatInteractionForward)                   \
   X(CatInteractionBackward) X(BceTerms) X(BceBackward) X(SgdStep) X(AdagradStep) X(AdamStep)    \
-  X(Fill) X(RoundToBf16)
+  X(Fill) X(RoundToBf16) X(BlockSums) X(AddBlockSums) X(FlagNonFinite)
 
 namespace recmix::mlp::detail {
 
@@ -34,6 +34,7 @@ template <class F>
 void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, const F& f,
             std::int64_t elements) {
   if (n <= 0) return;
+  backend.note_launch();
   if (device::runs_kernels_on_host(backend)) {
     device::DeviceWork work(backend);
     if constexpr (device::FineGrained<F>) {

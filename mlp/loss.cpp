@@ -17,30 +17,46 @@ void check_batch(int batch) {
 }  // namespace
 
 double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
-                int batch) {
+                int batch, double* device_terms) {
   check_batch(batch);
   if (batch == 0) return 0.0;
   double sum = 0.0;
   if (backend.kind() == device::BackendKind::cpu) {
     s.synchronize();
     for (int i = 0; i < batch; ++i) sum += kernels::bce_term(prob[i], labels[i]);
-  } else {
-    std::size_t bytes = sizeof(double) * static_cast<std::size_t>(batch);
-    auto* terms = static_cast<double*>(backend.allocate(bytes, device::Tier::device));
-    std::vector<double> host(static_cast<std::size_t>(batch));
-    try {
-      kernels::BceTerms f{prob, labels, terms};
-      detail::launch(backend, s, batch, f, batch);
-      backend.copy(host.data(), terms, bytes, s);
-      s.synchronize();
-    } catch (...) {
-      backend.deallocate(terms, device::Tier::device);
-      throw;
-    }
-    backend.deallocate(terms, device::Tier::device);
-    for (double t : host) sum += t;
+    return sum / batch;
   }
+  const std::size_t bytes = sizeof(double) * static_cast<std::size_t>(batch);
+  double* terms = device_terms ? device_terms : static_cast<double*>(backend.allocate(bytes, device::Tier::device));
+  std::vector<double> host(static_cast<std::size_t>(batch));
+  try {
+    kernels::BceTerms f{prob, labels, terms};
+    detail::launch(backend, s, batch, f, batch);
+    backend.copy(host.data(), terms, bytes, s);
+    s.synchronize();
+  } catch (...) {
+    if (!device_terms) backend.deallocate(terms, device::Tier::device);
+    throw;
+  }
+  if (!device_terms) backend.deallocate(terms, device::Tier::device);
+  for (double t : host) sum += t;
   return sum / batch;
+}
+
+std::int64_t bce_block_count(std::int64_t batch) { return (batch + kernels::kLossBlock - 1) / kernels::kLossBlock; }
+
+void bce_loss_accumulate(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
+                         int batch, double* terms, double* block_sums, double* device_total) {
+  check_batch(batch);
+  if (batch == 0) return;
+  const std::int64_t blocks = bce_block_count(batch);
+  detail::launch(backend, s, batch, kernels::BceTerms{prob, labels, terms}, batch);
+  detail::launch(backend, s, blocks, kernels::BlockSums{terms, batch, block_sums}, batch);
+  detail::launch(backend, s, 1, kernels::AddBlockSums{block_sums, blocks, device_total}, 1);
+}
+
+void flag_non_finite(device::Backend& backend, device::Stream& s, const float* v, std::int64_t n, int* flag) {
+  detail::launch(backend, s, n, kernels::FlagNonFinite{v, flag}, n);
 }
 
 void bce_loss_backward(device::Backend& backend, device::Stream& s, const float* prob,

@@ -5,9 +5,21 @@
 
 namespace recmix::mlp {
 
-// Mean loss over the batch, accumulated in double; 0 for an empty batch.
+// Mean loss over the batch, accumulated in double; 0 for an empty batch. Where the device tier is
+// not host-accessible the per-sample terms go through device memory: `device_terms` (at least
+// `batch` doubles, the caller's) or, when null, a buffer allocated and freed by this call.
 double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
-                int batch);
+                int batch, double* device_terms = nullptr);
+
+// Adds the batch's summed loss terms to *device_total (one double in device memory) without a host
+// wait, summed in the same fixed order on every backend (kernels::BlockSums, AddBlockSums).
+// terms (batch doubles) and block_sums (bce_block_count(batch) doubles) are the caller's scratch.
+void bce_loss_accumulate(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
+                         int batch, double* terms, double* block_sums, double* device_total);
+std::int64_t bce_block_count(std::int64_t batch);
+
+// *flag = 1 (device memory) when one of v[0, n) is NaN or infinite; left as it is otherwise.
+void flag_non_finite(device::Backend& backend, device::Stream& s, const float* v, std::int64_t n, int* flag);
 
 // grad_prob[i] = scale * (p_i - y_i) / max(p_i (1 - p_i), 1e-12): the gradient of the summed loss
 // times scale (1/global_batch gives the gradient of the mean). grad_prob must not alias the inputs.

@@ -108,11 +108,13 @@ bool Mlp::fused_forward(const Layer& l) const {
 
 template <class F>
 void Mlp::launch_rounding(device::Stream& s, std::int64_t n, const F& f, std::int64_t elements) {
-  if (bf16_ && backend_.kind() == device::BackendKind::cpu && cpu::bf16_rounding_vectorised())
+  if (bf16_ && backend_.kind() == device::BackendKind::cpu && cpu::bf16_rounding_vectorised()) {
+    backend_.note_launch();
     cpu::parallel_blocks(detail::cpu_threads_for(backend_, elements), n,
                          [&f](kernels::Index b) { cpu::run_rounded(f, b); });
-  else
+  } else {
     detail::launch(backend_, s, n, f, elements);
+  }
 }
 
 bool Mlp::fused_input_gradient(const Layer& l) const {

@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <exception>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "core/error.hpp"
@@ -128,6 +130,20 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   grad_pooled_ = device::Buffer<float>(pool, max_local_batch_ * k * dim_, "pooled embedding gradients");
   grad_bottom_ = device::Buffer<float>(pool, max_local_batch_ * dim_, "bottom MLP output gradient");
   grad_prob_ = device::Buffer<float>(pool, max_local_batch_, "loss gradient");
+  loss_terms_ = device::Buffer<double>(pool, max_local_batch_, "per-sample loss terms");
+  loss_blocks_ = device::Buffer<double>(pool, mlp::bce_block_count(max_local_batch_), "loss block sums");
+  loss_total_ = device::Buffer<double>(pool, 1, "loss total");
+  backend.fill_zero(loss_total_.data(), sizeof(double), *stream_);
+  pinned_pool_ = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "model read-back and uploads");
+  loss_readback_ = device::Buffer<double>(*pinned_pool_, 1, "loss read-back");
+  finite_flag_ = device::Buffer<int>(pool, 1, "non-finite flag");
+  finite_readback_ = device::Buffer<int>(*pinned_pool_, 1, "non-finite flag read-back");
+  if (!backend.host_accessible(device::Tier::device))
+    for (auto& u : uploads_) {
+      u.dense = device::Buffer<float>(*pinned_pool_, max_local_batch_ * num_dense, "dense input upload");
+      u.labels = device::Buffer<float>(*pinned_pool_, max_local_batch_, "labels upload");
+      u.copied = backend.create_event();
+    }
 }
 
 namespace {
@@ -165,7 +181,6 @@ void DlrmModel::finish_dense_step() {
     dense_optimizer_->set_step_count(dense_optimizer_->step_count() + 1);
   else
     dense_optimizer_->step(*stream_);
-  stream_->synchronize();
   mark(dense_update);
   if (time_phases_) ++timed_steps_;
 }
@@ -183,8 +198,7 @@ void DlrmModel::start_batch(const data::Batch& batch, bool training) {
   const int tables = batch.packed ? batch.tables : static_cast<int>(batch.offsets.size());
   if (tables != num_tables())
     throw DataError(fmt::format("batch has {} tables but the model has {}", tables, num_tables()));
-  backend_.copy(dense_in_.data(), batch.dense.data(), batch.dense.size() * sizeof(float), *stream_);
-  backend_.copy(labels_.data(), batch.labels.data(), batch.labels.size() * sizeof(float), *stream_);
+  upload(batch);
   const int b = static_cast<int>(batch.size);
   // Only a training step takes the plan the previous step prefetched (an evaluation in between
   // leaves it for the step).
@@ -204,6 +218,45 @@ void DlrmModel::start_batch(const data::Batch& batch, bool training) {
     embedding_->forward_start_prefetched(*stream_, bags, b, pooled_.data());
   else
     embedding_->forward_start(*stream_, bags, b, pooled_.data());
+}
+
+void DlrmModel::upload(const data::Batch& batch) {
+  const std::size_t dense_bytes = batch.dense.size() * sizeof(float), label_bytes = batch.labels.size() * sizeof(float);
+  if (backend_.host_accessible(device::Tier::device)) {
+    backend_.copy(dense_in_.data(), batch.dense.data(), dense_bytes, *stream_);
+    backend_.copy(labels_.data(), batch.labels.data(), label_bytes, *stream_);
+    return;
+  }
+  UploadSlot& u = uploads_[upload_count_++ % uploads_.size()];
+  if (u.used) u.copied->synchronize();  // the copies of two uploads ago: long done, as a rule
+  std::memcpy(u.dense.data(), batch.dense.data(), dense_bytes);
+  std::memcpy(u.labels.data(), batch.labels.data(), label_bytes);
+  backend_.copy(dense_in_.data(), u.dense.data(), dense_bytes, *stream_);
+  backend_.copy(labels_.data(), u.labels.data(), label_bytes, *stream_);
+  u.copied->record(*stream_);
+  u.used = true;
+}
+
+double DlrmModel::take_loss() {
+  backend_.copy(loss_readback_.data(), loss_total_.data(), sizeof(double), *stream_);
+  backend_.fill_zero(loss_total_.data(), sizeof(double), *stream_);
+  stream_->synchronize();
+  double sums[2] = {loss_readback_[0] + replica_loss_sum_, static_cast<double>(loss_samples_)};
+  replica_loss_sum_ = 0;
+  loss_samples_ = 0;
+  if (comm_.size() > 1) comm_.all_reduce_sum(sums, sums, 2, comm::DataType::f64);
+  // Every rank adds its steps' global batch: the ranks' sample counts sum to size x the samples.
+  const double samples = sums[1] / comm_.size();
+  return samples > 0 ? sums[0] / samples : std::numeric_limits<double>::quiet_NaN();
+}
+
+bool DlrmModel::dense_finite() {
+  backend_.fill_zero(finite_flag_.data(), sizeof(int), *stream_);
+  for (const auto& p : dense_parameters())
+    mlp::flag_non_finite(backend_, *stream_, p.value, p.count, finite_flag_.data());
+  backend_.copy(finite_readback_.data(), finite_flag_.data(), sizeof(int), *stream_);
+  stream_->synchronize();
+  return finite_readback_[0] == 0;
 }
 
 void DlrmModel::prefetch_next(const data::Batch& next) {
@@ -261,7 +314,7 @@ const float* DlrmModel::replica_forward(int r, std::int64_t b0, int rows) {
   return rep.top->forward(s, z, rows);
 }
 
-double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
+void DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
   const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size());
   const int k = num_tables();
   if (time_phases_) phase_start_ = now_seconds();
@@ -326,18 +379,13 @@ double DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t glo
   embedding_->backward_start(*stream_, grad_pooled_.data());
   embedding_->backward_finish(*stream_);
   mark(embedding_backward_start);
-  double local_loss_sum = 0.0;
-  for (double l : loss_sums) local_loss_sum += l;
-  double loss_sum = local_loss_sum;
-  if (comm_.size() > 1) {
-    comm_.all_reduce_sum(&local_loss_sum, &loss_sum, 1, comm::DataType::f64);
-    for (auto& r : pending) r->wait();
-  }
+  for (double l : loss_sums) replica_loss_sum_ += l;  // the replicas run on the host: summed there
+  loss_samples_ += global_batch;
+  for (auto& r : pending) r->wait();
   finish_dense_step();
-  return loss_sum / static_cast<double>(global_batch);
 }
 
-double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
+void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
   // The steps taken so far (restored with a checkpoint) key the tables' stochastic rounding.
   embedding_->set_step(dense_optimizer_->step_count());
   if (!replicas_.empty()) return train_step_replicas(batch, global_batch, next);
@@ -354,7 +402,9 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   mark(interaction_forward);
   const float* prob = top_->forward(*stream_, z, b);
   mark(top_forward);
-  double local_loss_sum = b > 0 ? mlp::bce_loss(backend_, *stream_, prob, labels_.data(), b) * b : 0.0;
+  mlp::bce_loss_accumulate(backend_, *stream_, prob, labels_.data(), b, loss_terms_.data(), loss_blocks_.data(),
+                           loss_total_.data());
+  loss_samples_ += global_batch;
 
   // Each rank scales by the global batch, so summing gradients over ranks gives the gradient of
   // the global mean loss, exactly as one rank holding the whole batch computes it.
@@ -388,13 +438,8 @@ double DlrmModel::train_step(const data::Batch& batch, std::int64_t global_batch
   mark(bottom_backward);
   embedding_->backward_finish(*stream_);
   mark(embedding_backward_finish);
-  double loss_sum = local_loss_sum;
-  if (reduce) {
-    comm_.all_reduce_sum(&local_loss_sum, &loss_sum, 1, comm::DataType::f64);
-    for (auto& r : pending) r->wait();
-  }
+  for (auto& r : pending) r->wait();
   finish_dense_step();
-  return loss_sum / static_cast<double>(global_batch);
 }
 
 void DlrmModel::predict(const data::Batch& batch, float* probs) {

@@ -55,11 +55,24 @@ class DlrmModel {
   }
 
   // One training step on this rank's slice of a global batch of global_batch samples.
-  // Collective over the communicator. Returns the loss of the whole global batch.
+  // Collective over the communicator. Its loss stays on the device, added to a running total that
+  // take_loss() reads, so that the host does not wait for the step (docs/device.md).
   // next: the batch of the step after this one, when known (tiered tables gather its cold rows
   // while this step computes; embedding::ShardedEmbedding::prefetch). Every rank passes one or
   // none at the same steps: a rank whose next read failed passes an empty batch.
-  double train_step(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next = nullptr);
+  void train_step_async(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next = nullptr);
+  // The mean loss per sample over the global batches of the train_step_async calls since the last
+  // take_loss (NaN after none), then a new total. Collective: one copy and one wait for the
+  // device total, and a sum over the ranks.
+  double take_loss();
+  // Whether every dense parameter is finite: a flag set on the device, one copy and one wait (the
+  // log records' divergence check; checkpoint.hpp's first_non_finite names a culprit).
+  bool dense_finite();
+  // train_step_async then take_loss: the loss of this step's whole global batch.
+  double train_step(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next = nullptr) {
+    train_step_async(batch, global_batch, next);
+    return take_loss();
+  }
 
   // Forward only: writes the click probability of each local sample to probs (size batch.size).
   // Collective (the embedding lookup is).
@@ -96,7 +109,10 @@ class DlrmModel {
   // Copies the dense features and labels to the device and starts the embedding lookups
   // (ShardedEmbedding::forward_start), in whichever index layout the batch holds.
   void start_batch(const data::Batch& batch, bool training = false);
-  double train_step_replicas(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next);
+  // The batch's dense features and labels to the device: through a pinned upload slot where the
+  // device is not host memory (uploads_).
+  void upload(const data::Batch& batch);
+  void train_step_replicas(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next);
   void prefetch_next(const data::Batch& next);
   bool prefetched_ = false;  // the embedding holds the plan of the batch this step trains on
   // Runs body(r) for every replica r, each on its own thread, with single-threaded GEMMs.
@@ -150,6 +166,23 @@ class DlrmModel {
   std::int64_t timed_steps_ = 0;
   std::vector<mlp::Param> bottom_params_, top_params_;
   device::Buffer<float> dense_in_, labels_, pooled_, grad_pooled_, grad_bottom_, grad_prob_;
+  // The loss on the device: per-sample terms, their block sums and the running total since the
+  // last take_loss (mlp::bce_loss_accumulate); the total's pinned read-back; the replicas' host sum.
+  device::Buffer<double> loss_terms_, loss_blocks_, loss_total_;
+  std::unique_ptr<device::MemoryPool> pinned_pool_;  // host tier: pinned on CUDA
+  device::Buffer<double> loss_readback_;
+  device::Buffer<int> finite_flag_, finite_readback_;
+  double replica_loss_sum_ = 0;
+  std::int64_t loss_samples_ = 0;  // global samples added to the total since the last take_loss
+  // Batches go up from pinned memory on device backends, two slots used in turn: a slot is
+  // rewritten only after the copies from it, issued two uploads before, have finished (an event).
+  struct UploadSlot {
+    device::Buffer<float> dense, labels;
+    std::unique_ptr<device::Event> copied;
+    bool used = false;
+  };
+  std::array<UploadSlot, 2> uploads_;
+  std::int64_t upload_count_ = 0;
 };
 
 }  // namespace recmix::runtime

@@ -25,6 +25,7 @@
 #include "embedding/half_rows_cpu.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/checkpoint_write.hpp"
+#include "runtime/device_metrics.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/metrics.hpp"
 
@@ -431,7 +432,17 @@ TrainResult Trainer::train(const TrainOptions& options) {
   const auto start = Clock::now();
   auto last_log = start;
   std::int64_t steps_since_log = 0, steps_this_run = 0;
-  double loss = 0;
+  device::DeviceCounts counts_at_log = backend_->counters().snapshot();  // device_per_step's start
+  double loss = 0;           // the mean loss over the last log interval (DlrmModel::take_loss)
+  std::int64_t loss_from = step + 1;  // the first step of the interval being summed
+  // The loss stays on the device until a log record: every rank reads it at the same steps.
+  auto read_loss = [&] {
+    loss = model_->take_loss();
+    if (!std::isfinite(loss))
+      throw DivergedError(fmt::format("training diverged: the loss is {} over steps {}-{} (learning rate {} too high?)",
+                                      loss, loss_from, step, spec_.optimizer.lr));
+    loss_from = step + 1;
+  };
   auto do_eval = [&](std::int64_t at_step) {
     auto r = evaluate(spec_.data.eval, spec_.train.eval_batches);
     log->info("eval at step {}: AUC {:.6f}  logloss {:.6f}  ({} samples)", at_step, r.auc, r.log_loss, r.samples);
@@ -557,7 +568,12 @@ TrainResult Trainer::train(const TrainOptions& options) {
       }
     }
     fault_armed_ = fault_where_ == FaultWhere::mid && step + 1 == fault_step_;
-    loss = model_->train_step(batch, spec_.train.batch_size, next);
+    // A run's last step (as every rank knows) is read alone: result.last_loss is its loss, equal
+    // bit for bit whether or not the run was stopped and resumed on the way.
+    const bool last_step = step + 1 == total_steps || (options.stop_after > 0 && steps_this_run + 1 >= options.stop_after);
+    if (last_step && loss_from <= step) read_loss();
+    backend_->counters().set_step(step);
+    model_->train_step_async(batch, spec_.train.batch_size, next);
     ++step;
     ++steps_this_run;
     ++steps_since_log;
@@ -578,10 +594,12 @@ TrainResult Trainer::train(const TrainOptions& options) {
         }
       }
     }
-    if (!std::isfinite(loss))
-      throw DivergedError(fmt::format("training diverged: the loss is {} at step {} (learning rate {} too high?)", loss,
-                                      step, spec_.optimizer.lr));
     auto now = Clock::now();
+    double since = std::chrono::duration<double>(now - last_log).count();
+    // Rank 0's clock decides; the other ranks learn it from a host collective that waits on no device.
+    std::int32_t log_now = rank == 0 && (since >= spec_.train.log_interval_s || step == total_steps);
+    if (comm_.size() > 1) comm_.all_reduce_sum(&log_now, &log_now, 1, comm::DataType::i32);
+    if (log_now) read_loss();
     if (options.on_step) {
       StepSample sample;
       sample.step = step;
@@ -593,12 +611,11 @@ TrainResult Trainer::train(const TrainOptions& options) {
       sample.pool_peak_bytes = device_pool_->peak_bytes();
       options.on_step(sample);
     }
-    double since = std::chrono::duration<double>(now - last_log).count();
-    if (rank == 0 && (since >= spec_.train.log_interval_s || step == total_steps)) {
+    if (rank == 0 && log_now) {
       // A ReLU maps NaN to 0, so the loss can stay finite while the weights are not: the dense
       // parameters (the same on every rank) are checked at each log line; everything a rank
       // holds is checked before each checkpoint (save_checkpoint).
-      if (const std::string bad = first_non_finite(*model_, true); !bad.empty())
+      if (const std::string bad = model_->dense_finite() ? std::string() : first_non_finite(*model_, true); !bad.empty())
         throw DivergedError(fmt::format("training diverged: at step {} {} (learning rate {} too high?)", step, bad,
                                         spec_.optimizer.lr));
       double elapsed = std::chrono::duration<double>(now - start).count();
@@ -606,9 +623,12 @@ TrainResult Trainer::train(const TrainOptions& options) {
       double eta = (total_steps - step) * (elapsed / steps_this_run);
       log->info("step {}/{} ({:.0f}%)  epoch {}  loss {:.5f}  {:.0f} samples/s  ETA {}", step, total_steps,
                 100.0 * step / total_steps, resume_position_.epoch, loss, rate, format_duration(eta));
+      const device::DeviceCounts counts = backend_->counters().snapshot();
       nlohmann::json record = {{"type", "train"}, {"step", step}, {"epoch", resume_position_.epoch}, {"loss", loss},
                                {"samples_per_s", rate}, {"elapsed_s", elapsed},
-                               {"device_peak_bytes", device_pool_->peak_bytes()}};
+                               {"device_peak_bytes", device_pool_->peak_bytes()},
+                               {"device_per_step", device_per_step(counts - counts_at_log, steps_since_log)}};
+      counts_at_log = counts;
       if (model_->embedding().tiered()) {
         const embedding::TierStats t = model_->embedding().take_tier_stats();
         tier_total.add(t);
@@ -639,6 +659,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   }
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.steps = step;
+  if (loss_from <= step) read_loss();  // steps after the last record (an early stop): every rank is here
   result.last_loss = loss;
   result.samples_per_second = steps_this_run * spec_.train.batch_size / std::max(seconds, 1e-9);
   result.stopped = stopped_early;

@@ -146,9 +146,10 @@ double activation_bytes(const JobSpec& spec) {
   const auto& s = spec.shape;
   const double tables = static_cast<double>(s.tables.size());
   const double d = s.embedding_dim();
-  // Kept once: dense input, labels, loss gradient. Kept with a gradient of the same size: every
-  // MLP layer output, the pooled embeddings, the interaction output (the top MLP's input).
-  const double once = s.dense_features() + 2.0;
+  // Kept once: dense input, labels, loss gradient, and the loss's per-sample terms (a double, two
+  // floats' bytes). Kept with a gradient of the same size: every MLP layer output, the pooled
+  // embeddings, the interaction output (the top MLP's input).
+  const double once = s.dense_features() + 4.0;
   const double with_gradient = sum(s.bottom_mlp, 1) + tables * d + s.interaction_width() + sum(s.top_mlp);
   const double fp32 = spec.local_batch() * (once + 2.0 * with_gradient) * kFloatBytes;
   if (!spec.bf16_gemms) return fp32;

@@ -92,6 +92,15 @@ step 120 tests run_cuda_tests
 
 section "2. training throughput"
 step 140 train bash "$src/bench/device/bench_gpu_train.sh" "$recmix" "$work/train" "$(nproc)"
+# What the host asked of the GPU per step (metrics.jsonl's device_per_step, docs/device.md): the
+# last record of each CUDA run above.
+counts() {
+  local f
+  for f in "$work"/train/r-*-cuda*/metrics.jsonl; do
+    echo "$(basename "$(dirname "$f")"): $(grep '"type":"train"' "$f" | tail -1 | grep -o '"device_per_step":{[^}]*}')"
+  done
+}
+step 10 counts counts
 if "$recmix" train --help 2>&1 | grep -q -- '--graphs'; then
   graphs=(--graphs-ab)
 else

@@ -41,21 +41,21 @@ class GemmTimingBackend final : public device::Backend {
   bool host_accessible(device::Tier tier) const override { return inner_.host_accessible(tier); }
   void begin_device_work() override { inner_.begin_device_work(); }
   void end_device_work() noexcept override { inner_.end_device_work(); }
-  void* allocate(std::size_t bytes, device::Tier tier) override { return inner_.allocate(bytes, tier); }
-  void deallocate(void* p, device::Tier tier) noexcept override { inner_.deallocate(p, tier); }
-  void copy(void* dst, const void* src, std::size_t bytes, device::Stream& s) override {
+  void* do_allocate(std::size_t bytes, device::Tier tier) override { return inner_.allocate(bytes, tier); }
+  void do_deallocate(void* p, device::Tier tier) noexcept override { inner_.deallocate(p, tier); }
+  void do_copy(void* dst, const void* src, std::size_t bytes, device::Stream& s) override {
     inner_.copy(dst, src, bytes, s);
   }
-  void fill_zero(void* dst, std::size_t bytes, device::Stream& s) override { inner_.fill_zero(dst, bytes, s); }
-  std::unique_ptr<device::Stream> create_stream() override { return inner_.create_stream(); }
-  std::unique_ptr<device::Event> create_event() override { return inner_.create_event(); }
-  void gemm(device::Stream& s, bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+  void do_fill_zero(void* dst, std::size_t bytes, device::Stream& s) override { inner_.fill_zero(dst, bytes, s); }
+  std::unique_ptr<device::Stream> do_create_stream() override { return inner_.create_stream(); }
+  std::unique_ptr<device::Event> do_create_event() override { return inner_.create_event(); }
+  void do_gemm(device::Stream& s, bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) override {
     double t = now();
     inner_.gemm(s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     gemm_seconds += now() - t;
   }
-  void gemm_half(device::Stream& s, half::Storage type, bool ta, bool tb, int m, int n, int k, float alpha, const std::uint16_t* a,
+  void do_gemm_half(device::Stream& s, half::Storage type, bool ta, bool tb, int m, int n, int k, float alpha, const std::uint16_t* a,
                  int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc) override {
     double t = now();
     inner_.gemm_half(s, type, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

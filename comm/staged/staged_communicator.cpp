@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "device/counters.hpp"
 #include "device/stream.hpp"
 
 namespace recmix::comm {
@@ -40,6 +41,7 @@ class StagedRequest final : public Request {
  private:
   void finish() {
     done_ = true;
+    device::CommSyncScope staging;  // counted as the communicator's, not the step's (counters.hpp)
     auto stream = backend_.create_stream();
     if (!recv_.empty()) backend_.copy(device_recv_, recv_.data(), recv_.size(), *stream);
     stream->synchronize();
@@ -146,12 +148,14 @@ class StagedCommunicator final : public Communicator {
   std::vector<char> to_host(const void* device, std::size_t bytes) {
     std::vector<char> host(bytes);
     if (bytes == 0) return host;
+    device::CommSyncScope staging;
     backend_.copy(host.data(), device, bytes, *stream_);
     stream_->synchronize();
     return host;
   }
   void to_device(void* device, const std::vector<char>& host) {
     if (host.empty()) return;
+    device::CommSyncScope staging;
     backend_.copy(device, host.data(), host.size(), *stream_);
     stream_->synchronize();
   }

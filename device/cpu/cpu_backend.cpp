@@ -29,16 +29,16 @@ std::atomic<int> pinned_blas_threads{0};
 
 class CpuStream final : public Stream {
  public:
-  void synchronize() override {}
+  void do_synchronize() override {}
   void* native() override { return nullptr; }
 };
 
 class CpuEvent final : public Event {
  public:
-  void record(Stream&) override {}
+  void do_record(Stream&) override {}
   void wait(Stream&) override {}
   bool query() override { return true; }
-  void synchronize() override {}
+  void do_synchronize() override {}
 };
 
 bool cpu_has_avx512() {
@@ -96,7 +96,7 @@ class CpuBackend final : public Backend {
     return fmt::format("cpu ({} GEMM + OpenMP, {} thread{})", to_string(gemm_), threads_, threads_ == 1 ? "" : "s");
   }
 
-  void* allocate(std::size_t bytes, Tier tier) override {
+  void* do_allocate(std::size_t bytes, Tier tier) override {
     std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
     if (!p)
@@ -104,17 +104,17 @@ class CpuBackend final : public Backend {
                                          format_bytes(bytes), to_string(tier)));
     return p;
   }
-  void deallocate(void* ptr, Tier) noexcept override { std::free(ptr); }
-  void copy(void* dst, const void* src, std::size_t bytes, Stream&) override {
+  void do_deallocate(void* ptr, Tier) noexcept override { std::free(ptr); }
+  void do_copy(void* dst, const void* src, std::size_t bytes, Stream&) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
-  void fill_zero(void* dst, std::size_t bytes, Stream&) override {
+  void do_fill_zero(void* dst, std::size_t bytes, Stream&) override {
     if (bytes) std::memset(dst, 0, bytes);
   }
-  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CpuStream>(); }
-  std::unique_ptr<Event> create_event() override { return std::make_unique<CpuEvent>(); }
+  std::unique_ptr<Stream> do_create_stream() override { return std::make_unique<CpuStream>(); }
+  std::unique_ptr<Event> do_create_event() override { return std::make_unique<CpuEvent>(); }
 
-  void gemm(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+  void do_gemm(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
             int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
     if (m == 0 || n == 0) return;
     // A single row or column of C is a matrix-vector product: sgemv, about 4x faster than sgemm
@@ -164,7 +164,7 @@ class CpuBackend final : public Backend {
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
-  void gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+  void do_gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                  const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
                  int ldc) override {
     if (type == half::Storage::fp32) throw ConfigError("gemm_half: the operand type must be bf16 or fp16");
@@ -187,7 +187,7 @@ class CpuBackend final : public Backend {
     const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
     const float* a32 = widen(type, a, a_rows, a_cols, lda, widened_a_);
     const float* b32 = widen(type, b, b_rows, b_cols, ldb, widened_b_);
-    gemm(stream, trans_a, trans_b, m, n, k, alpha, a32, std::max(1, a_cols), b32, std::max(1, b_cols), beta, c,
+    do_gemm(stream, trans_a, trans_b, m, n, k, alpha, a32, std::max(1, a_cols), b32, std::max(1, b_cols), beta, c,
          ldc);
     last_half_path_ = HalfGemmPath::widened;
   }

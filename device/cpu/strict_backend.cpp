@@ -34,8 +34,8 @@ struct PendingCopy {
 
 class StrictStream final : public Stream {
  public:
-  ~StrictStream() override { synchronize(); }
-  void synchronize() override {
+  ~StrictStream() override { do_synchronize(); }
+  void do_synchronize() override {
     for (auto& p : pending_) std::memcpy(p.dst, p.data.data(), p.data.size());
     pending_.clear();
   }
@@ -63,14 +63,14 @@ class StrictStream final : public Stream {
 
 class StrictEvent final : public Event {
  public:
-  void record(Stream& stream) override { stream_ = &stream; }
+  void do_record(Stream& stream) override { stream_ = &stream; }
   void wait(Stream&) override {}  // work runs at once; only host-visible copies wait
-  bool query() override {
-    synchronize();
+  bool query() override {  // not a wait: the pending copies simply land
+    do_synchronize();
     return true;
   }
-  void synchronize() override {
-    if (stream_) stream_->synchronize();
+  void do_synchronize() override {
+    if (stream_) static_cast<StrictStream*>(stream_)->do_synchronize();
   }
 
  private:
@@ -89,11 +89,11 @@ class StrictBackend final : public Backend {
   }
   bool host_accessible(Tier tier) const override { return tier == Tier::host; }
 
-  void* allocate(std::size_t bytes, Tier tier) override {
+  void* do_allocate(std::size_t bytes, Tier tier) override {
     if (tier == Tier::device) return arena_.allocate(bytes);
     return host_->allocate(bytes, tier);
   }
-  void deallocate(void* ptr, Tier tier) noexcept override {
+  void do_deallocate(void* ptr, Tier tier) noexcept override {
     if (tier == Tier::device)
       arena_.deallocate(ptr);
     else
@@ -109,7 +109,7 @@ class StrictBackend final : public Backend {
     check_range(ptr, bytes, what);
   }
 
-  void copy(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
+  void do_copy(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
     if (bytes == 0) return;
     check_range(dst, bytes, "copy destination");
     check_range(src, bytes, "copy source");
@@ -121,23 +121,23 @@ class StrictBackend final : public Backend {
     else
       std::memmove(dst, src, bytes);
   }
-  void fill_zero(void* dst, std::size_t bytes, Stream&) override {
+  void do_fill_zero(void* dst, std::size_t bytes, Stream&) override {
     if (bytes == 0) return;
     check_range(dst, bytes, "fill_zero");
     DeviceWork work(*this);
     std::memset(dst, 0, bytes);
   }
-  std::unique_ptr<Stream> create_stream() override { return std::make_unique<StrictStream>(); }
-  std::unique_ptr<Event> create_event() override { return std::make_unique<StrictEvent>(); }
+  std::unique_ptr<Stream> do_create_stream() override { return std::make_unique<StrictStream>(); }
+  std::unique_ptr<Event> do_create_event() override { return std::make_unique<StrictEvent>(); }
 
-  void gemm(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+  void do_gemm(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) override {
     DeviceWork work(*this);
     host_->gemm(*host_stream_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
   // As gemm, after checking that A, B and C are device memory of this backend.
-  void gemm_half(Stream&, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+  void do_gemm_half(Stream&, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                  const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
                  int ldc) override {
     if (m > 0 && n > 0) {

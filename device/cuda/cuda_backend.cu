@@ -16,7 +16,7 @@ class CudaStream final : public Stream {
  public:
   CudaStream() { RECMIX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
   ~CudaStream() override { cudaStreamDestroy(stream_); }
-  void synchronize() override { RECMIX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void do_synchronize() override { RECMIX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* native() override { return stream_; }
 
  private:
@@ -27,7 +27,7 @@ class CudaEvent final : public Event {
  public:
   CudaEvent() { RECMIX_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
   ~CudaEvent() override { cudaEventDestroy(event_); }
-  void record(Stream& s) override {
+  void do_record(Stream& s) override {
     RECMIX_CUDA_CHECK(cudaEventRecord(event_, static_cast<cudaStream_t>(s.native())));
   }
   void wait(Stream& s) override {
@@ -39,7 +39,7 @@ class CudaEvent final : public Event {
     RECMIX_CUDA_CHECK(st);
     return true;
   }
-  void synchronize() override { RECMIX_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  void do_synchronize() override { RECMIX_CUDA_CHECK(cudaEventSynchronize(event_)); }
 
  private:
   cudaEvent_t event_{};
@@ -70,7 +70,7 @@ class CudaBackend final : public Backend {
     cudaGetDeviceProperties(&prop, dev);
     return "cuda (device " + std::to_string(dev) + ": " + prop.name + ")";
   }
-  void* allocate(std::size_t bytes, Tier tier) override {
+  void* do_allocate(std::size_t bytes, Tier tier) override {
     void* p = nullptr;
     if (tier == Tier::device)
       RECMIX_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
@@ -78,23 +78,23 @@ class CudaBackend final : public Backend {
       RECMIX_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(bytes, 1)));
     return p;
   }
-  void deallocate(void* ptr, Tier tier) noexcept override {
+  void do_deallocate(void* ptr, Tier tier) noexcept override {
     if (tier == Tier::device)
       cudaFree(ptr);
     else
       cudaFreeHost(ptr);
   }
-  void copy(void* dst, const void* src, std::size_t bytes, Stream& s) override {
+  void do_copy(void* dst, const void* src, std::size_t bytes, Stream& s) override {
     RECMIX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
                                       static_cast<cudaStream_t>(s.native())));
   }
-  void fill_zero(void* dst, std::size_t bytes, Stream& s) override {
+  void do_fill_zero(void* dst, std::size_t bytes, Stream& s) override {
     RECMIX_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(s.native())));
   }
-  std::unique_ptr<Stream> create_stream() override { return std::make_unique<CudaStream>(); }
-  std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(); }
+  std::unique_ptr<Stream> do_create_stream() override { return std::make_unique<CudaStream>(); }
+  std::unique_ptr<Event> do_create_event() override { return std::make_unique<CudaEvent>(); }
 
-  void gemm(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+  void do_gemm(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
             int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
     if (m == 0 || n == 0) return;
     RECMIX_CUBLAS_CHECK(cublasSetStream(handle_, static_cast<cudaStream_t>(s.native())));
@@ -103,7 +103,7 @@ class CudaBackend final : public Backend {
                                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
                                     lda, &beta, c, ldc));
   }
-  void gemm_half(Stream& s, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+  void do_gemm_half(Stream& s, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                  const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
                  int ldc) override {
     if (type == half::Storage::fp32) throw ConfigError("gemm_half: the operand type must be bf16 or fp16");

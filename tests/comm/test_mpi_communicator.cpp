@@ -269,7 +269,7 @@ TEST(MpiCommunicator, SplitIntoEvenAndOddRanks) {
 
 class FakeDeviceStream : public device::Stream {
  public:
-  void synchronize() override {}
+  void do_synchronize() override {}
   void* native() override { return this; }
 };
 

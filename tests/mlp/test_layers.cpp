@@ -388,17 +388,17 @@ class FakeCudaBackend final : public device::Backend {
   std::string description() const override { return "fake cuda"; }
   device::GemmLibrary gemm_library() const override { return device::GemmLibrary::cublas; }
   bool host_accessible(device::Tier tier) const override { return tier == device::Tier::host; }
-  void* allocate(std::size_t bytes, device::Tier) override { return std::malloc(bytes + 64); }
-  void deallocate(void* p, device::Tier) noexcept override { std::free(p); }
-  void copy(void* dst, const void* src, std::size_t bytes, device::Stream&) override {
+  void* do_allocate(std::size_t bytes, device::Tier) override { return std::malloc(bytes + 64); }
+  void do_deallocate(void* p, device::Tier) noexcept override { std::free(p); }
+  void do_copy(void* dst, const void* src, std::size_t bytes, device::Stream&) override {
     std::memcpy(dst, src, bytes);
   }
-  void fill_zero(void* dst, std::size_t bytes, device::Stream&) override { std::memset(dst, 0, bytes); }
-  std::unique_ptr<device::Stream> create_stream() override { return cpu_->create_stream(); }
-  std::unique_ptr<device::Event> create_event() override { return cpu_->create_event(); }
-  void gemm(device::Stream&, bool, bool, int, int, int, float, const float*, int, const float*, int,
+  void do_fill_zero(void* dst, std::size_t bytes, device::Stream&) override { std::memset(dst, 0, bytes); }
+  std::unique_ptr<device::Stream> do_create_stream() override { return cpu_->create_stream(); }
+  std::unique_ptr<device::Event> do_create_event() override { return cpu_->create_event(); }
+  void do_gemm(device::Stream&, bool, bool, int, int, int, float, const float*, int, const float*, int,
             float, float*, int) override {}
-  void gemm_half(device::Stream&, half::Storage, bool, bool, int, int, int, float, const std::uint16_t*, int, const std::uint16_t*,
+  void do_gemm_half(device::Stream&, half::Storage, bool, bool, int, int, int, float, const std::uint16_t*, int, const std::uint16_t*,
                  int, float, float*, int) override {}
   void set_num_threads(int) override {}
   int num_threads() const override { return 1; }
