@@ -357,7 +357,7 @@ struct BceTerms {
 // The loss's sum on the device, in a fixed order on every backend: per-sample terms summed a block
 // of kLossBlock at a time in index order (BlockSums), then the block sums in order, added to a
 // running total that the host reads only at a log record (AddBlockSums, one item).
-inline constexpr Index kLossBlock = 256;
+inline constexpr Index kLossBlock = 64;
 struct BlockSums {
   const double* terms;
   Index n;

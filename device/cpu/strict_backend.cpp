@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <memory>
 #include <vector>
 
 #include "core/error.hpp"
@@ -32,21 +33,29 @@ struct PendingCopy {
   std::vector<char> data;
 };
 
+// A stream's copies into host memory not yet visible. Shared with the events recorded on the
+// stream, which may outlive it (a stream destroyed lands its copies first).
+struct PendingCopies {
+  std::vector<PendingCopy> copies;
+  void land() {
+    for (auto& p : copies) std::memcpy(p.dst, p.data.data(), p.data.size());
+    copies.clear();
+  }
+};
+
 class StrictStream final : public Stream {
  public:
   ~StrictStream() override { do_synchronize(); }
-  void do_synchronize() override {
-    for (auto& p : pending_) std::memcpy(p.dst, p.data.data(), p.data.size());
-    pending_.clear();
-  }
+  void do_synchronize() override { pending_->land(); }
+  const std::shared_ptr<PendingCopies>& pending() const { return pending_; }
   void* native() override { return nullptr; }
   // Stream order: a copy reading host memory that an earlier copy on this stream writes sees it.
   void order_host_read(const void* src, std::size_t bytes) {
     const char* s = static_cast<const char*>(src);
-    for (auto& p : pending_) {
+    for (auto& p : pending_->copies) {
       const char* d = static_cast<const char*>(p.dst);
       if (s < d + p.data.size() && d < s + bytes) {
-        synchronize();
+        pending_->land();  // stream order, not a host wait
         return;
       }
     }
@@ -54,27 +63,27 @@ class StrictStream final : public Stream {
   void defer(void* dst, const void* src, std::size_t bytes) {
     PendingCopy p{dst, std::vector<char>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes)};
     std::memset(dst, 0xff, bytes);
-    pending_.push_back(std::move(p));
+    pending_->copies.push_back(std::move(p));
   }
 
  private:
-  std::vector<PendingCopy> pending_;
+  std::shared_ptr<PendingCopies> pending_ = std::make_shared<PendingCopies>();
 };
 
 class StrictEvent final : public Event {
  public:
-  void do_record(Stream& stream) override { stream_ = &stream; }
+  void do_record(Stream& stream) override { pending_ = static_cast<StrictStream&>(stream).pending(); }
   void wait(Stream&) override {}  // work runs at once; only host-visible copies wait
   bool query() override {  // not a wait: the pending copies simply land
     do_synchronize();
     return true;
   }
   void do_synchronize() override {
-    if (stream_) static_cast<StrictStream*>(stream_)->do_synchronize();
+    if (pending_) pending_->land();
   }
 
  private:
-  Stream* stream_ = nullptr;
+  std::shared_ptr<PendingCopies> pending_;
 };
 
 class StrictBackend final : public Backend {

@@ -516,9 +516,10 @@ printf '[[job]]\nname = "x"\n' > nodata.toml
 expect_error "no jobs\|train\|data" "$recmix" run nodata.toml
 
 # recmix submit into a running run; recmix status.
-# "long" arrives 4 s after the start, which keeps the run open for the submissions.
+# "long" arrives 20 s after the start, which keeps the run open for the submissions (a build with
+# CUDA takes about a second to start each recmix command on a machine without a GPU).
 job long 6 "[16, 8]" "[16, 1]" 64 300
-run_spec long 'ranks = 1\narrival = 4.0'
+run_spec long 'ranks = 1\narrival = 20.0'
 printf 'include = ["run-long.toml"]\n[scheduler]\nround_interval_s = 0.2\nmemory_capacity = "32MiB"\n' > live.toml
 "${mpirun[@]}" -np 2 "$recmix" run live.toml --run-dir live > live.out 2> live.err &
 run_pid=$!
