@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "core/random.hpp"
-#include "device/types.hpp"
+#include "core/host_device.hpp"
 
 namespace recmix::half {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "device/types.hpp"
+#include "core/host_device.hpp"
 
 namespace recmix::random {
 

@@ -3,11 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#if defined(__CUDACC__)
-#define RECMIX_HOST_DEVICE __host__ __device__
-#else
-#define RECMIX_HOST_DEVICE
-#endif
+#include "core/host_device.hpp"
 
 namespace recmix::device {
 
