@@ -17,7 +17,7 @@ void check_batch(int batch) {
 }  // namespace
 
 double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
-                int batch, double* device_terms) {
+                int batch) {
   check_batch(batch);
   if (batch == 0) return 0.0;
   double sum = 0.0;
@@ -27,18 +27,17 @@ double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, 
     return sum / batch;
   }
   const std::size_t bytes = sizeof(double) * static_cast<std::size_t>(batch);
-  double* terms = device_terms ? device_terms : static_cast<double*>(backend.allocate(bytes, device::Tier::device));
+  auto* terms = static_cast<double*>(backend.allocate(bytes, device::Tier::device));
   std::vector<double> host(static_cast<std::size_t>(batch));
   try {
-    kernels::BceTerms f{prob, labels, terms};
-    detail::launch(backend, s, batch, f, batch);
+    detail::launch(backend, s, batch, kernels::BceTerms{prob, labels, terms}, batch);
     backend.copy(host.data(), terms, bytes, s);
     s.synchronize();
   } catch (...) {
-    if (!device_terms) backend.deallocate(terms, device::Tier::device);
+    backend.deallocate(terms, device::Tier::device);
     throw;
   }
-  if (!device_terms) backend.deallocate(terms, device::Tier::device);
+  backend.deallocate(terms, device::Tier::device);
   for (double t : host) sum += t;
   return sum / batch;
 }

@@ -5,11 +5,11 @@
 
 namespace recmix::mlp {
 
-// Mean loss over the batch, accumulated in double; 0 for an empty batch. Where the device tier is
-// not host-accessible the per-sample terms go through device memory: `device_terms` (at least
-// `batch` doubles, the caller's) or, when null, a buffer allocated and freed by this call.
+// Mean loss over the batch, accumulated in double; 0 for an empty batch. Waits for the stream, and
+// on device backends allocates a buffer for the terms: for tests and tools (a training step uses
+// bce_loss_accumulate).
 double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
-                int batch, double* device_terms = nullptr);
+                int batch);
 
 // Adds the batch's summed loss terms to *device_total (one double in device memory) without a host
 // wait, summed in the same fixed order on every backend (kernels::BlockSums, AddBlockSums).
