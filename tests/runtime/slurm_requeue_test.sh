@@ -68,7 +68,9 @@ interrupted() {
     ((SECONDS < deadline)) || { fail "$label: the node did not become idle after the requeue"; scancel "$job"; return; }
     sleep 0.2
   done
-  scontrol update jobid="$job" StartTime=now
+  # slurmd refuses any credential of the job made up to the second it revoked the first start's
+  # (its times are whole seconds), so the restart is let in two seconds later, not at once.
+  scontrol update jobid="$job" StartTime=now+2
   final=$("$src/launch/slurm/wait-job.sh" "$job" 120)
   out=$(cat "$work/$label.out")
   grep -v '^step ' <<<"$out" | sed "s/^/  $label | /" | grep -E "stopped|resumed|requeue|done|continue" | head -8
