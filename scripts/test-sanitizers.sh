@@ -11,7 +11,7 @@
 #   fuzz: build-fuzz/ with clang: the libFuzzer binaries of the two parsers that read only
 #         memory (the job spec and the Criteo line) and the structured checkpoint and dataset
 #         targets (edits made through the HDF5 API to valid files), each run for
-#         RECMIX_FUZZ_SECONDS (default 45) from its corpus; new inputs go to a scratch folder, a
+#         RECMIX_FUZZ_SECONDS (default 25) from its corpus; new inputs go to a scratch folder, a
 #         crash's input is kept there and printed. The raw-bytes dataset and checkpoint fuzzers
 #         are run by hand (docs/reliability.md): HDF5 1.10 itself crashes on some damaged files,
 #         which a time-boxed run would report.
@@ -50,8 +50,8 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/
 
 # -O1: the usual level for sanitizer builds (readable stacks, tests not too slow).
 configure() {  # configure <dir> <sanitizers>
-  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DRECMIX_SANITIZE="$2" -DRECMIX_WITH_CUDA=OFF \
+  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DRECMIX_SANITIZE="$2" -DRECMIX_WITH_CUDA=OFF \
     -DRECMIX_BUILD_BENCH=OFF >/dev/null
 }
 
@@ -122,7 +122,7 @@ run_tsan() {
 }
 
 run_fuzz() {
-  local t0=$SECONDS seconds=${RECMIX_FUZZ_SECONDS:-45} scratch target
+  local t0=$SECONDS seconds=${RECMIX_FUZZ_SECONDS:-25} scratch target
   local targets=(job_spec criteo_line checkpoint_edits dataset_edits)
   local cmake_targets=("${targets[@]}")
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECMIX_FUZZ=ON \

@@ -173,7 +173,9 @@ TEST(Bf16Dense, RefusedOnACpuWithoutAvx512Bf16) {
 // bounds the mean). Skipped elsewhere.
 TEST(Bf16Dense, RunsNativelyOnACpuWithAvx512Bf16) {
   if (!device::cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
-  if (world->comm->size() > 2) GTEST_SKIP() << "run at 1 and 2 ranks";
+  // A statistical check of the arithmetic, not of the exchange (the rank counts agree bit for bit
+  // elsewhere): one rank is enough, and it is the slowest case of the suite.
+  if (world->comm->size() > 1) GTEST_SKIP() << "run at 1 rank";
   const auto base = train_quietly(half_spec("native-fp32", "fp32", 5));
   for (const char* dense : {"bf16", "auto"}) {
     auto spec = half_spec(fmt::format("native-{}", dense), "bf16", 5);
@@ -193,9 +195,11 @@ TEST(Bf16Dense, RunsNativelyOnACpuWithAvx512Bf16) {
 // On the strict emulator (a device, whatever the CPU) bf16 GEMMs run: alone and with bf16 tables
 // they learn as fp32 does (on the CPU backend): the mean eval AUC over seeds within 0.001; a
 // single seed moves further than with 16-bit tables alone (measured -0.0033 to +0.0015), so it is
-// bounded by 0.005. At 1 and 2 ranks: four oversubscribed ranks of the emulator take a minute.
+// bounded by 0.005.
 TEST(Bf16Dense, LearnsThePlantedSignalAsFp32DoesOnTheEmulator) {
-  if (world->comm->size() > 2) GTEST_SKIP() << "run at 1 and 2 ranks";
+  // A statistical check of the arithmetic, not of the exchange (the rank counts agree bit for bit
+  // elsewhere): one rank is enough, and it is the slowest case of the suite.
+  if (world->comm->size() > 1) GTEST_SKIP() << "run at 1 rank";
   const std::uint64_t seeds[] = {5, 6, 7};
   const char* tables[] = {"fp32", "bf16"};
   double diff_sum[2] = {0, 0};
