@@ -2,9 +2,81 @@
 // way to the backend's do_ function, so that the counts (counters.hpp) are taken in one place.
 #include "device/backend.hpp"
 
+#include <fmt/format.h>
+
+#include <string>
+
+#include "core/error.hpp"
+
 namespace recmix::device {
+namespace {
+
+// The capture this thread has open, if any (graph.hpp): captures are per thread, as in CUDA's
+// thread-local capture mode, so one job capturing never refuses another thread's calls.
+struct ThreadCapture {
+  const Backend* backend = nullptr;
+  const Stream* stream = nullptr;
+  std::string refused;  // the first call refused where it could not throw
+};
+thread_local ThreadCapture this_thread_capture;
+
+}  // namespace
+
+void refuse_wait_in_capture(const Backend* backend, const char* call) {
+  if (backend) backend->refuse_in_capture(call);
+}
+
+bool Backend::capturing(const Stream& stream) const {
+  return this_thread_capture.backend == this && this_thread_capture.stream == &stream;
+}
+
+bool Backend::capturing() const { return this_thread_capture.backend == this; }
+
+void Backend::refuse_in_capture(const char* call) const {
+  if (capturing())
+    throw DeviceError(fmt::format("{} during graph capture on {}: a captured step may not allocate, free, wait "
+                                  "on the device or copy through pageable memory",
+                                  call, description()));
+}
+
+void Backend::note_refused(const char* call) noexcept {
+  if (capturing() && this_thread_capture.refused.empty()) this_thread_capture.refused = call;
+}
+
+void Backend::begin_capture(Stream& stream) {
+  if (!supports_graphs()) throw DeviceError(fmt::format("{} has no graphs", description()));
+  if (this_thread_capture.backend)
+    throw DeviceError("begin_capture: this thread is capturing a graph already");
+  do_begin_capture(stream);
+  this_thread_capture = {this, &stream, {}};
+}
+
+std::unique_ptr<Graph> Backend::end_capture(Stream& stream) {
+  if (!capturing(stream)) throw DeviceError("end_capture: this thread is not capturing that stream");
+  const std::string refused = this_thread_capture.refused;
+  this_thread_capture = {};
+  std::unique_ptr<Graph> graph;
+  try {
+    graph = do_end_capture(stream);
+  } catch (const DeviceError&) {
+    if (refused.empty()) throw;  // else CUDA voided the capture for the call named below
+  }
+  if (!refused.empty())
+    throw DeviceError(fmt::format("{} during graph capture on {}: the capture is void", refused, description()));
+  graph->counters_ = &counters_;
+  return graph;
+}
+
+void Backend::do_begin_capture(Stream&) { throw DeviceError(fmt::format("{} has no graphs", description())); }
+std::unique_ptr<Graph> Backend::do_end_capture(Stream&) {
+  throw DeviceError(fmt::format("{} has no graphs", description()));
+}
+void Backend::do_record(std::function<void(Stream&)>) {
+  throw DeviceError(fmt::format("{} records no host work for graphs", description()));
+}
 
 void* Backend::allocate(std::size_t bytes, Tier tier) {
+  refuse_in_capture("allocate");
   counters_.allocation();
   void* p = do_allocate(bytes, tier);
   std::lock_guard lock(allocations_mutex_);
@@ -14,6 +86,7 @@ void* Backend::allocate(std::size_t bytes, Tier tier) {
 
 void Backend::deallocate(void* ptr, Tier tier) noexcept {
   if (!ptr) return;
+  note_refused("deallocate");
   counters_.deallocation();
   {
     std::lock_guard lock(allocations_mutex_);
@@ -36,6 +109,7 @@ void Backend::copy(void* dst, const void* src, std::size_t bytes, Stream& stream
   if (bytes > 0) {
     const std::optional<Tier> from = tier_of(src), to = tier_of(dst);
     if (!from || !to) {
+      if (!CommSyncScope::active()) refuse_in_capture("copy through pageable host memory");
       // A staged communicator's copies stand in for NCCL's, which copy nothing: only their
       // waits are counted, as comm_syncs.
       if (!CommSyncScope::active()) counters_.pageable_copy();
@@ -54,12 +128,14 @@ void Backend::fill_zero(void* dst, std::size_t bytes, Stream& stream) {
 std::unique_ptr<Stream> Backend::create_stream() {
   std::unique_ptr<Stream> s = do_create_stream();
   s->counters_ = &counters_;
+  s->backend_ = this;
   return s;
 }
 
 std::unique_ptr<Event> Backend::create_event() {
   std::unique_ptr<Event> e = do_create_event();
   e->counters_ = &counters_;
+  e->backend_ = this;
   return e;
 }
 

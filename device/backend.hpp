@@ -5,6 +5,7 @@
 // parallel_for (launch.hpp).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 
 #include "core/half.hpp"
 #include "device/counters.hpp"
+#include "device/graph.hpp"
 #include "device/stream.hpp"
 #include "device/types.hpp"
 
@@ -72,6 +74,26 @@ class Backend {
   const DeviceCounters& counters() const { return counters_; }
   void note_launch(std::uint64_t n = 1) { counters_.launch(n); }
 
+  // Graphs (graph.hpp). Whether begin_capture works here: natively on CUDA, by recording under
+  // the strict emulator; not on the CPU backend, whose fast paths run outside kernels.
+  virtual bool supports_graphs() const { return false; }
+  // Starts capturing what this thread issues on `stream`. DeviceError when the backend has no
+  // graphs or this thread already captures.
+  void begin_capture(Stream& stream);
+  // Ends the capture begun on `stream` by this thread and returns its graph, which must not
+  // outlive this backend. DeviceError (and no graph) when a call was refused during the capture.
+  std::unique_ptr<Graph> end_capture(Stream& stream);
+  // Whether this thread is capturing `stream`, or anything, on this backend.
+  bool capturing(const Stream& stream) const;
+  bool capturing() const;
+  // Throws DeviceError "<call> during graph capture ..." when this thread is capturing here.
+  void refuse_in_capture(const char* call) const;
+
+  // Runs a host-run kernel (the cpu backends) inside DeviceWork, or, while `stream` is being
+  // captured, adds it to the recording. `work` is copied: it must hold what it needs by value.
+  template <class Work>
+  void run_host_kernel(Stream& stream, const Work& work);
+
   // Threads the calling thread's parallel_for and GEMM use (CPU); ignored on CUDA.
   virtual void set_num_threads(int threads) = 0;
   virtual int num_threads() const = 0;
@@ -90,6 +112,11 @@ class Backend {
   virtual void check_device_memory(const void* /*ptr*/, std::size_t /*bytes*/, const char* /*what*/) const {}
 
  protected:
+  // Capture, for the backends that have graphs: native capture begins and ends here; an emulated
+  // one is a recording that do_record appends to (each piece replayed with the launch's stream).
+  virtual void do_begin_capture(Stream& stream);
+  virtual std::unique_ptr<Graph> do_end_capture(Stream& stream);
+  virtual void do_record(std::function<void(Stream&)> work);
   // What each backend implements, with the meaning of the counted call of the same name.
   virtual void* do_allocate(std::size_t bytes, Tier tier) = 0;
   virtual void do_deallocate(void* ptr, Tier tier) noexcept = 0;
@@ -104,6 +131,8 @@ class Backend {
                             float* c, int ldc) = 0;
 
  private:
+  // A refused call during a capture that cannot throw where it happens (deallocate).
+  void note_refused(const char* call) noexcept;
   // The tier of the allocation holding ptr, or none when ptr is no memory of this backend's.
   std::optional<Tier> tier_of(const void* ptr) const;
 
@@ -126,6 +155,19 @@ class DeviceWork {
  private:
   Backend& backend_;
 };
+
+template <class Work>
+void Backend::run_host_kernel(Stream& stream, const Work& work) {
+  if (capturing(stream)) {
+    do_record([this, work](Stream&) {
+      DeviceWork scope(*this);
+      work();
+    });
+    return;
+  }
+  DeviceWork scope(*this);
+  work();
+}
 
 // The one place backends are chosen. cpu_strict takes threads and cpu_gemm as cpu does.
 // Throws NotCompiledError for CUDA in a build without it, and

@@ -11,12 +11,16 @@
 namespace recmix::device {
 
 class Backend;
+// DeviceError when this thread is capturing a graph on `backend` (graph.hpp): a host wait then
+// is refused, as CUDA refuses it. Defined with Backend.
+void refuse_wait_in_capture(const Backend* backend, const char* call);
 
 class Stream {
  public:
   virtual ~Stream() = default;
   // Waits until all work submitted so far has finished.
   void synchronize() {
+    refuse_wait_in_capture(backend_, "stream synchronize");
     if (counters_) counters_->host_wait();
     do_synchronize();
   }
@@ -28,6 +32,7 @@ class Stream {
  private:
   friend class Backend;
   DeviceCounters* counters_ = nullptr;
+  const Backend* backend_ = nullptr;
 };
 
 class Event {
@@ -42,6 +47,7 @@ class Event {
   virtual bool query() = 0;               // true when the recorded work has finished
   // Blocks the host until it has: a host_sync, or a buffer_wait for an event two or more steps old.
   void synchronize() {
+    refuse_wait_in_capture(backend_, "event synchronize");
     if (counters_) counters_->host_wait(recorded_step_);
     do_synchronize();
   }
@@ -53,6 +59,7 @@ class Event {
  private:
   friend class Backend;
   DeviceCounters* counters_ = nullptr;
+  const Backend* backend_ = nullptr;
   std::int64_t recorded_step_ = -1;
 };
 

@@ -145,25 +145,29 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
   if (n <= 0) return;
   backend.note_launch();
   if (device::runs_kernels_on_host(backend)) {
-    device::DeviceWork work(backend);
+    const int threads = backend.num_threads();
     if constexpr (device::FineGrained<F>) {
       // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
       if (device::runs_fine_items(backend)) {
-        device::cpu::parallel_for(backend.num_threads(), f.fine_items(n), device::FineItems<F>{f}, grain);
+        backend.run_host_kernel(stream, [threads, n, f, grain] {
+          device::cpu::parallel_for(threads, f.fine_items(n), device::FineItems<F>{f}, grain);
+        });
         return;
       }
     }
-    if constexpr (std::is_same_v<F, kernels::PoolBags>)
-      cpu_prefetched(backend.num_threads(), n, f, PrefetchPool<F>{f}, grain);
-    else if constexpr (std::is_same_v<F, kernels::PoolBagsHalf>)
-      cpu_prefetched(backend.num_threads(), n, PoolHalfRows{f, cpu::half_rows_vectorised()}, PrefetchPool<F>{f}, grain);
-    else if constexpr (std::is_same_v<F, kernels::UpdateRows>)
-      cpu_prefetched(backend.num_threads(), n, f, PrefetchUpdate<float>{f, f.weights}, grain);
-    else if constexpr (std::is_same_v<F, kernels::UpdateRowsHalf>)
-      cpu_prefetched(backend.num_threads(), n, StepHalfRows(f), PrefetchUpdate<std::uint16_t>{f.update, f.weights},
-                     grain);
-    else
-      device::cpu::parallel_for(backend.num_threads(), n, f, grain);
+    // The functor is held by value: a captured launch runs later (device/graph.hpp).
+    backend.run_host_kernel(stream, [threads, n, f, grain] {
+      if constexpr (std::is_same_v<F, kernels::PoolBags>)
+        cpu_prefetched(threads, n, f, PrefetchPool<F>{f}, grain);
+      else if constexpr (std::is_same_v<F, kernels::PoolBagsHalf>)
+        cpu_prefetched(threads, n, PoolHalfRows{f, cpu::half_rows_vectorised()}, PrefetchPool<F>{f}, grain);
+      else if constexpr (std::is_same_v<F, kernels::UpdateRows>)
+        cpu_prefetched(threads, n, f, PrefetchUpdate<float>{f, f.weights}, grain);
+      else if constexpr (std::is_same_v<F, kernels::UpdateRowsHalf>)
+        cpu_prefetched(threads, n, StepHalfRows(f), PrefetchUpdate<std::uint16_t>{f.update, f.weights}, grain);
+      else
+        device::cpu::parallel_for(threads, n, f, grain);
+    });
     return;
   }
 #ifdef RECMIX_HAVE_CUDA

@@ -36,15 +36,17 @@ void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, 
   if (n <= 0) return;
   backend.note_launch();
   if (device::runs_kernels_on_host(backend)) {
-    device::DeviceWork work(backend);
+    const int threads = cpu_threads_for(backend, elements);
     if constexpr (device::FineGrained<F>) {
       // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
       if (device::runs_fine_items(backend)) {
-        cpu::parallel_blocks(cpu_threads_for(backend, elements), f.fine_items(n), device::FineItems<F>{f});
+        backend.run_host_kernel(stream, [threads, n, f] {
+          cpu::parallel_blocks(threads, f.fine_items(n), device::FineItems<F>{f});
+        });
         return;
       }
     }
-    cpu::parallel_blocks(cpu_threads_for(backend, elements), n, f);
+    backend.run_host_kernel(stream, [threads, n, f] { cpu::parallel_blocks(threads, n, f); });
   } else {
     cuda_launch(stream.native(), n, f);
   }

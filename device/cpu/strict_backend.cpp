@@ -5,11 +5,17 @@
 // works on it (strict_arena.hpp), and copies to host memory become visible only when their
 // stream (or an event recorded after them) is synchronised, as with cudaMemcpyAsync: until then
 // the destination holds 0xff bytes. A test backend: every operation pays two mprotect calls.
+//
+// Graphs are emulated (graph.hpp): while a stream is captured, each piece of work issued on it
+// is recorded as a closure holding its arguments as they were at capture, and a replay runs the
+// closures in order. What capture would freeze on a GPU is frozen here too.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -86,6 +92,21 @@ class StrictEvent final : public Event {
   std::shared_ptr<PendingCopies> pending_;
 };
 
+// A recording, replayed in order on the launch's stream.
+class RecordedGraph final : public Graph {
+ public:
+  explicit RecordedGraph(std::vector<std::function<void(Stream&)>> work) : work_(std::move(work)) {}
+  std::int64_t nodes() const override { return static_cast<std::int64_t>(work_.size()); }
+
+ protected:
+  void do_launch(Stream& stream) override {
+    for (auto& w : work_) w(stream);
+  }
+
+ private:
+  std::vector<std::function<void(Stream&)>> work_;
+};
+
 class StrictBackend final : public Backend {
  public:
   StrictBackend(int threads, CpuGemm gemm) : host_(make_cpu_backend(threads, gemm)), arena_(kArenaReserve) {}
@@ -118,10 +139,21 @@ class StrictBackend final : public Backend {
     check_range(ptr, bytes, what);
   }
 
+  bool supports_graphs() const override { return true; }
+  void do_begin_capture(Stream&) override { recording_.clear(); }
+  std::unique_ptr<Graph> do_end_capture(Stream&) override {
+    return std::make_unique<RecordedGraph>(std::exchange(recording_, {}));
+  }
+  void do_record(std::function<void(Stream&)> work) override { recording_.push_back(std::move(work)); }
+
   void do_copy(void* dst, const void* src, std::size_t bytes, Stream& stream) override {
     if (bytes == 0) return;
     check_range(dst, bytes, "copy destination");
     check_range(src, bytes, "copy source");
+    if (capturing(stream)) {  // the source is read at each replay, as a captured copy's is
+      do_record([this, dst, src, bytes](Stream& s) { do_copy(dst, src, bytes, s); });
+      return;
+    }
     auto& strict_stream = static_cast<StrictStream&>(stream);
     DeviceWork work(*this);
     if (!arena_.contains(src)) strict_stream.order_host_read(src, bytes);
@@ -130,25 +162,39 @@ class StrictBackend final : public Backend {
     else
       std::memmove(dst, src, bytes);
   }
-  void do_fill_zero(void* dst, std::size_t bytes, Stream&) override {
+  void do_fill_zero(void* dst, std::size_t bytes, Stream& stream) override {
     if (bytes == 0) return;
     check_range(dst, bytes, "fill_zero");
+    if (capturing(stream)) {
+      do_record([this, dst, bytes](Stream& s) { do_fill_zero(dst, bytes, s); });
+      return;
+    }
     DeviceWork work(*this);
     std::memset(dst, 0, bytes);
   }
   std::unique_ptr<Stream> do_create_stream() override { return std::make_unique<StrictStream>(); }
   std::unique_ptr<Event> do_create_event() override { return std::make_unique<StrictEvent>(); }
 
-  void do_gemm(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-            const float* b, int ldb, float beta, float* c, int ldc) override {
+  void do_gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) override {
+    if (capturing(stream)) {
+      do_record([=, this](Stream& s) { do_gemm(s, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
+      return;
+    }
     DeviceWork work(*this);
     host_->gemm(*host_stream_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
   // As gemm, after checking that A, B and C are device memory of this backend.
-  void do_gemm_half(Stream&, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                 const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
-                 int ldc) override {
+  void do_gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                    const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,
+                    int ldc) override {
+    if (capturing(stream)) {
+      do_record([=, this](Stream& s) {
+        do_gemm_half(s, type, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      });
+      return;
+    }
     if (m > 0 && n > 0) {
       check_device_memory(a, matrix_bytes(trans_a ? k : m, trans_a ? m : k, lda, 2), "gemm_half A");
       check_device_memory(b, matrix_bytes(trans_b ? n : k, trans_b ? k : n, ldb, 2), "gemm_half B");
@@ -182,6 +228,7 @@ class StrictBackend final : public Backend {
   std::unique_ptr<Backend> host_;
   std::unique_ptr<Stream> host_stream_ = host_->create_stream();
   strict::Arena arena_;
+  std::vector<std::function<void(Stream&)>> recording_;  // of the capture open, if any
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // CUDA backend: device memory and pinned host memory, cuBLAS SGEMM and bf16 GEMM, streams and
-// events.
+// events, and graphs captured from a stream in CUDA's thread-local capture mode (device/graph.hpp).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -45,6 +45,34 @@ class CudaEvent final : public Event {
   cudaEvent_t event_{};
 };
 
+class CudaGraph final : public Graph {
+ public:
+  explicit CudaGraph(cudaGraph_t graph) {
+    std::size_t nodes = 0;
+    RECMIX_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+    nodes_ = static_cast<std::int64_t>(nodes);
+    const cudaError_t st = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    RECMIX_CUDA_CHECK(st);
+  }
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  std::int64_t nodes() const override { return nodes_; }
+
+ protected:
+  void do_launch(Stream& s) override {
+    RECMIX_CUDA_CHECK(cudaGraphLaunch(exec_, static_cast<cudaStream_t>(s.native())));
+  }
+
+ private:
+  cudaGraphExec_t exec_{};
+  std::int64_t nodes_ = 0;
+};
+
+// cuBLAS's workspace, owned here so that a captured GEMM allocates nothing and every graph uses
+// the same buffer (cuBLAS documents 32 MiB for Hopper; cublasSetStream drops back to its own
+// pool, so the workspace is set again after each stream change).
+constexpr std::size_t kCublasWorkspace = std::size_t(32) << 20;
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -55,9 +83,21 @@ class CudaBackend final : public Backend {
                         (st == cudaSuccess ? "0 devices" : cudaGetErrorString(st)) + ")");
     RECMIX_CUDA_CHECK(cudaGetDevice(&device_));
     RECMIX_CUBLAS_CHECK(cublasCreate(&handle_));
+    RECMIX_CUDA_CHECK(cudaMalloc(&workspace_, kCublasWorkspace));
   }
   ~CudaBackend() override {
     if (handle_) cublasDestroy(handle_);
+    if (workspace_) cudaFree(workspace_);
+  }
+  bool supports_graphs() const override { return true; }
+  void do_begin_capture(Stream& s) override {
+    RECMIX_CUDA_CHECK(
+        cudaStreamBeginCapture(static_cast<cudaStream_t>(s.native()), cudaStreamCaptureModeThreadLocal));
+  }
+  std::unique_ptr<Graph> do_end_capture(Stream& s) override {
+    cudaGraph_t graph{};
+    RECMIX_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(s.native()), &graph));
+    return std::make_unique<CudaGraph>(graph);
   }
   BackendKind kind() const override { return BackendKind::cuda; }
   GemmLibrary gemm_library() const override { return GemmLibrary::cublas; }
@@ -97,7 +137,7 @@ class CudaBackend final : public Backend {
   void do_gemm(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
             int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
     if (m == 0 || n == 0) return;
-    RECMIX_CUBLAS_CHECK(cublasSetStream(handle_, static_cast<cudaStream_t>(s.native())));
+    use_stream(s);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     RECMIX_CUBLAS_CHECK(cublasSgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
@@ -109,7 +149,7 @@ class CudaBackend final : public Backend {
     if (type == half::Storage::fp32) throw ConfigError("gemm_half: the operand type must be bf16 or fp16");
     const cudaDataType_t in = type == half::Storage::bf16 ? CUDA_R_16BF : CUDA_R_16F;
     if (m == 0 || n == 0) return;
-    RECMIX_CUBLAS_CHECK(cublasSetStream(handle_, static_cast<cudaStream_t>(s.native())));
+    use_stream(s);
     // Operands swapped as in gemm. 16-bit A and B, fp32 C, products summed in fp32.
     RECMIX_CUBLAS_CHECK(cublasGemmEx(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      n, m, k, &alpha, b, in, ldb, a, in, lda, &beta, c, CUDA_R_32F, ldc,
@@ -122,7 +162,20 @@ class CudaBackend final : public Backend {
   int num_threads() const override { return threads_; }
 
  private:
+  // Points cuBLAS at stream s, with this backend's workspace (a no-op when it is there already).
+  void use_stream(Stream& s) {
+    const auto stream = static_cast<cudaStream_t>(s.native());
+    if (workspace_set_ && stream == cublas_stream_) return;
+    RECMIX_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+    RECMIX_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, kCublasWorkspace));
+    cublas_stream_ = stream;
+    workspace_set_ = true;
+  }
+
   cublasHandle_t handle_{};
+  void* workspace_ = nullptr;
+  cudaStream_t cublas_stream_{};
+  bool workspace_set_ = false;
   int device_ = 0;
   int threads_ = 1;
   HalfGemmPath last_half_path_ = HalfGemmPath::none;
