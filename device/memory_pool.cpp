@@ -10,6 +10,7 @@ MemoryPool::MemoryPool(Backend& backend, Tier tier, std::string owner, std::size
     : backend_(backend), tier_(tier), owner_(std::move(owner)), capacity_(capacity_bytes) {}
 
 void* MemoryPool::allocate(std::size_t bytes, const std::string& what) {
+  if (backend_.capturing()) backend_.refuse_in_capture(fmt::format("allocate '{}'", what).c_str());
   std::size_t before = current_.fetch_add(bytes);
   if (capacity_ != 0 && before + bytes > capacity_) {
     current_.fetch_sub(bytes);

@@ -107,6 +107,12 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   dense_optimizer_ = mlp::make_dense_optimizer(dense, backend, pool, dense_parameters());
   fold_sgd_ = comm.size() == 1 && dense.kind == "sgd";
   sgd_lr_ = dense.lr;
+  if (spec.device.graphs == "true" && !backend.supports_graphs())
+    throw ConfigError(fmt::format("device.graphs = true: the {} backend has no graphs (cuda has them, cpu-strict "
+                                  "emulates them)",
+                                  to_string(backend.kind())));
+  // "auto" stays off until the GPU suite has measured the captured step against the eager one.
+  graphs_ = spec.device.graphs == "true" && !use_replicas;
 
   if (use_replicas) {
     replica_backend_ = device::make_backend(
@@ -398,21 +404,8 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   mark(bottom_forward);
   embedding_->forward_finish(*stream_);
   mark(embedding_forward_finish);
-  const float* z = interaction_->forward(*stream_, bottom_out, pooled_.data(), b);
-  mark(interaction_forward);
-  const float* prob = top_->forward(*stream_, z, b);
-  mark(top_forward);
-  mlp::bce_loss_accumulate(backend_, *stream_, prob, labels_.data(), b, loss_terms_.data(), loss_blocks_.data(),
-                           loss_total_.data());
+  const float* grad_z = dense_middle(bottom_out, b, global_batch);
   loss_samples_ += global_batch;
-
-  // Each rank scales by the global batch, so summing gradients over ranks gives the gradient of
-  // the global mean loss, exactly as one rank holding the whole batch computes it.
-  mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
-                         grad_prob_.data());
-  mark(loss);
-  const float* grad_z = fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
-                                   : top_->backward(*stream_, grad_prob_.data(), true);
   std::vector<std::unique_ptr<comm::Request>> pending;
   const bool reduce = comm_.size() > 1;
   // The device communicator orders the all-reduce after the gradients on the stream (NCCL), or
@@ -440,6 +433,51 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   mark(embedding_backward_finish);
   for (auto& r : pending) r->wait();
   finish_dense_step();
+}
+
+const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_t global_batch) {
+  // Phases are timed (a host wait each) only on eager steps: a replay is one piece of work.
+  auto phase = [&](Phase p) {
+    if (!graphs_) mark(p);
+  };
+  auto issue = [&] {
+    const float* z = interaction_->forward(*stream_, bottom_out, pooled_.data(), b);
+    phase(interaction_forward);
+    const float* prob = top_->forward(*stream_, z, b);
+    phase(top_forward);
+    mlp::bce_loss_accumulate(backend_, *stream_, prob, labels_.data(), b, loss_terms_.data(), loss_blocks_.data(),
+                             loss_total_.data());
+    // Each rank scales by the global batch, so summing gradients over ranks gives the gradient of
+    // the global mean loss, exactly as one rank holding the whole batch computes it.
+    mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
+                           grad_prob_.data());
+    phase(loss);
+    return fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
+                     : top_->backward(*stream_, grad_prob_.data(), true);
+  };
+  if (!graphs_) return issue();
+  CapturedMiddle& m = middles_[{b, global_batch}];
+  if (!m.graph && !m.warmed_up) {
+    // The first step of a shape runs eagerly: buffers made on first use and the libraries' own
+    // set-up happen outside the capture, which refuses allocations.
+    m.warmed_up = true;
+    return issue();
+  }
+  if (!m.graph) {
+    backend_.begin_capture(*stream_);
+    try {
+      m.grad_z = issue();
+    } catch (...) {
+      try {
+        backend_.end_capture(*stream_);
+      } catch (...) {
+      }
+      throw;
+    }
+    m.graph = backend_.end_capture(*stream_);
+  }
+  m.graph->launch(*stream_);
+  return m.grad_z;
 }
 
 void DlrmModel::predict(const data::Batch& batch, float* probs) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "data/reader.hpp"
 #include "device/backend.hpp"
 #include "device/buffer.hpp"
+#include "device/graph.hpp"
 #include "embedding/sharded_embedding.hpp"
 #include "mlp/interaction.hpp"
 #include "mlp/loss.hpp"
@@ -88,6 +90,8 @@ class DlrmModel {
   };
   // Replicas of the dense half run data-parallel on this rank's threads (device.dense_replicas).
   int dense_replicas_count() const { return static_cast<int>(replicas_.size()); }
+  // Whether the step's dense middle is replayed from captured graphs (device.graphs).
+  bool uses_graphs() const { return graphs_; }
   bool dense_in_bf16() const { return bottom_->bf16_gemms(); }
   static std::string_view phase_name(int phase);
   void set_phase_timing(bool on);
@@ -123,6 +127,11 @@ class DlrmModel {
   // Replica r's forward over its share of the staged inputs and pooled embeddings.
   const float* replica_forward(int r, std::int64_t first, int rows);
   void mark(Phase phase);  // ends `phase` when phase timing is on
+  // The dense middle of a step: interaction and top MLP forward, the loss and its gradient, the
+  // top MLP's backward (with its folded SGD step). Issued eagerly, or with graphs replayed from
+  // the graph captured for this (local batch, global batch); returns the gradient of the
+  // interaction's output.
+  const float* dense_middle(const float* bottom_out, int b, std::int64_t global_batch);
   // The dense optimizer's step (unless folded into the backward), the end of a training step.
   void finish_dense_step();
 
@@ -159,6 +168,16 @@ class DlrmModel {
   std::unique_ptr<device::Backend> replica_backend_;  // CPU, one thread
   std::vector<Replica> replicas_;
   int threads_ = 1;
+  // device.graphs: the dense middles captured so far, by (local batch, global batch). Everything
+  // they read that changes between steps is in device memory (the batch's buffers, the
+  // parameters, the loss total); the batch sizes and the learning rate are fixed per graph.
+  struct CapturedMiddle {
+    std::unique_ptr<device::Graph> graph;
+    const float* grad_z = nullptr;  // where the captured work leaves its result
+    bool warmed_up = false;         // the shape's first step ran eagerly
+  };
+  bool graphs_ = false;
+  std::map<std::pair<int, std::int64_t>, CapturedMiddle> middles_;
   std::function<void(Phase)> phase_hook_;
   bool time_phases_ = false;
   double phase_start_ = 0.0;

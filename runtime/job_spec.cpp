@@ -46,6 +46,17 @@ class Section {
       out = *n->value<bool>();
     }
   }
+  // true, false or the string "auto", kept as "true", "false" or "auto".
+  void read_switch(const std::string& key, std::string& out) {
+    if (auto* n = find(key)) {
+      if (n->is_boolean())
+        out = *n->value<bool>() ? "true" : "false";
+      else if (n->is_string() && *n->value<std::string>() == "auto")
+        out = "auto";
+      else
+        fail(key, "must be true, false or \"auto\"");
+    }
+  }
   template <class Int>
     requires std::is_integral_v<Int>
   void read_int(const std::string& key, Int& out, std::int64_t lo, std::int64_t hi) {
@@ -294,6 +305,7 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   dev.one_of("dense_replicas", spec.device.dense_replicas, {"auto", "on", "off"});
   dev.read("gemm", spec.device.gemm);
   dev.one_of("gemm", spec.device.gemm, {"auto", "openblas", "onednn"});
+  dev.read_switch("graphs", spec.device.graphs);
   dev.read_bytes("memory_capacity", spec.device.memory_capacity);
   dev.read_bytes("host_memory_capacity", spec.device.host_memory_capacity);
   dev.reject_unknown();

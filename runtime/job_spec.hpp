@@ -58,6 +58,9 @@ struct DeviceSpec {
   int threads = 1;           // per rank
   std::string dense_replicas = "auto";  // cpu, several threads per rank: auto | on | off
   std::string gemm = "auto";            // cpu: auto | openblas | onednn
+  // Steps replayed from captured graphs (device/graph.hpp): "true" | "false" | "auto" (on for
+  // cuda, off elsewhere; cpu-strict emulates them, the cpu backend has none).
+  std::string graphs = "auto";
   std::uint64_t memory_capacity = 0;       // bytes of device memory; 0: unlimited
   std::uint64_t host_memory_capacity = 0;  // bytes of host-tier memory; 0: unlimited
   // Set by recmix run, not a job-spec key: other jobs' device collectives share this rank's

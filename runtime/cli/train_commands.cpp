@@ -30,6 +30,7 @@ struct TrainArgs {
   std::int64_t stop_after = 0;
   int threads = 0;
   std::string gemm;
+  std::string graphs;
   std::string device;
   std::string run_dir;
 };
@@ -64,6 +65,7 @@ void run_train(const TrainArgs& a) {
   if (a.threads > 0) spec.device.threads = a.threads;
   if (!a.gemm.empty()) spec.device.gemm = a.gemm;
   if (!a.device.empty()) spec.device.kind = a.device;
+  if (!a.graphs.empty()) spec.device.graphs = a.graphs;
   runtime::TrainOptions options;
   options.resume = a.resume_latest ? "latest" : a.resume;
   options.stop_after = a.stop_after;
@@ -138,6 +140,10 @@ void add_train_commands(CLI::App& app) {
                     "Override device.kind: cpu, cuda, or cpu-strict (the strict device emulator: CUDA's code paths on the "
                   "CPU, device memory out of host code's reach; for tests)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
+  train->add_option("--graphs", targs->graphs,
+                    "Override device.graphs: replay the step's dense part from a captured graph (true, false, or "
+                    "auto: on for cuda; cpu-strict emulates graphs, the cpu backend has none)")
+      ->check(CLI::IsMember({"true", "false", "auto"}));
   train->add_option("--run-dir", targs->run_dir, "Override run_dir (logs, metrics, checkpoints)");
   train->footer(
       "Run under MPI for several ranks: launch/recmix-mpirun -np 4 recmix train job.toml\n"
