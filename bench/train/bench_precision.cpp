@@ -33,6 +33,7 @@ namespace {
 
 struct Config {
   std::string name, dense, tables;
+  bool graphs = false;  // device.graphs: the dense middle replayed from a captured graph
 };
 
 // Calls of f a second: one untimed, then at least 3 and at least min_seconds of them.
@@ -126,6 +127,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"stochastic", "nearest"}));
   app.add_option("--only", only, "run these precisions only, besides fp32 (e.g. --only \"fp16 tables\"), for profiling");
   app.add_flag("!--no-gemms", gemms, "skip the GEMM GFLOP/s table");
+  bool graphs_ab = false;
+  app.add_flag("--graphs-ab", graphs_ab,
+               "also fp32 and bf16 GEMMs with device.graphs = true, side by side with the eager steps");
   app.add_option("--device", device_kind, "backend: cpu or cuda (cpu-strict runs, but its speed means nothing)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   try {
@@ -144,6 +148,10 @@ int main(int argc, char** argv) {
                                  {"bf16 tables", "fp32", "bf16"},
                                  {"bf16 GEMMs", "bf16", "fp32"},
                                  {"bf16 GEMMs + bf16 tables", "bf16", "bf16"}};
+  if (graphs_ab) {
+    configs.push_back({"fp32, graphs", "fp32", "fp32", true});
+    configs.push_back({"bf16 GEMMs, graphs", "bf16", "fp32", true});
+  }
   if (!only.empty()) {
     for (const auto& name : only)
       if (std::none_of(configs.begin(), configs.end(), [&](const Config& c) { return c.name == name; })) {
@@ -183,8 +191,8 @@ int main(int argc, char** argv) {
       Run r{&c, std::make_unique<device::MemoryPool>(*backend, device::Tier::device, c.name), nullptr, "", {}, {}};
       runtime::JobSpec spec = runtime::parse_job_spec(
           fmt::format("name = \"bench\"\n[optimizer]\nlr = 0.01\n[data]\ntrain = \"none.h5\"\n[precision]\n"
-                      "dense = \"{}\"\nembedding = \"{}\"\nrounding = \"{}\"\n",
-                      c.dense, c.tables, rounding),
+                      "dense = \"{}\"\nembedding = \"{}\"\nrounding = \"{}\"\n[device]\ngraphs = {}\n",
+                      c.dense, c.tables, rounding, c.graphs),
           "bench");
       try {
         r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, *comm, *backend, *r.pool, local,
