@@ -45,6 +45,11 @@ class OptimizerBase : public DenseOptimizer {
  public:
   OptimizerBase(device::Backend& backend, std::vector<Param> params)
       : backend_(backend), params_(std::move(params)) {}
+  void step(device::Stream& s) final {
+    issue_step(s);
+    count_step();
+  }
+  void count_step() final { ++steps_; }
   std::int64_t step_count() const override { return steps_; }
   void set_step_count(std::int64_t steps) override {
     if (steps < 0) throw ConfigError(fmt::format("optimizer step count {} is negative", steps));
@@ -75,12 +80,11 @@ class Sgd final : public OptimizerBase {
  public:
   Sgd(device::Backend& b, std::vector<Param> params, float lr)
       : OptimizerBase(b, std::move(params)), lr_(lr) {}
-  void step(device::Stream& s) override {
+  void issue_step(device::Stream& s) override {
     for_all_blocks(backend_, s, params_, [&](std::size_t p) {
       const Param& q = params_[p];
       return kernels::SgdStep{q.value, q.grad, static_cast<Index>(q.count), lr_};
     });
-    ++steps_;
   }
   std::vector<Param> state() override { return {}; }
 
@@ -95,13 +99,12 @@ class Adagrad final : public OptimizerBase {
       : OptimizerBase(b, std::move(params)), lr_(c.lr), eps_(c.eps < 0 ? 1e-10f : c.eps) {
     add_state(pool, "adagrad.sum", c.initial_accumulator, sums_);
   }
-  void step(device::Stream& s) override {
+  void issue_step(device::Stream& s) override {
     for_all_blocks(backend_, s, params_, [&](std::size_t p) {
       const Param& q = params_[p];
       return kernels::AdagradStep{q.value, q.grad, sums_[p].data(), static_cast<Index>(q.count),
                                   lr_, eps_};
     });
-    ++steps_;
   }
   std::vector<Param> state() override { return state_; }
 
@@ -118,25 +121,37 @@ class Adam final : public OptimizerBase {
         beta1_(c.beta1), beta2_(c.beta2) {
     add_state(pool, "adam.m", 0.f, m_);
     add_state(pool, "adam.v", 0.f, v_);
+    device_steps_ = device::Buffer<std::int64_t>(pool, 1, "adam.step_count");
+    corrections_ = device::Buffer<float>(pool, 2, "adam.bias_corrections");
+    set_step_count(0);
   }
-  void step(device::Stream& s) override {
-    ++steps_;
-    // As torch: step_size = lr / (1 - beta1^t), denominators divided by sqrt(1 - beta2^t).
-    double bias1 = 1.0 - std::pow(static_cast<double>(beta1_), static_cast<double>(steps_));
-    double bias2 = 1.0 - std::pow(static_cast<double>(beta2_), static_cast<double>(steps_));
-    float step_size = static_cast<float>(lr_ / bias1);
-    float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+  // As torch: step_size = lr / (1 - beta1^t), denominators divided by sqrt(1 - beta2^t), with t
+  // counted on the device (kernels::AdamCorrections).
+  void issue_step(device::Stream& s) override {
+    const kernels::AdamCorrections c{device_steps_.data(), corrections_.data(), lr_, beta1_, beta2_};
+    detail::launch(backend_, s, 1, c, 1);
     for_all_blocks(backend_, s, params_, [&](std::size_t p) {
       const Param& q = params_[p];
-      return kernels::AdamStep{q.value, q.grad, m_[p].data(), v_[p].data(), static_cast<Index>(q.count),
-                               beta1_, beta2_, eps_, step_size, bias2_sqrt};
+      return kernels::AdamStep{q.value,  q.grad, m_[p].data(), v_[p].data(), static_cast<Index>(q.count),
+                               beta1_,   beta2_, eps_,         corrections_.data()};
     });
+  }
+  void set_step_count(std::int64_t steps) override {
+    OptimizerBase::set_step_count(steps);
+    auto stream = backend_.create_stream();
+    auto* host = static_cast<std::int64_t*>(backend_.allocate(sizeof(std::int64_t), device::Tier::host));
+    *host = steps;
+    backend_.copy(device_steps_.data(), host, sizeof(std::int64_t), *stream);
+    stream->synchronize();
+    backend_.deallocate(host, device::Tier::host);
   }
   std::vector<Param> state() override { return state_; }
 
  private:
   float lr_, eps_, beta1_, beta2_;
   std::vector<device::Buffer<float>> m_, v_;
+  device::Buffer<std::int64_t> device_steps_;  // the steps taken, as the device counts them
+  device::Buffer<float> corrections_;          // this step's [step_size, bias2_sqrt]
 };
 
 }  // namespace

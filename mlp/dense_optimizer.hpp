@@ -25,12 +25,20 @@ struct DenseOptimizerConfig {
 class DenseOptimizer {
  public:
   virtual ~DenseOptimizer() = default;
-  // Updates the parameters given at construction from their gradients.
+  // Updates the parameters given at construction from their gradients: issue_step, then
+  // count_step.
   virtual void step(device::Stream& s) = 0;
+  // The step's device work alone. What changes from step to step (Adam's step count) it reads
+  // from device memory, so that it can be captured once and replayed (device/graph.hpp), each
+  // replay followed by count_step().
+  virtual void issue_step(device::Stream& s) = 0;
+  // Counts a step taken on the host (step_count()), without device work.
+  virtual void count_step() = 0;
   // Named state buffers (grad == nullptr): "adagrad.sum.<param>", "adam.m.<param>",
   // "adam.v.<param>"; empty for SGD.
   virtual std::vector<Param> state() = 0;
   virtual std::int64_t step_count() const = 0;
+  // Sets the count (a loaded checkpoint's), on the host and where the device keeps it (a wait).
   virtual void set_step_count(std::int64_t steps) = 0;
 };
 

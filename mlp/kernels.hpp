@@ -439,19 +439,40 @@ struct AdagradStep {
 };
 
 // step_size = lr / (1 - beta1^t), bias2_sqrt = sqrt(1 - beta2^t), computed on the host.
+// Adam's bias corrections for the coming step, from the step count in device memory, so that a
+// captured step replayed later uses the count of its own step (device/graph.hpp): counts the
+// step, then writes corrections[0] = lr / (1 - beta1^t) and corrections[1] = sqrt(1 - beta2^t),
+// as torch. One item.
+struct AdamCorrections {
+  std::int64_t* steps;
+  float* corrections;
+  float lr, beta1, beta2;
+  RECMIX_HOST_DEVICE void operator()(Index) const {
+    const std::int64_t t = ++*steps;
+    const double bias1 = 1.0 - ::pow(static_cast<double>(beta1), static_cast<double>(t));
+    const double bias2 = 1.0 - ::pow(static_cast<double>(beta2), static_cast<double>(t));
+    corrections[0] = static_cast<float>(lr / bias1);
+    corrections[1] = static_cast<float>(::sqrt(bias2));
+  }
+};
+
+// One Adam step with the corrections AdamCorrections wrote: [step_size, bias2_sqrt].
 struct AdamStep {
   float* value;
   const float* grad;
   float* m;
   float* v;
   Index count;
-  float beta1, beta2, eps, step_size, bias2_sqrt;
+  float beta1, beta2, eps;
+  const float* corrections;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
+    const float step_size = corrections[0], bias2_sqrt = corrections[1];
     Index i1 = min_index((item + 1) * kFlatBlock, count);
-    for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+    for (Index i = item * kFlatBlock; i < i1; ++i) update(i, step_size, bias2_sqrt);
   }
   RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
-  RECMIX_HOST_DEVICE void fine(Index i) const {
+  RECMIX_HOST_DEVICE void fine(Index i) const { update(i, corrections[0], corrections[1]); }
+  RECMIX_HOST_DEVICE void update(Index i, float step_size, float bias2_sqrt) const {
     float g = grad[i];
     float mi = beta1 * m[i] + (1.f - beta1) * g;
     float vi = beta2 * v[i] + (1.f - beta2) * g * g;

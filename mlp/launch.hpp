@@ -15,6 +15,7 @@
   X(InitNormal) X(BiasActivationForward) X(ActivationBackward) X(ColumnSum)                     \
   X(DotInteractionForward) X(DotInteractionBackward) X(CatInteractionForward)                   \
   X(CatInteractionBackward) X(BceTerms) X(BceBackward) X(SgdStep) X(AdagradStep) X(AdamStep)    \
+  X(AdamCorrections)                                                                            \
   X(Fill) X(RoundToBf16) X(BlockSums) X(AddBlockSums) X(FlagNonFinite)
 
 namespace recmix::mlp::detail {

@@ -13,6 +13,12 @@
 #include "mlp/host_workers.hpp"
 
 namespace recmix::runtime {
+namespace {
+
+// The pieces of a step that device.graphs replays (StepGraphs).
+enum StepPiece : int { kBottomForward, kDenseMiddle, kInteractionBackward, kBottomBackward, kOptimizerStep };
+
+}  // namespace
 
 embedding::TableStorage table_storage(const PrecisionSpec& precision) {
   return {half::parse_storage(precision.embedding), precision.rounding != "nearest"};
@@ -112,7 +118,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
                                   "emulates them)",
                                   to_string(backend.kind())));
   // "auto" stays off until the GPU suite has measured the captured step against the eager one.
-  graphs_ = spec.device.graphs == "true" && !use_replicas;
+  graphs_ = std::make_unique<StepGraphs>(backend, *stream_, spec.device.graphs == "true" && !use_replicas);
 
   if (use_replicas) {
     replica_backend_ = device::make_backend(
@@ -183,10 +189,12 @@ void DlrmModel::mark(Phase phase) {
 }
 
 void DlrmModel::finish_dense_step() {
-  if (fold_sgd_)  // the step was taken already: counted only
-    dense_optimizer_->set_step_count(dense_optimizer_->step_count() + 1);
-  else
-    dense_optimizer_->step(*stream_);
+  if (!fold_sgd_)  // else the step was taken already: counted only
+    graphs_->run(kOptimizerStep, 0, 0, [&] {
+      dense_optimizer_->issue_step(*stream_);
+      return nullptr;
+    });
+  dense_optimizer_->count_step();
   mark(dense_update);
   if (time_phases_) ++timed_steps_;
 }
@@ -400,7 +408,8 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   start_batch(batch, true);  // the bottom MLP runs while the embedding lookups travel
   if (next) prefetch_next(*next);  // and the next batch's cold rows are gathered
   mark(embedding_forward_start);
-  const float* bottom_out = bottom_->forward(*stream_, dense_in_.data(), b);
+  const float* bottom_out =
+      graphs_->run(kBottomForward, b, global_batch, [&] { return bottom_->forward(*stream_, dense_in_.data(), b); });
   mark(bottom_forward);
   embedding_->forward_finish(*stream_);
   mark(embedding_forward_finish);
@@ -415,15 +424,18 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
                                             comm::DataType::f32, stream_.get()));
   }
   mark(top_backward);
-  interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
+  graphs_->run(kInteractionBackward, b, global_batch, [&] {
+    interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
+    return nullptr;
+  });
   mark(interaction_backward);
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
   embedding_->backward_start(*stream_, grad_pooled_.data());
   mark(embedding_backward_start);
-  if (fold_sgd_)
-    bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_);
-  else
-    bottom_->backward(*stream_, grad_bottom_.data(), false);
+  graphs_->run(kBottomBackward, b, global_batch, [&] {
+    return fold_sgd_ ? bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_)
+                     : bottom_->backward(*stream_, grad_bottom_.data(), false);
+  });
   if (reduce) {
     pending.push_back(device_comm_.iall_reduce_sum(bottom_->all_grads(), bottom_->all_grads(), bottom_->parameter_count(),
                                             comm::DataType::f32, stream_.get()));
@@ -438,9 +450,9 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
 const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_t global_batch) {
   // Phases are timed (a host wait each) only on eager steps: a replay is one piece of work.
   auto phase = [&](Phase p) {
-    if (!graphs_) mark(p);
+    if (!graphs_->on()) mark(p);
   };
-  auto issue = [&] {
+  return graphs_->run(kDenseMiddle, b, global_batch, [&] {
     const float* z = interaction_->forward(*stream_, bottom_out, pooled_.data(), b);
     phase(interaction_forward);
     const float* prob = top_->forward(*stream_, z, b);
@@ -454,30 +466,7 @@ const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_
     phase(loss);
     return fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
                      : top_->backward(*stream_, grad_prob_.data(), true);
-  };
-  if (!graphs_) return issue();
-  CapturedMiddle& m = middles_[{b, global_batch}];
-  if (!m.graph && !m.warmed_up) {
-    // The first step of a shape runs eagerly: buffers made on first use and the libraries' own
-    // set-up happen outside the capture, which refuses allocations.
-    m.warmed_up = true;
-    return issue();
-  }
-  if (!m.graph) {
-    backend_.begin_capture(*stream_);
-    try {
-      m.grad_z = issue();
-    } catch (...) {
-      try {
-        backend_.end_capture(*stream_);
-      } catch (...) {
-      }
-      throw;
-    }
-    m.graph = backend_.end_capture(*stream_);
-  }
-  m.graph->launch(*stream_);
-  return m.grad_z;
+  });
 }
 
 void DlrmModel::predict(const data::Batch& batch, float* probs) {

@@ -17,13 +17,13 @@
 #include "data/reader.hpp"
 #include "device/backend.hpp"
 #include "device/buffer.hpp"
-#include "device/graph.hpp"
 #include "embedding/sharded_embedding.hpp"
 #include "mlp/interaction.hpp"
 #include "mlp/loss.hpp"
 #include "mlp/mlp.hpp"
 #include "mlp/dense_optimizer.hpp"
 #include "runtime/job_spec.hpp"
+#include "runtime/step_graphs.hpp"
 
 namespace recmix::runtime {
 
@@ -91,7 +91,7 @@ class DlrmModel {
   // Replicas of the dense half run data-parallel on this rank's threads (device.dense_replicas).
   int dense_replicas_count() const { return static_cast<int>(replicas_.size()); }
   // Whether the step's dense middle is replayed from captured graphs (device.graphs).
-  bool uses_graphs() const { return graphs_; }
+  bool uses_graphs() const { return graphs_->on(); }
   bool dense_in_bf16() const { return bottom_->bf16_gemms(); }
   static std::string_view phase_name(int phase);
   void set_phase_timing(bool on);
@@ -128,8 +128,7 @@ class DlrmModel {
   const float* replica_forward(int r, std::int64_t first, int rows);
   void mark(Phase phase);  // ends `phase` when phase timing is on
   // The dense middle of a step: interaction and top MLP forward, the loss and its gradient, the
-  // top MLP's backward (with its folded SGD step). Issued eagerly, or with graphs replayed from
-  // the graph captured for this (local batch, global batch); returns the gradient of the
+  // top MLP's backward (with its folded SGD step), through graphs_; returns the gradient of the
   // interaction's output.
   const float* dense_middle(const float* bottom_out, int b, std::int64_t global_batch);
   // The dense optimizer's step (unless folded into the backward), the end of a training step.
@@ -168,16 +167,8 @@ class DlrmModel {
   std::unique_ptr<device::Backend> replica_backend_;  // CPU, one thread
   std::vector<Replica> replicas_;
   int threads_ = 1;
-  // device.graphs: the dense middles captured so far, by (local batch, global batch). Everything
-  // they read that changes between steps is in device memory (the batch's buffers, the
-  // parameters, the loss total); the batch sizes and the learning rate are fixed per graph.
-  struct CapturedMiddle {
-    std::unique_ptr<device::Graph> graph;
-    const float* grad_z = nullptr;  // where the captured work leaves its result
-    bool warmed_up = false;         // the shape's first step ran eagerly
-  };
-  bool graphs_ = false;
-  std::map<std::pair<int, std::int64_t>, CapturedMiddle> middles_;
+  // device.graphs: the step's pieces of dense work, replayed from graphs (step_graphs.hpp).
+  std::unique_ptr<StepGraphs> graphs_;
   std::function<void(Phase)> phase_hook_;
   bool time_phases_ = false;
   double phase_start_ = 0.0;

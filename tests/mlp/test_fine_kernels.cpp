@@ -110,10 +110,10 @@ TEST(FineKernels, OptimizersFillAndInit) {
   check(flat_blocks(n), {value, grad, random_floats(n, 11, 0.f, 1.f)},
         [&](auto& s) { return kernels::AdagradStep{s[0].data(), s[1].data(), s[2].data(), n, 0.1f, 1e-8f}; },
         "adagrad");
-  check(flat_blocks(n), {value, grad, random_floats(n, 12), random_floats(n, 13, 0.f, 1.f)},
+  check(flat_blocks(n), {value, grad, random_floats(n, 12), random_floats(n, 13, 0.f, 1.f), {0.01f, 0.3f}},
         [&](auto& s) {
           return kernels::AdamStep{s[0].data(), s[1].data(), s[2].data(), s[3].data(), n,
-                                   0.9f,        0.999f,      1e-8f,       0.01f,       0.3f};
+                                   0.9f,        0.999f,      1e-8f,       s[4].data()};
         },
         "adam");
   check(flat_blocks(n), {value}, [&](auto& s) { return kernels::Fill{s[0].data(), n, 0.5f}; }, "fill");
