@@ -141,7 +141,7 @@ void add_train_commands(CLI::App& app) {
                   "CPU, device memory out of host code's reach; for tests)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   train->add_option("--graphs", targs->graphs,
-                    "Override device.graphs: replay the step's dense part from a captured graph (true, false, or "
+                    "Override device.graphs: replay the step's dense pieces from captured graphs (true, false, or "
                     "auto: on for cuda; cpu-strict emulates graphs, the cpu backend has none)")
       ->check(CLI::IsMember({"true", "false", "auto"}));
   train->add_option("--run-dir", targs->run_dir, "Override run_dir (logs, metrics, checkpoints)");
