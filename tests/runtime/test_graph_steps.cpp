@@ -1,11 +1,13 @@
 // device.graphs under the strict emulator at 1, 2 and 4 ranks: steps whose dense middle is
 // replayed from a captured graph equal eager steps bit for bit (losses and every weight), for the
-// optimizers, 16-bit tables, bf16 GEMMs, multi-hot bags and tiered tables, and through train()
-// with a stop and a resume. The emulator replays what it recorded with the arguments of the
+// optimizers, 16-bit tables, bf16 GEMMs, multi-hot bags and tiered tables, through train() with a
+// stop and a resume, and for two jobs training side by side on their own threads. The emulator replays what it recorded with the arguments of the
 // capture, so a value that changes between steps but was passed by value fails these tests.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+
+#include <thread>
 
 #include "core/error.hpp"
 #include "runtime/checkpoint.hpp"
@@ -91,6 +93,47 @@ TEST(GraphRun, StopAndResumeEqualAnEagerRun) {
   EXPECT_EQ(graphs.steps, eager.steps);
   EXPECT_EQ(graphs.last_loss, eager.last_loss);
   EXPECT_TRUE(bitwise_equal(read_weights(graphs_file), read_weights(eager_file)));
+}
+
+// Two jobs side by side in one process, each on its own thread, backend and communicator, as
+// recmix run places co-located jobs: both capturing and replaying at once, each equal to its own
+// eager run (captures are per thread: one job's capture refuses nothing of the other's).
+TEST(GraphRun, TwoJobsOnTheirOwnThreadsEachEqualTheirEagerRun) {
+  auto& comm = *world->comm;
+  auto job = [&](const std::string& name, const char* sparse, const char* dense, const char* tables) {
+    auto spec = small_spec(name);
+    spec.device.kind = "cpu-strict";
+    spec.optimizer.sparse = sparse;
+    spec.optimizer.dense = dense;
+    spec.precision.embedding = tables;
+    return spec;
+  };
+  auto a = job("pair-a", "sgd", "adam", "fp32"), b = job("pair-b", "rowwise_adagrad", "adagrad", "bf16");
+  a.device.graphs = b.device.graphs = "false";
+  const auto eager_a = train_steps(a, comm, 10, run_dir(a.name) + "/eager.h5");
+  const auto eager_b = train_steps(b, comm, 10, run_dir(b.name) + "/eager.h5");
+  a.device.graphs = b.device.graphs = "true";
+  auto comm_a = comm.split(0, comm.rank()), comm_b = comm.split(0, comm.rank());
+  std::vector<double> graphs_a, graphs_b;
+  std::string error_a, error_b;
+  auto run = [](const JobSpec& spec, comm::Communicator& c, std::vector<double>& losses, std::string& error) {
+    try {
+      losses = train_steps(spec, c, 10, run_dir(spec.name) + "/graphs.h5");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  };
+  std::thread ta(run, std::cref(a), std::ref(*comm_a), std::ref(graphs_a), std::ref(error_a));
+  std::thread tb(run, std::cref(b), std::ref(*comm_b), std::ref(graphs_b), std::ref(error_b));
+  ta.join();
+  tb.join();
+  ASSERT_EQ(error_a, "");
+  ASSERT_EQ(error_b, "");
+  EXPECT_EQ(graphs_a, eager_a);
+  EXPECT_EQ(graphs_b, eager_b);
+  for (const auto& spec : {a, b})
+    EXPECT_TRUE(bitwise_equal(read_weights(run_dir(spec.name) + "/graphs.h5"), read_weights(run_dir(spec.name) + "/eager.h5")))
+        << spec.name;
 }
 
 TEST(GraphRun, TheCpuBackendRefusesGraphsTrueByName) {
