@@ -28,10 +28,18 @@ class Backend {
   virtual std::string description() const = 0;  // for logs: "cpu (oneDNN GEMM + OpenMP, 2 threads)"
   virtual GemmLibrary gemm_library() const = 0;
 
+  // Capabilities: code above device/ asks these, never kind().
   // Whether host code may read and write this tier's memory directly: always on the CPU backend,
   // only the host tier on CUDA and under the strict emulator. Code that is not a kernel, a GEMM,
-  // a copy or a collective goes through copy() where this is false.
+  // a copy or a collective goes through copy() where this is false; the CPU-only fast paths
+  // (fused kernels, host-side index work) are taken where it is true for Tier::device.
   virtual bool host_accessible(Tier tier) const = 0;
+  // Whether kernels run on the host, on the calling thread and its helpers (the cpu backends),
+  // rather than queued on a GPU.
+  virtual bool runs_kernels_on_host() const = 0;
+  // Whether host-run kernels take the decomposition a GPU takes (device/fine_grained.hpp): the
+  // strict emulator, so that it runs what the GPU runs.
+  virtual bool runs_fine_items() const { return false; }
 
   // The calls below are counted (counters()) and then passed to the backend's do_ functions.
   // Uncounted memory; nullptr never returned (throws DeviceError). 64-byte aligned at least.
@@ -142,7 +150,9 @@ class Backend {
 };
 
 // True for the backends whose kernels run on the host (cpu and cpu-strict).
-inline bool runs_kernels_on_host(const Backend& backend) { return backend.kind() != BackendKind::cuda; }
+inline bool runs_kernels_on_host(const Backend& backend) { return backend.runs_kernels_on_host(); }
+// Whether device memory is host memory: the CPU backend, where the CPU-only fast paths apply.
+inline bool device_memory_is_host(const Backend& backend) { return backend.host_accessible(Tier::device); }
 
 // Scope of one host-run kernel on `backend` (see Backend::begin_device_work).
 class DeviceWork {

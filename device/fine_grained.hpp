@@ -33,6 +33,6 @@ struct FineItems {
 
 // Whether a host-run launch on `backend` takes the fine decomposition: the strict emulator runs
 // what the GPU runs, the CPU backend the block items.
-inline bool runs_fine_items(const Backend& backend) { return backend.kind() == BackendKind::cpu_strict; }
+inline bool runs_fine_items(const Backend& backend) { return backend.runs_fine_items(); }
 
 }  // namespace recmix::device

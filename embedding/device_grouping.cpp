@@ -44,7 +44,7 @@ void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, 
   const int bits = std::max(key_bits, 1);
   int from = 0;
 #ifdef RECMIX_HAVE_CUDA
-  const bool cub = backend_.kind() == device::BackendKind::cuda && n > 0;
+  const bool cub = !device::runs_kernels_on_host(backend_) && n > 0;
   void* temp = nullptr;
   std::size_t temp_bytes = 0;
   if (cub) {

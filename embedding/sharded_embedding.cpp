@@ -158,7 +158,7 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
   for (int t = 0; t < m.num_tables; ++t)
     RECMIX_REQUIRE(m.plan.tables()[t].rows == m.tables[t].rows && m.plan.tables()[t].dim == m.dim,
                    ConfigError, fmt::format("embedding: the sharding plan's table {} differs from the model's", t));
-  m.on_host = backend.kind() == device::BackendKind::cpu;
+  m.on_host = device::device_memory_is_host(backend);
 
   const auto& shards = m.plan.shards();
   m.shard_base.assign(shards.size(), -1);

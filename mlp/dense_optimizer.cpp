@@ -18,7 +18,7 @@ using kernels::Index;
 template <class MakeKernel>
 void for_all_blocks(device::Backend& backend, device::Stream& s, const std::vector<Param>& params,
                     const MakeKernel& make) {
-  if (backend.kind() == device::BackendKind::cpu) {
+  if (device::device_memory_is_host(backend)) {
     struct Block {
       std::size_t param;
       Index item;

@@ -75,7 +75,7 @@ class DotInteraction final : public InteractionBase {
     kernels::DotInteractionForward f{bottom_, embeddings_, output_.data(), scratch_.data(),
                                      batch_, k_, d_, out_};
     // The dot products cost about d times the output size.
-    if (backend_.kind() == device::BackendKind::cpu)
+    if (device::device_memory_is_host(backend_))
       cpu::parallel_blocks(detail::cpu_threads_for(backend_, work() * d_ / 4), detail::row_blocks(batch_),
                            [&f](kernels::Index i) { cpu::dot_interaction_forward(f, i); });
     else
@@ -87,7 +87,7 @@ class DotInteraction final : public InteractionBase {
                                       grad_bottom,    grad_embeddings, scratch_.data(),
                                       batch_,         k_,              d_,
                                       out_};
-    if (backend_.kind() == device::BackendKind::cpu)
+    if (device::device_memory_is_host(backend_))
       cpu::parallel_blocks(detail::cpu_threads_for(backend_, work() * d_ / 2), detail::row_blocks(batch_),
                            [&f](kernels::Index i) { cpu::dot_interaction_backward(f, i); });
     else

@@ -21,7 +21,7 @@ double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, 
   check_batch(batch);
   if (batch == 0) return 0.0;
   double sum = 0.0;
-  if (backend.kind() == device::BackendKind::cpu) {
+  if (device::device_memory_is_host(backend)) {
     s.synchronize();
     for (int i = 0; i < batch; ++i) sum += kernels::bce_term(prob[i], labels[i]);
     return sum / batch;

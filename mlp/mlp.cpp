@@ -108,7 +108,7 @@ bool Mlp::fused_forward(const Layer& l) const {
 
 template <class F>
 void Mlp::launch_rounding(device::Stream& s, std::int64_t n, const F& f, std::int64_t elements) {
-  if (bf16_ && backend_.kind() == device::BackendKind::cpu && cpu::bf16_rounding_vectorised()) {
+  if (bf16_ && device::device_memory_is_host(backend_) && cpu::bf16_rounding_vectorised()) {
     backend_.note_launch();
     cpu::parallel_blocks(detail::cpu_threads_for(backend_, elements), n,
                          [&f](kernels::Index b) { cpu::run_rounded(f, b); });
@@ -122,7 +122,7 @@ bool Mlp::fused_input_gradient(const Layer& l) const {
 }
 
 void Mlp::use_fused_kernels() {
-  fused_ = !bf16_ && backend_.kind() == device::BackendKind::cpu && cpu::fused_linear_available();
+  fused_ = !bf16_ && device::device_memory_is_host(backend_) && cpu::fused_linear_available();
   if (!fused_) return;
   // Sized for every layer where the kernels pay, whatever fused_linear_enabled() says now.
   const device::GemmLibrary gemm = backend_.gemm_library();

@@ -38,7 +38,7 @@ std::string cpu_model_name() {
 
 bool bf16_dense(const PrecisionSpec& precision, const device::Backend& backend) {
   if (precision.dense == "fp32") return false;
-  if (backend.kind() != device::BackendKind::cpu) return true;
+  if (!device::device_memory_is_host(backend)) return true;
   std::string missing;
   if (!device::cpu_has_avx512_bf16())
     missing = fmt::format("a CPU with AVX512_BF16, which {} lacks (oneDNN would emulate the bf16 GEMMs there, "
@@ -71,7 +71,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   const bool bf16 = bf16_dense(spec.precision, backend);
   // The dense replicas run the fp32 fused CPU kernels: not with bf16 GEMMs.
   const bool use_replicas =
-      !bf16 && backend.kind() == device::BackendKind::cpu && threads_ > 1 &&
+      !bf16 && device::device_memory_is_host(backend) && threads_ > 1 &&
       max_local_batch_ >= threads_ &&
       (spec.device.dense_replicas == "on" ||
        (spec.device.dense_replicas == "auto" && comm.size() == 1 &&

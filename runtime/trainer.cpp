@@ -17,9 +17,7 @@
 #include <string_view>
 #include <utility>
 
-#include "comm/epoch/epoch_communicator.hpp"
-#include "comm/nccl/nccl_communicator.hpp"
-#include "comm/staged/staged_communicator.hpp"
+#include "comm/device_communicator.hpp"
 #include "core/error.hpp"
 #include "data/h5.hpp"
 #include "embedding/half_rows_cpu.hpp"
@@ -144,19 +142,16 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   if (spec_.device.gemm == "onednn" && !device::onednn_compiled())
     throw ConfigError("device.gemm = \"onednn\", but this build has no oneDNN (install libdnnl-dev and rebuild, "
                       "or use \"auto\" or \"openblas\")");
-  // On CUDA the NCCL communicator comes first: creating it (collective) picks this rank's GPU, one
-  // per node-local rank, and makes it the calling thread's current device, on which the backend
-  // then creates its cuBLAS handle, streams and memory.
-  if (kind == device::BackendKind::cuda) device_comm_ = comm::make_nccl_communicator(comm_);
+  // On CUDA the NCCL communicator comes first (comm/device_communicator.hpp).
+  auto early_device_comm = comm::device_communicator_before_backend(comm_, kind);
   backend_ = device::make_backend(kind, spec_.device.threads, device::parse_cpu_gemm(spec_.device.gemm));
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
   host_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::host, spec_.name,
                                                     spec_.device.host_memory_capacity);
-  if (kind == device::BackendKind::cpu_strict) device_comm_ = comm::make_staged_communicator(comm_, *backend_);
-  // Co-located by recmix run: device collectives of several jobs on one device never interleave.
-  if (device_comm_ && spec_.device.shared)
-    device_comm_ = comm::make_epoch_communicator(std::move(device_comm_), comm_, backend_->device_index());
+  // Co-located by recmix run (device.shared): device collectives of several jobs on one device
+  // never interleave.
+  device_comm_ = comm::device_communicator(comm_, *backend_, std::move(early_device_comm), spec_.device.shared);
 
   const bool from_checkpoint = shape.has_value();
   std::int64_t bag_rows = 1;  // the longest bag of the data (sizes the staging slots of tiered tables)
@@ -406,7 +401,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   log->info("sharding plan:\n{}", plan_->describe());
   {
     const auto storage = model_->embedding().storage();
-    const bool host_rows = storage.type != half::Storage::fp32 && backend_->kind() == device::BackendKind::cpu;
+    const bool host_rows = storage.type != half::Storage::fp32 && device::device_memory_is_host(*backend_);
     log->info("precision: dense GEMMs {}, embedding tables {}{}{}", model_->dense_in_bf16() ? "bf16 (fp32 sums)" : "fp32",
               half::to_string(storage.type),
               storage.type == half::Storage::fp32 ? ""

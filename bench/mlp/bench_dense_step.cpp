@@ -39,6 +39,8 @@ class GemmTimingBackend final : public device::Backend {
   std::string description() const override { return inner_.description(); }
   device::GemmLibrary gemm_library() const override { return inner_.gemm_library(); }
   bool host_accessible(device::Tier tier) const override { return inner_.host_accessible(tier); }
+  bool runs_kernels_on_host() const override { return inner_.runs_kernels_on_host(); }
+  bool runs_fine_items() const override { return inner_.runs_fine_items(); }
   void begin_device_work() override { inner_.begin_device_work(); }
   void end_device_work() noexcept override { inner_.end_device_work(); }
   void* do_allocate(std::size_t bytes, device::Tier tier) override { return inner_.allocate(bytes, tier); }

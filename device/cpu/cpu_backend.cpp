@@ -92,6 +92,7 @@ class CpuBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::cpu; }
   GemmLibrary gemm_library() const override { return gemm_; }
   bool host_accessible(Tier) const override { return true; }
+  bool runs_kernels_on_host() const override { return true; }
   std::string description() const override {
     return fmt::format("cpu ({} GEMM + OpenMP, {} thread{})", to_string(gemm_), threads_, threads_ == 1 ? "" : "s");
   }

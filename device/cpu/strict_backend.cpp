@@ -118,6 +118,8 @@ class StrictBackend final : public Backend {
                        to_string(gemm_library()), num_threads(), num_threads() == 1 ? "" : "s");
   }
   bool host_accessible(Tier tier) const override { return tier == Tier::host; }
+  bool runs_kernels_on_host() const override { return true; }
+  bool runs_fine_items() const override { return true; }
 
   void* do_allocate(std::size_t bytes, Tier tier) override {
     if (tier == Tier::device) return arena_.allocate(bytes);

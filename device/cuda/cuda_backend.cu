@@ -102,6 +102,8 @@ class CudaBackend final : public Backend {
   BackendKind kind() const override { return BackendKind::cuda; }
   GemmLibrary gemm_library() const override { return GemmLibrary::cublas; }
   bool host_accessible(Tier tier) const override { return tier == Tier::host; }
+  bool runs_kernels_on_host() const override { return false; }
+  bool runs_fine_items() const override { return true; }
   int device_index() const override { return device_; }
   std::string description() const override {
     cudaDeviceProp prop{};

@@ -388,6 +388,8 @@ class FakeCudaBackend final : public device::Backend {
   std::string description() const override { return "fake cuda"; }
   device::GemmLibrary gemm_library() const override { return device::GemmLibrary::cublas; }
   bool host_accessible(device::Tier tier) const override { return tier == device::Tier::host; }
+  bool runs_kernels_on_host() const override { return false; }
+  bool runs_fine_items() const override { return true; }
   void* do_allocate(std::size_t bytes, device::Tier) override { return std::malloc(bytes + 64); }
   void do_deallocate(void* p, device::Tier) noexcept override { std::free(p); }
   void do_copy(void* dst, const void* src, std::size_t bytes, device::Stream&) override {
