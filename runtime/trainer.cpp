@@ -26,53 +26,13 @@
 #include "runtime/device_metrics.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/train_log.hpp"
 
 namespace recmix::runtime {
 namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  if (seconds < 9.95) return fmt::format("{:.1f}s", seconds);  // short runs: "0.2s", not "0s"
-  auto s = static_cast<std::int64_t>(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02}m{:02}s", s / 3600, (s / 60) % 60, s % 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
-
-// Rank 0 logs to stderr and <run_dir>/train.log; other ranks only report warnings and errors.
-std::shared_ptr<spdlog::logger> make_logger(const JobSpec& spec, int rank, bool quiet) {
-  std::vector<spdlog::sink_ptr> sinks;
-  auto console = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  console->set_pattern(rank == 0 ? std::string("%v") : fmt::format("[rank {}] %v", rank));
-  console->set_level(rank == 0 && !quiet ? spdlog::level::info : spdlog::level::warn);
-  sinks.push_back(console);
-  if (rank == 0) {
-    auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path(spec.run_dir) / "train.log").string());
-    file->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
-    sinks.push_back(file);
-  }
-  auto logger = std::make_shared<spdlog::logger>(spec.name, sinks.begin(), sinks.end());
-  logger->set_level(spdlog::level::info);
-  logger->flush_on(spdlog::level::info);
-  return logger;
-}
-
-// Appends one JSON object per line to <run_dir>/metrics.jsonl (rank 0 only).
-class MetricsWriter {
- public:
-  MetricsWriter(const std::string& run_dir, bool enabled) {
-    if (enabled) out_.open(fs::path(run_dir) / "metrics.jsonl", std::ios::app);
-  }
-  void write(const nlohmann::json& j) {
-    if (out_) out_ << j.dump() << '\n' << std::flush;
-  }
-
- private:
-  std::ofstream out_;
-};
 
 template <class T>
 std::vector<T> gather_to_root(comm::Communicator& comm, const std::vector<T>& local) {
@@ -120,18 +80,6 @@ std::vector<std::vector<std::int64_t>> read_access_counts(const std::vector<std:
   for (std::size_t t = 0; t < table_rows.size(); ++t)
     if (!complete[t]) counts[t].clear();
   return counts;
-}
-
-// The tier counters of one log interval, as per-step figures (metrics.jsonl "train" records).
-void add_tier_metrics(nlohmann::json& record, const embedding::TierStats& t) {
-  const double steps = std::max<double>(1.0, static_cast<double>(t.steps));
-  record["hot_hit_rate"] = t.lookups > 0 ? static_cast<double>(t.hot_hits) / static_cast<double>(t.lookups) : 1.0;
-  record["cold_rows_per_step"] = static_cast<double>(t.rows_staged) / steps;
-  record["bytes_to_device_per_step"] = static_cast<std::size_t>(static_cast<double>(t.bytes_to_device) / steps);
-  record["bytes_to_host_per_step"] = static_cast<std::size_t>(static_cast<double>(t.bytes_to_host) / steps);
-  record["staging_s_per_step"] = t.staging_s / steps;
-  record["lookahead_wait_s_per_step"] = t.lookahead_wait_s / steps;
-  record["reranks"] = t.reranks;
 }
 
 }  // namespace
@@ -232,97 +180,94 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
 
 Trainer::~Trainer() = default;
 
-std::string Trainer::checkpoint_path(std::int64_t step) const {
-  return (fs::path(spec_.checkpoint.dir) / fmt::format("ckpt-{:09}.h5", step)).string();
+// The step a run starts at: 0, or the one of the checkpoint options.resume names ("latest" and
+// "auto": the newest that loads on every rank, saying which were skipped and why; without any,
+// "latest" is an error and "auto" starts at step 0), with the reader moved to its position.
+std::int64_t Trainer::resume(const TrainOptions& options, data::Reader& reader, spdlog::logger& log) {
+  std::int64_t step = 0;
+  const bool latest = options.resume == "latest" || options.resume == "auto";
+  std::string resumed_from;
+  if (latest) {
+    const auto all = checkpoints();
+    std::string newest_error;
+    for (auto it = all.rbegin(); it != all.rend() && resumed_from.empty(); ++it) {
+      std::string why;
+      try {
+        step = load(*it);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      std::int32_t failed = why.empty() ? 0 : 1;  // every rank moves on together
+      comm_.all_reduce_sum(&failed, &failed, 1, comm::DataType::i32);
+      if (failed == 0) {
+        resumed_from = *it;
+        break;
+      }
+      if (newest_error.empty()) newest_error = why.empty() ? "another rank could not load it" : why;
+      log.warn("not resuming from {}: {}", *it, why.empty() ? "another rank could not load it" : why);
+    }
+    if (resumed_from.empty()) step = 0;  // a load that failed on another rank may have set it
+    if (resumed_from.empty() && !all.empty())
+      throw IoError(fmt::format("--resume: none of the {} checkpoint(s) in '{}' loads (the newest: {})", all.size(),
+                                spec_.checkpoint.dir, newest_error));
+    if (all.empty() && options.resume == "latest")
+      throw IoError(fmt::format("--resume: no checkpoint in '{}'", spec_.checkpoint.dir));
+    if (all.empty()) log.info("no checkpoint in '{}' to resume from: starting at step 0", spec_.checkpoint.dir);
+  } else if (!options.resume.empty()) {
+    step = load(options.resume);
+    resumed_from = options.resume;
+  }
+  if (!resumed_from.empty()) {
+    check_resume_settings(resumed_from, options.allow_changes, log);
+    reader.seek(resume_position_);
+    log.info("resumed from {} at step {} (epoch {}, batch {})", resumed_from, step, resume_position_.epoch,
+              resume_position_.batch);
+  }
+  return step;
 }
 
-// The job's checkpoints (ckpt-<step>.h5, step zero-padded), oldest first.
-std::vector<std::string> Trainer::checkpoints() const {
-  std::vector<std::string> all;
-  if (!fs::exists(spec_.checkpoint.dir)) return all;
-  static const std::regex pattern("ckpt-[0-9]+\\.h5");
-  for (auto& e : fs::directory_iterator(spec_.checkpoint.dir))
-    if (std::regex_match(e.path().filename().string(), pattern)) all.push_back(e.path().string());
-  std::sort(all.begin(), all.end());
-  return all;
-}
+// The run's opening lines: the job, its sharding, precision and tiers.
+void Trainer::log_job(spdlog::logger& log, const data::Reader& reader, std::int64_t total_steps) const {
+  log.info("job '{}': {} rank(s), {}, {} tables, {} dense features, global batch {}, {} steps ({} per epoch)",
+            spec_.name, comm_.size(), backend_->description(), table_rows_.size(), num_dense_,
+            spec_.train.batch_size, total_steps, reader.batches_per_epoch());
+  log.info("sharding plan:\n{}", plan_->describe());
+  {
+    const auto storage = model_->embedding().storage();
+    const bool host_rows = storage.type != half::Storage::fp32 && device::device_memory_is_host(*backend_);
+    log.info("precision: dense GEMMs {}, embedding tables {}{}{}", model_->dense_in_bf16() ? "bf16 (fp32 sums)" : "fp32",
+              half::to_string(storage.type),
+              storage.type == half::Storage::fp32 ? ""
+              : storage.stochastic                ? " (updates rounded stochastically)"
+                                                  : " (updates rounded to nearest)",
+              !host_rows                                   ? ""
+              : embedding::cpu::half_rows_vectorised() ? ", rows converted 16 at a time (AVX-512, F16C)"
+                                                       : ", rows converted one element at a time (no AVX-512 with F16C)");
+  }
 
-std::string Trainer::latest_checkpoint() const {
-  auto all = checkpoints();
-  return all.empty() ? std::string() : all.back();
-}
-
-void Trainer::remove_unfinished_checkpoints(spdlog::logger& log) const {
-  if (!fs::exists(spec_.checkpoint.dir)) return;
-  static const std::regex pattern("ckpt-[0-9]+\\.h5\\.tmp");
-  for (auto& e : fs::directory_iterator(spec_.checkpoint.dir)) {
-    if (!e.is_regular_file() || !std::regex_match(e.path().filename().string(), pattern)) continue;
-    std::error_code ec;
-    const auto bytes = e.file_size(ec);
-    fs::remove(e.path(), ec);
-    if (ec)
-      log.warn("could not remove the unfinished checkpoint {}: {}", e.path().string(), ec.message());
-    else
-      log.warn("removed the unfinished checkpoint {} ({}), left by a write that never completed", e.path().string(),
-               device::format_bytes(bytes));
+  if (model_->embedding().tiered()) {
+    const auto& e = spec_.embedding;
+    log.info("embedding tiers: {}, hot set by {}{}, cold updates on the {}; device tier {} on rank {}, host tier {}",
+              e.device_budget > 0 ? "device budget " + device::format_bytes(e.device_budget)
+                                  : fmt::format("hot fraction {}", e.hot_fraction),
+              e.hot_set, e.rerank_interval > 0 || e.hot_set == "lfu" ? ", re-ranked" : "", e.cold_update,
+              device::format_bytes(model_->embedding().local_bytes()), comm_.rank(),
+              device::format_bytes(model_->embedding().host_tier_bytes()));
   }
 }
 
-void Trainer::prune_checkpoints() const {
-  auto all = checkpoints();
-  for (std::size_t i = 0; i + spec_.checkpoint.keep < all.size(); ++i) fs::remove(all[i]);
-}
-
-CheckpointMeta Trainer::checkpoint_meta(std::int64_t step) const {
-  CheckpointMeta meta;
-  meta.step = step;
-  meta.position = resume_position_;
-  meta.seed = spec_.seed;
-  meta.world_size = comm_.size();
-  meta.job_spec = spec_.source_text;
-  meta.table_rows = table_rows_;
-  meta.num_dense = num_dense_;
-  return meta;
-}
-
-void Trainer::inject_checkpoint_fault(std::int64_t step) const {
-  if (fault_where_ == FaultWhere::checkpoint && fault_step_ == step)
-    throw IoError(fmt::format("fault injected in the checkpoint write of step {} (RECMIX_FAULT_INJECTION)", step));
-}
-
-void Trainer::save(const std::string& path, std::int64_t step) {
-  inject_checkpoint_fault(step);
-  save_checkpoint(path, *model_, checkpoint_meta(step), comm_);
-}
-
-// Resuming with another seed or global batch size is not the same run continued: the data
-// order and the position in it change. Refused unless allowed, and then logged.
-void Trainer::check_resume_settings(const std::string& path, bool allowed, spdlog::logger& log) const {
-  const CheckpointMeta meta = read_checkpoint_meta(path);
-  std::vector<std::string> changes;
-  if (meta.seed != spec_.seed) changes.push_back(fmt::format("seed {} (this job: {})", meta.seed, spec_.seed));
-  try {
-    const JobSpec saved = parse_job_spec(meta.job_spec, path + " (job spec)");
-    if (saved.train.batch_size != spec_.train.batch_size)
-      changes.push_back(fmt::format("global batch {} (this job: {})", saved.train.batch_size, spec_.train.batch_size));
-  } catch (const Error& e) {
-    log.warn("{}: its job spec cannot be read back ({}); the batch size is not compared", path, e.what());
+void Trainer::inject_nan() {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto shards = model_->embedding().local_shards();
+  if (shards.empty()) return;
+  if (shards.back().host_memory || backend_->host_accessible(device::Tier::device)) {
+    shards.back().weights[0] = nan;
+    model_->embedding().shards_written();  // 16-bit tables: rounded back (a NaN stays one)
+  } else {
+    auto s = backend_->create_stream();
+    backend_->copy(shards.back().weights, &nan, sizeof(float), *s);
+    s->synchronize();
   }
-  if (changes.empty()) return;
-  const std::string what = fmt::format("{} was saved with {}", path, fmt::format("{}", fmt::join(changes, ", ")));
-  if (!allowed)
-    throw ConfigError(what + ": resuming would not continue that run (the data order and position change); resume "
-                             "with --allow-changes to do it anyway, or start afresh");
-  log.warn("{}: resuming anyway (--allow-changes)", what);
-}
-
-std::int64_t Trainer::load(const std::string& path) {
-  auto meta = read_checkpoint_meta(path);
-  if (meta.num_dense != num_dense_)
-    throw DataError(fmt::format("{}: checkpoint has {} dense features, the dataset {}", path, meta.num_dense, num_dense_));
-  load_checkpoint(path, *model_);
-  resume_position_ = meta.position;
-  return meta.step;
 }
 
 TrainResult Trainer::train(const TrainOptions& options) {
@@ -352,77 +297,12 @@ TrainResult Trainer::train(const TrainOptions& options) {
   const std::int64_t total_steps =
       spec_.train.steps > 0 ? spec_.train.steps : spec_.train.epochs * reader.batches_per_epoch();
 
-  std::int64_t step = 0;
   // A write that never finished (the process was killed in it) leaves a temporary file behind.
   if (rank == 0) remove_unfinished_checkpoints(*log);
-  // "latest" and "auto" take the newest checkpoint that loads, saying which they skipped and why;
-  // without any, "latest" is an error and "auto" starts at step 0.
-  const bool latest = options.resume == "latest" || options.resume == "auto";
-  std::string resumed_from;
-  if (latest) {
-    const auto all = checkpoints();
-    std::string newest_error;
-    for (auto it = all.rbegin(); it != all.rend() && resumed_from.empty(); ++it) {
-      std::string why;
-      try {
-        step = load(*it);
-      } catch (const std::exception& e) {
-        why = e.what();
-      }
-      std::int32_t failed = why.empty() ? 0 : 1;  // every rank moves on together
-      comm_.all_reduce_sum(&failed, &failed, 1, comm::DataType::i32);
-      if (failed == 0) {
-        resumed_from = *it;
-        break;
-      }
-      if (newest_error.empty()) newest_error = why.empty() ? "another rank could not load it" : why;
-      log->warn("not resuming from {}: {}", *it, why.empty() ? "another rank could not load it" : why);
-    }
-    if (resumed_from.empty()) step = 0;  // a load that failed on another rank may have set it
-    if (resumed_from.empty() && !all.empty())
-      throw IoError(fmt::format("--resume: none of the {} checkpoint(s) in '{}' loads (the newest: {})", all.size(),
-                                spec_.checkpoint.dir, newest_error));
-    if (all.empty() && options.resume == "latest")
-      throw IoError(fmt::format("--resume: no checkpoint in '{}'", spec_.checkpoint.dir));
-    if (all.empty()) log->info("no checkpoint in '{}' to resume from: starting at step 0", spec_.checkpoint.dir);
-  } else if (!options.resume.empty()) {
-    step = load(options.resume);
-    resumed_from = options.resume;
-  }
-  if (!resumed_from.empty()) {
-    check_resume_settings(resumed_from, options.allow_changes, *log);
-    reader.seek(resume_position_);
-    log->info("resumed from {} at step {} (epoch {}, batch {})", resumed_from, step, resume_position_.epoch,
-              resume_position_.batch);
-  }
-  log->info("job '{}': {} rank(s), {}, {} tables, {} dense features, global batch {}, {} steps ({} per epoch)",
-            spec_.name, comm_.size(), backend_->description(), table_rows_.size(), num_dense_,
-            spec_.train.batch_size, total_steps, reader.batches_per_epoch());
-  log->info("sharding plan:\n{}", plan_->describe());
-  {
-    const auto storage = model_->embedding().storage();
-    const bool host_rows = storage.type != half::Storage::fp32 && device::device_memory_is_host(*backend_);
-    log->info("precision: dense GEMMs {}, embedding tables {}{}{}", model_->dense_in_bf16() ? "bf16 (fp32 sums)" : "fp32",
-              half::to_string(storage.type),
-              storage.type == half::Storage::fp32 ? ""
-              : storage.stochastic                ? " (updates rounded stochastically)"
-                                                  : " (updates rounded to nearest)",
-              !host_rows                                   ? ""
-              : embedding::cpu::half_rows_vectorised() ? ", rows converted 16 at a time (AVX-512, F16C)"
-                                                       : ", rows converted one element at a time (no AVX-512 with F16C)");
-  }
-
+  std::int64_t step = resume(options, reader, *log);
+  log_job(*log, reader, total_steps);
   TrainResult result;
   embedding::TierStats tier_total;
-  if (model_->embedding().tiered()) {
-    const auto& e = spec_.embedding;
-    log->info("embedding tiers: {}, hot set by {}{}, cold updates on the {}; device tier {} on rank {}, host tier {}",
-              e.device_budget > 0 ? "device budget " + device::format_bytes(e.device_budget)
-                                  : fmt::format("hot fraction {}", e.hot_fraction),
-              e.hot_set, e.rerank_interval > 0 || e.hot_set == "lfu" ? ", re-ranked" : "", e.cold_update,
-              device::format_bytes(model_->embedding().local_bytes()), rank,
-              device::format_bytes(model_->embedding().host_tier_bytes()));
-  }
   data::Batch batch;
   const auto start = Clock::now();
   auto last_log = start;
@@ -575,20 +455,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
     resume_position_ = after_batch;
     if (fault_where_ == FaultWhere::after && fault_step_ == step)
       throw Error(fmt::format("fault injected after step {} (RECMIX_FAULT_INJECTION)", step));
-    if (fault_where_ == FaultWhere::nan && fault_step_ == step) {
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      const auto shards = model_->embedding().local_shards();
-      if (!shards.empty()) {
-        if (shards.back().host_memory || backend_->host_accessible(device::Tier::device)) {
-          shards.back().weights[0] = nan;
-          model_->embedding().shards_written();  // 16-bit tables: rounded back (a NaN stays one)
-        } else {
-          auto s = backend_->create_stream();
-          backend_->copy(shards.back().weights, &nan, sizeof(float), *s);
-          s->synchronize();
-        }
-      }
-    }
+    if (fault_where_ == FaultWhere::nan && fault_step_ == step) inject_nan();
     auto now = Clock::now();
     double since = std::chrono::duration<double>(now - last_log).count();
     // Rank 0's clock decides; the other ranks learn it from a host collective that waits on no device.

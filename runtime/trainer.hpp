@@ -108,6 +108,11 @@ class Trainer {
   void check_resume_settings(const std::string& path, bool allowed, spdlog::logger& log) const;
   CheckpointMeta checkpoint_meta(std::int64_t step) const;
   void inject_checkpoint_fault(std::int64_t step) const;
+  // Pieces of train(): the resumed step (the reader moved to its position), the opening log lines,
+  // and the NaN RECMIX_FAULT_INJECTION puts into a table after a step.
+  std::int64_t resume(const TrainOptions& options, data::Reader& reader, spdlog::logger& log);
+  void log_job(spdlog::logger& log, const data::Reader& reader, std::int64_t total_steps) const;
+  void inject_nan();
 
   JobSpec spec_;
   comm::Communicator& comm_;
