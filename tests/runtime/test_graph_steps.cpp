@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "device/backend.hpp"
 #include "runtime/checkpoint.hpp"
 #include "trainer_test_support.hpp"
 
@@ -134,6 +135,27 @@ TEST(GraphRun, TwoJobsOnTheirOwnThreadsEachEqualTheirEagerRun) {
   for (const auto& spec : {a, b})
     EXPECT_TRUE(bitwise_equal(read_weights(run_dir(spec.name) + "/graphs.h5"), read_weights(run_dir(spec.name) + "/eager.h5")))
         << spec.name;
+}
+
+// The same on CUDA where a GPU is present (the GPU suite runs it): captured steps replay the
+// kernels, GEMMs and copies of eager steps with the same inputs, so the same bits.
+TEST(GraphRun, CudaGraphStepsEqualEagerSteps) {
+  if (!device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  auto& comm = *world->comm;
+  if (device::cuda_device_count() < comm.size()) GTEST_SKIP() << "needs a GPU per rank";
+  for (const char* dense : {"sgd", "adam"}) {
+    auto spec = small_spec(fmt::format("graphs-cuda-{}", dense));
+    spec.device.kind = "cuda";
+    spec.optimizer.dense = dense;
+    const std::string dir = run_dir(spec.name);
+    spec.device.graphs = "false";
+    const auto eager = train_steps(spec, comm, 12, dir + "/eager.h5");
+    spec.device.graphs = "true";
+    const auto graphs = train_steps(spec, comm, 12, dir + "/graphs.h5");
+    EXPECT_EQ(graphs, eager) << dense;
+    const auto a = read_weights(dir + "/eager.h5"), b = read_weights(dir + "/graphs.h5");
+    EXPECT_TRUE(bitwise_equal(b, a)) << dense << ": largest relative difference " << max_relative_difference(b, a);
+  }
 }
 
 TEST(GraphRun, TheCpuBackendRefusesGraphsTrueByName) {
