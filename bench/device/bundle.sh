@@ -19,7 +19,8 @@ mkdir -p "$b/bin" "$b/lib" "$b/etc"
 # tests (some instantiate them only where a GPU is visible, so they are named here, not listed).
 bins=(recmix bench/train/bench_precision bench/train/bench_train_step
   tests/device/test_device tests/comm/test_nccl_communicator tests/mlp/test_mlp tests/embedding/test_embedding
-  tests/runtime/test_strict_trainer tests/runtime/test_tiered_trainer tests/runtime/test_precision_trainer)
+  tests/runtime/test_strict_trainer tests/runtime/test_tiered_trainer tests/runtime/test_precision_trainer
+  tests/runtime/test_graph_steps)
 for rel in "${bins[@]}"; do
   [[ -x $build/$rel ]] || { echo "bundle: $build/$rel missing (build it first)" >&2; exit 1; }
   cp "$build/$rel" "$b/bin/"
