@@ -109,10 +109,12 @@ void Backend::copy(void* dst, const void* src, std::size_t bytes, Stream& stream
   if (bytes > 0) {
     const std::optional<Tier> from = tier_of(src), to = tier_of(dst);
     if (!from || !to) {
-      if (!CommSyncScope::active()) refuse_in_capture("copy through pageable host memory");
       // A staged communicator's copies stand in for NCCL's, which copy nothing: only their
       // waits are counted, as comm_syncs.
-      if (!CommSyncScope::active()) counters_.pageable_copy();
+      if (!CommSyncScope::active()) {
+        refuse_in_capture("copy through pageable host memory");
+        counters_.pageable_copy();
+      }
       // From the device into pageable memory: CUDA returns only once the copy has landed.
       if (from == Tier::device && !host_accessible(Tier::device)) counters_.host_wait();
     }

@@ -49,13 +49,6 @@ class StepGraphs {
     return p.result;
   }
 
-  // Graphs captured so far.
-  std::int64_t captured() const {
-    std::int64_t n = 0;
-    for (const auto& [key, p] : pieces_) n += p.graph ? 1 : 0;
-    return n;
-  }
-
  private:
   struct Piece {
     std::unique_ptr<device::Graph> graph;
