@@ -1,12 +1,15 @@
 // device.graphs under the strict emulator at 1, 2 and 4 ranks: steps whose dense middle is
 // replayed from a captured graph equal eager steps bit for bit (losses and every weight), for the
 // optimizers, 16-bit tables, bf16 GEMMs, multi-hot bags and tiered tables, through train() with a
-// stop and a resume, and for two jobs training side by side on their own threads. The emulator replays what it recorded with the arguments of the
+// stop and a resume, and for two jobs training side by side on their own threads. The emulator
+// replays what it recorded with the arguments of the
 // capture, so a value that changes between steps but was passed by value fails these tests.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "core/error.hpp"
@@ -117,15 +120,42 @@ TEST(GraphRun, TwoJobsOnTheirOwnThreadsEachEqualTheirEagerRun) {
   auto comm_a = comm.split(0, comm.rank()), comm_b = comm.split(0, comm.rank());
   std::vector<double> graphs_a, graphs_b;
   std::string error_a, error_b;
-  auto run = [](const JobSpec& spec, comm::Communicator& c, std::vector<double>& losses, std::string& error) {
+  // The final writes are collective and HDF5 is one lock per process: job b writes only once job
+  // a's write is over on this rank (a never waits for b, so no rank waits in a cycle), as recmix
+  // run's scheduler grants one job at a time the right to write.
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool a_written = false;
+  const WriteGate first = [&](const std::function<void()>& write) {
+    struct Done {
+      std::mutex& m;
+      std::condition_variable& cv;
+      bool& flag;
+      ~Done() {
+        std::lock_guard lock(m);
+        flag = true;
+        cv.notify_all();
+      }
+    } done{mutex, cv, a_written};
+    write();
+  };
+  const WriteGate second = [&](const std::function<void()>& write) {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return a_written; });
+    lock.unlock();
+    write();
+  };
+  auto run = [&](const JobSpec& spec, comm::Communicator& c, std::vector<double>& losses, std::string& error,
+                 const WriteGate& gate) {
     try {
-      losses = train_steps(spec, c, 10, run_dir(spec.name) + "/graphs.h5");
+      losses = train_steps(spec, c, 10, run_dir(spec.name) + "/graphs.h5", gate);
     } catch (const std::exception& e) {
       error = e.what();
     }
+    if (&gate == &first) first([] {});  // a failed before its write: let b go on
   };
-  std::thread ta(run, std::cref(a), std::ref(*comm_a), std::ref(graphs_a), std::ref(error_a));
-  std::thread tb(run, std::cref(b), std::ref(*comm_b), std::ref(graphs_b), std::ref(error_b));
+  std::thread ta(run, std::cref(a), std::ref(*comm_a), std::ref(graphs_a), std::ref(error_a), std::cref(first));
+  std::thread tb(run, std::cref(b), std::ref(*comm_b), std::ref(graphs_b), std::ref(error_b), std::cref(second));
   ta.join();
   tb.join();
   ASSERT_EQ(error_a, "");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -159,7 +160,12 @@ inline std::string run_dir(const std::string& name) { return (fs::path(world->di
 // Trains `steps` steps on comm, driving the model directly (one batch ahead when the tables are
 // tiered); returns the loss of every step and
 // writes a checkpoint to `checkpoint`.
-inline std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, int steps, const std::string& checkpoint) {
+// The checkpoint write is collective: jobs on threads of one process pass a gate (as recmix run's
+// collective_io) so that their writes do not interleave across ranks.
+using WriteGate = std::function<void(const std::function<void()>&)>;
+
+inline std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, int steps, const std::string& checkpoint,
+                                       const WriteGate& gate = {}) {
   spec.run_dir = run_dir(spec.name);
   Trainer trainer(spec, comm);
   data::ReaderOptions ro;
@@ -178,7 +184,11 @@ inline std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, i
   for (int i = 0; i < steps; ++i)
     losses.push_back(trainer.model().train_step(batches[i], spec.train.batch_size,
                                                 ahead && i + 1 < steps ? &batches[i + 1] : nullptr));
-  trainer.save(checkpoint, steps);
+  const auto save = [&] { trainer.save(checkpoint, steps); };
+  if (gate)
+    gate(save);
+  else
+    save();
   return losses;
 }
 
