@@ -1,9 +1,11 @@
 #pragma once
 // parallel_for: runs a host/device functor f(i) for i in [0, n). Kernels are written once as
 // functors with RECMIX_HOST_DEVICE call operators in neutral headers; the CPU backend runs them
-// with OpenMP (here), the CUDA backend with a grid-stride launch (device/cuda/launch.cuh).
+// on its thread pool (device/cpu/host_workers.hpp), the CUDA backend with a grid-stride launch
+// (device/cuda/launch.cuh).
 #include <cstdint>
 
+#include "device/cpu/host_workers.hpp"
 #include "device/types.hpp"
 
 namespace recmix::device::cpu {
@@ -14,12 +16,7 @@ inline constexpr std::int64_t kSerialGrain = 4096;
 
 template <class F>
 void parallel_for(int threads, std::int64_t n, F f, std::int64_t grain = kSerialGrain) {
-  if (threads <= 1 || n < grain) {
-    for (std::int64_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) f(i);
+  parallel_blocks(threads, n, f, grain);
 }
 
 }  // namespace recmix::device::cpu

@@ -8,6 +8,7 @@
 #include "device/backend.hpp"
 #include "embedding/group_kernels.hpp"
 #include "embedding/half_kernels.hpp"
+#include "embedding/cpu/one_hot.hpp"
 #include "embedding/kernels.hpp"
 
 namespace recmix::embedding {
@@ -40,41 +41,14 @@ void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
 RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_LAUNCH)
 #undef RECMIX_EMBEDDING_DECLARE_LAUNCH
 
-// The CPU fast path of a one-rank job whose tables are whole and whose bags each hold exactly
-// one index (the Criteo case). Tables are independent there, so both halves run table by table
-// over the threads, with no intermediate CSR and sorts of one table's batch at a time.
-namespace cpu {
-
-struct OneHotTables {
-  float* weights;                    // null for 16-bit tables (half)
-  float* state;                      // optimizer state (see kernels::UpdateRows); may be null for SGD
-  std::int64_t dim;
-  int tables, batch;
-  const std::int64_t* const* indices;  // per table: `batch` indices into the table, or
-  const std::int32_t* packed;          // when not null: [batch x tables], row-major (OneHotRows)
-  const std::int64_t* table_base;      // per table: its first row in `weights`
-  const std::int64_t* table_rows;      // per table: rows
-  std::int64_t* rows;                  // [batch x tables]: weight row of each lookup (forward writes it)
-  std::int64_t* scratch;               // 3 x batch x tables, for the update
-  // 16-bit tables: their weights and how an update rounds (its `update` is filled in per row).
-  const kernels::UpdateRowsHalf* half = nullptr;
-
-  std::int64_t index(std::int64_t b, std::int64_t t) const {
-    return packed ? packed[b * tables + t] : indices[t][b];
-  }
-};
-
-// out[(b * tables + t) * dim ..] = row of indices[t][b] (sum or mean of one row are that row).
-// Returns -1, or t * batch + b of the first index outside its table (tables in order, then bags),
-// in which case nothing is pooled for it and the caller reports it.
-std::int64_t one_hot_forward(int threads, const OneHotTables& f, float* out);
-
-// Sums the gradients grad[(b * tables + t) * dim ..] of each table's duplicate rows in bag order
-// and applies the sparse optimizer once per distinct row, exactly as kernels::UpdateRows does.
-void one_hot_update(int threads, const OneHotTables& f, SparseOptimizerKind kind, float lr, float eps,
-                    const float* grad);
-
-}  // namespace cpu
+// The CPU fast path of a one-rank job whose tables are whole and whose bags each hold exactly one
+// index (embedding/cpu/one_hot.hpp), issued as a kernel: counted, and run inside the backend's
+// device work. Only for a backend whose device memory is the host's (no graphs there: it runs at
+// once). The forward returns what cpu::one_hot_forward does.
+std::int64_t launch_one_hot_forward(device::Backend& backend, device::Stream& stream, const cpu::OneHotTables& f,
+                                    float* out);
+void launch_one_hot_update(device::Backend& backend, device::Stream& stream, const cpu::OneHotTables& f,
+                           SparseOptimizerKind kind, float lr, float eps, const float* grad);
 
 namespace cuda {
 // Defined in embedding/cuda/kernels.cu when the build has CUDA.

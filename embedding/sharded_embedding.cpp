@@ -10,7 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/huge_pages.hpp"
-#include "embedding/half_rows_cpu.hpp"
+#include "embedding/cpu/half_rows.hpp"
 #include "embedding/sharded_embedding_impl.hpp"
 
 namespace recmix::embedding {
@@ -44,7 +44,7 @@ void ShardedEmbedding::Impl::begin_forward(float* out) {
   std::vector<float>().swap(view_state);
 }
 
-void ShardedEmbedding::Impl::forward_one_hot(int local_batch, float* out) {
+void ShardedEmbedding::Impl::forward_one_hot(device::Stream& stream, int local_batch, float* out) {
   batch = local_batch;
   one_hot_rows.resize(std::size_t(num_tables) * local_batch);
   one_hot_scratch.resize(3 * std::size_t(num_tables) * local_batch);
@@ -55,8 +55,7 @@ void ShardedEmbedding::Impl::forward_one_hot(int local_batch, float* out) {
     one_hot_table_rows[t] = tables[t].rows;
   }
   const cpu::OneHotTables f = one_hot_tables();
-  backend.note_launch();
-  const std::int64_t bad = cpu::one_hot_forward(backend.num_threads(), f, out);
+  const std::int64_t bad = launch_one_hot_forward(backend, stream, f, out);
   if (bad >= 0) {
     const int t = static_cast<int>(bad / local_batch), b = static_cast<int>(bad % local_batch);
     throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
@@ -91,7 +90,7 @@ void ShardedEmbedding::Impl::forward_tiered_one_hot(device::Stream& stream, cons
   one_hot_scratch.resize(3 * n);
   one_hot_base.assign(T, 0);
   one_hot_table_rows.assign(T, device_rows());
-  cpu::one_hot_forward(backend.num_threads(), one_hot_tables(), out);
+  launch_one_hot_forward(backend, stream, one_hot_tables(), out);
 }
 
 void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_batch,
@@ -309,7 +308,7 @@ void ShardedEmbedding::forward_start(device::Stream& stream, OneHotRows rows, in
     m.begin_forward(out);
     m.one_hot_step = true;
     m.one_hot_packed = rows.indices.data();
-    m.forward_one_hot(local_batch, out);
+    m.forward_one_hot(stream, local_batch, out);
     m.phase = Impl::Phase::forward_started;
     return;
   }
@@ -347,7 +346,7 @@ void ShardedEmbedding::forward_start(device::Stream& stream, std::span<const Bag
     if (!error.empty()) throw DataError(error);
     m.one_hot_indices.resize(m.num_tables);
     for (int t = 0; t < m.num_tables; ++t) m.one_hot_indices[t] = bags[t].indices.data() + bags[t].offsets[0];
-    m.forward_one_hot(local_batch, out);
+    m.forward_one_hot(stream, local_batch, out);
   } else if (m.local_only) {
     if (!error.empty()) throw DataError(error);
     m.batch = local_batch;
@@ -467,8 +466,7 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
   m.phase = Impl::Phase::idle;
   const int B = m.batch, T = m.num_tables, D = m.dim;
   if (m.one_hot_step) {  // one rank, CPU, one index per bag: table by table
-    m.backend.note_launch();
-    cpu::one_hot_update(m.backend.num_threads(), m.one_hot_tables(), m.kind, m.opt.lr, m.opt.eps, grad_out);
+    launch_one_hot_update(m.backend, stream, m.one_hot_tables(), m.kind, m.opt.lr, m.opt.eps, grad_out);
     if (m.tiers) m.tiers->updated(stream);
     m.phase = Impl::Phase::backward_started;
     return;

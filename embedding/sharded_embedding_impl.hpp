@@ -282,7 +282,7 @@ struct ShardedEmbedding::Impl {
   kernels::UpdateRowsHalf one_hot_half{};  // 16-bit tables: what one_hot_tables() points at
   void begin_forward(float* out);
   // The one-hot CPU path's forward, over one_hot_indices or one_hot_packed.
-  void forward_one_hot(int local_batch, float* out);
+  void forward_one_hot(device::Stream& stream, int local_batch, float* out);
   void forward_local(device::Stream& stream, std::span<const Bags> bags, float* out);
   void forward_distributed(device::Stream& stream, std::span<const Bags> bags, bool bad_batch,
                            const std::string& error);

@@ -30,8 +30,10 @@ void for_all_blocks(device::Backend& backend, device::Stream& s, const std::vect
         blocks.push_back({p, b});
       total += static_cast<std::int64_t>(params[p].count);
     }
-    cpu::parallel_blocks(detail::cpu_threads_for(backend, total), static_cast<std::int64_t>(blocks.size()),
-                         [&](std::int64_t i) { make(blocks[i].param)(blocks[i].item); });
+    // By reference: the host's memory is the device's here, and that backend has no graphs, so the
+    // work runs now (device/graph.hpp).
+    detail::launch_host(backend, s, detail::cpu_threads_for(backend, total), static_cast<Index>(blocks.size()),
+                        [&blocks, &make](std::int64_t i) { make(blocks[i].param)(blocks[i].item); });
     return;
   }
   for (std::size_t p = 0; p < params.size(); ++p) {

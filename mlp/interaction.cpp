@@ -7,7 +7,7 @@
 
 #include "core/error.hpp"
 #include "device/buffer.hpp"
-#include "mlp/cpu_kernels.hpp"
+#include "mlp/cpu/kernels.hpp"
 #include "mlp/launch.hpp"
 
 namespace recmix::mlp {
@@ -76,8 +76,8 @@ class DotInteraction final : public InteractionBase {
                                      batch_, k_, d_, out_};
     // The dot products cost about d times the output size.
     if (device::device_memory_is_host(backend_))
-      cpu::parallel_blocks(detail::cpu_threads_for(backend_, work() * d_ / 4), detail::row_blocks(batch_),
-                           [&f](kernels::Index i) { cpu::dot_interaction_forward(f, i); });
+      detail::launch_host(backend_, s, detail::cpu_threads_for(backend_, work() * d_ / 4), detail::row_blocks(batch_),
+                          [f](kernels::Index i) { cpu::dot_interaction_forward(f, i); });
     else
       detail::launch(backend_, s, detail::row_blocks(batch_), f, 0);
   }
@@ -88,8 +88,8 @@ class DotInteraction final : public InteractionBase {
                                       batch_,         k_,              d_,
                                       out_};
     if (device::device_memory_is_host(backend_))
-      cpu::parallel_blocks(detail::cpu_threads_for(backend_, work() * d_ / 2), detail::row_blocks(batch_),
-                           [&f](kernels::Index i) { cpu::dot_interaction_backward(f, i); });
+      detail::launch_host(backend_, s, detail::cpu_threads_for(backend_, work() * d_ / 2), detail::row_blocks(batch_),
+                          [f](kernels::Index i) { cpu::dot_interaction_backward(f, i); });
     else
       detail::launch(backend_, s, detail::row_blocks(batch_), f, 0);
   }

@@ -156,7 +156,7 @@ struct ColumnSum {
   }
 };
 
-// Width of the register blocks of the CPU-tuned interaction kernels (mlp/cpu_kernels.cpp).
+// Width of the register blocks of the CPU-tuned interaction kernels (mlp/cpu/kernels.cpp).
 inline constexpr int kLanes = 8;
 
 RECMIX_HOST_DEVICE inline int round_up_lanes(int n) { return (n + kLanes - 1) / kLanes * kLanes; }

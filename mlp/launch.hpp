@@ -1,13 +1,13 @@
 #pragma once
 // Runs an mlp kernel functor on the backend it belongs to: on the CPU on the calling thread or
-// its sleeping helper threads (host_workers.hpp), on CUDA through mlp/cuda/launch.cu (or a stub
+// its sleeping helper threads (device/cpu/host_workers.hpp), on CUDA through mlp/cuda/launch.cu (or a stub
 // that throws NotCompiledError in a build without CUDA). Internal to recmix_mlp.
 #include <cstdint>
 
 #include "device/backend.hpp"
 #include "device/fine_grained.hpp"
-#include "mlp/cpu_threading.hpp"
-#include "mlp/host_workers.hpp"
+#include "mlp/cpu/threading.hpp"
+#include "device/cpu/host_workers.hpp"
 #include "mlp/kernels.hpp"
 
 // Every functor type launched on CUDA; launch.cu instantiates the grid-stride kernel for each.
@@ -25,7 +25,7 @@ namespace recmix::mlp::detail {
 RECMIX_MLP_KERNELS(RECMIX_MLP_DECLARE_CUDA_LAUNCH)
 #undef RECMIX_MLP_DECLARE_CUDA_LAUNCH
 
-// Threads for a CPU kernel touching `elements` floats (see mlp/cpu_threading.hpp).
+// Threads for a CPU kernel touching `elements` floats (see mlp/cpu/threading.hpp).
 inline int cpu_threads_for(const device::Backend& backend, std::int64_t elements) {
   return elements >= cpu_parallel_threshold() ? backend.num_threads() : 1;
 }
@@ -42,15 +42,25 @@ void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, 
       // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
       if (device::runs_fine_items(backend)) {
         backend.run_host_kernel(stream, [threads, n, f] {
-          cpu::parallel_blocks(threads, f.fine_items(n), device::FineItems<F>{f});
+          device::cpu::parallel_blocks(threads, f.fine_items(n), device::FineItems<F>{f});
         });
         return;
       }
     }
-    backend.run_host_kernel(stream, [threads, n, f] { cpu::parallel_blocks(threads, n, f); });
+    backend.run_host_kernel(stream, [threads, n, f] { device::cpu::parallel_blocks(threads, n, f); });
   } else {
     cuda_launch(stream.native(), n, f);
   }
+}
+
+// Issues a CPU-only fast path (mlp/cpu/) as a kernel, as launch() issues a functor on the host:
+// counted, run through the backend (so never outside its device work), f(i) for i in [0, n) on
+// the calling thread's pool. f is copied: it must hold what it needs by value.
+template <class F>
+void launch_host(device::Backend& backend, device::Stream& stream, int threads, kernels::Index n, const F& f) {
+  if (n <= 0) return;
+  backend.note_launch();
+  backend.run_host_kernel(stream, [threads, n, f] { device::cpu::parallel_blocks(threads, n, f); });
 }
 
 inline kernels::Index row_blocks(int rows) {

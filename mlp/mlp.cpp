@@ -1,5 +1,5 @@
 // Mlp. On the CPU backend with OpenBLAS (and AVX2 and FMA) the forward and input-gradient GEMMs
-// of narrow layers are the fused kernels of cpu_linear.hpp: bias and activation in the forward GEMM, the previous layer's ReLU
+// of narrow layers are the fused kernels of mlp/cpu/linear.hpp: bias and activation in the forward GEMM, the previous layer's ReLU
 // backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "mlp/cpu_bf16.hpp"
-#include "mlp/cpu_linear.hpp"
+#include "mlp/cpu/bf16.hpp"
+#include "mlp/cpu/linear.hpp"
 #include "mlp/launch.hpp"
 
 namespace recmix::mlp {
@@ -109,9 +109,8 @@ bool Mlp::fused_forward(const Layer& l) const {
 template <class F>
 void Mlp::launch_rounding(device::Stream& s, std::int64_t n, const F& f, std::int64_t elements) {
   if (bf16_ && device::device_memory_is_host(backend_) && cpu::bf16_rounding_vectorised()) {
-    backend_.note_launch();
-    cpu::parallel_blocks(detail::cpu_threads_for(backend_, elements), n,
-                         [&f](kernels::Index b) { cpu::run_rounded(f, b); });
+    detail::launch_host(backend_, s, detail::cpu_threads_for(backend_, elements), n,
+                        [f](kernels::Index b) { cpu::run_rounded(f, b); });
   } else {
     detail::launch(backend_, s, n, f, elements);
   }

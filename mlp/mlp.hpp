@@ -111,7 +111,7 @@ class Mlp {
   device::Buffer<float> grads_;
   device::Buffer<float> input_grad_;      // [max_batch x in], only allocated when asked for
   device::Buffer<float> bias_partials_;   // per row block partial sums of the bias gradients
-  // On the CPU backend with AVX2 and FMA: the fused linear-layer GEMMs (cpu_linear.hpp, used
+  // On the CPU backend with AVX2 and FMA: the fused linear-layer GEMMs (mlp/cpu/linear.hpp, used
   // beside OpenBLAS) and their packing scratch.
   bool fused_ = false;
   device::Buffer<float> pack_;

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "mlp/host_workers.hpp"
+#include "device/cpu/host_workers.hpp"
 
 namespace recmix::runtime {
 namespace {
@@ -302,7 +302,7 @@ void DlrmModel::on_replicas(const F& body) {
   const int n = static_cast<int>(replicas_.size());
   std::vector<std::exception_ptr> errors(n);
   replica_backend_->set_num_threads(1);  // single-threaded GEMMs, called from n threads at once
-  mlp::cpu::HostWorkers::for_this_thread().run(n, n, [&](std::int64_t begin, std::int64_t end) {
+  device::cpu::HostWorkers::for_this_thread().run(n, n, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) try {
         body(static_cast<int>(r));
       } catch (...) {
@@ -362,7 +362,7 @@ void DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t globa
     for (auto& rep : replicas_) parts.push_back(((rep.*replica).get())->all_grads());
     const std::int64_t count = static_cast<std::int64_t>(primary->parameter_count());
     const bool step = fold_sgd_;
-    mlp::cpu::HostWorkers::for_this_thread().run(threads_, count, [&](std::int64_t begin, std::int64_t end) {
+    device::cpu::HostWorkers::for_this_thread().run(threads_, count, [&](std::int64_t begin, std::int64_t end) {
       // In blocks, each loop a plain one over the block that the compiler vectorises; every
       // element still sees the same additions in the same order.
       constexpr std::int64_t kBlock = 1024;

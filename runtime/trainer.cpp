@@ -20,7 +20,7 @@
 #include "comm/device_communicator.hpp"
 #include "core/error.hpp"
 #include "data/h5.hpp"
-#include "embedding/half_rows_cpu.hpp"
+#include "embedding/cpu/half_rows.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/checkpoint_write.hpp"
 #include "runtime/device_metrics.hpp"

@@ -16,7 +16,7 @@
 
 #include "bench/common/bench_util.hpp"
 #include "core/half.hpp"
-#include "embedding/half_rows_cpu.hpp"
+#include "embedding/cpu/half_rows.hpp"
 
 using namespace recmix;
 using namespace recmix::embedding;

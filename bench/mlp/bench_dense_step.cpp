@@ -13,7 +13,7 @@
 #include "device/backend.hpp"
 #include "device/buffer.hpp"
 #include "device/memory_pool.hpp"
-#include "mlp/cpu_threading.hpp"
+#include "mlp/cpu/threading.hpp"
 #include "mlp/dense_optimizer.hpp"
 #include "mlp/interaction.hpp"
 #include "mlp/loss.hpp"

@@ -1,4 +1,4 @@
-// The fused linear-layer GEMMs of the CPU backend (mlp/cpu_linear.hpp) against what they replace:
+// The fused linear-layer GEMMs of the CPU backend (mlp/cpu/linear.hpp) against what they replace:
 // Backend::gemm (OpenBLAS, beta = 0) followed by a pass of the element-wise work (bias and ReLU
 // forward; the ReLU mask and its column sums backward). Layer by layer, on the Kaggle DLRM's
 // shapes, one thread, the caches flushed before each call (as in a training step, where every
@@ -10,7 +10,7 @@
 
 #include "bench/common/bench_util.hpp"
 #include "device/backend.hpp"
-#include "mlp/cpu_linear.hpp"
+#include "mlp/cpu/linear.hpp"
 
 using namespace recmix;
 

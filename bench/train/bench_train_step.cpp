@@ -19,7 +19,7 @@
 #include "core/random.hpp"
 #include "device/cpu/omp_wait_policy.hpp"
 #include "device/memory_pool.hpp"
-#include "mlp/cpu_linear.hpp"
+#include "mlp/cpu/linear.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/job_spec.hpp"
 

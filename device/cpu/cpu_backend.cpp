@@ -1,5 +1,6 @@
 // CPU backend: ordinary aligned memory for both tiers, OpenBLAS or oneDNN SGEMM (and bf16 GEMM),
-// OpenMP parallel_for, streams that run work in submission order on the calling thread.
+// kernels on the issuing thread and its sleeping helpers (host_workers.hpp), streams that run
+// work in submission order on the calling thread.
 #include <cblas.h>
 #include <omp.h>
 #ifdef RECMIX_HAVE_ONEDNN
@@ -94,7 +95,7 @@ class CpuBackend final : public Backend {
   bool host_accessible(Tier) const override { return true; }
   bool runs_kernels_on_host() const override { return true; }
   std::string description() const override {
-    return fmt::format("cpu ({} GEMM + OpenMP, {} thread{})", to_string(gemm_), threads_, threads_ == 1 ? "" : "s");
+    return fmt::format("cpu ({} GEMM, {} thread{})", to_string(gemm_), threads_, threads_ == 1 ? "" : "s");
   }
 
   void* do_allocate(std::size_t bytes, Tier tier) override {

@@ -7,12 +7,12 @@
 #include <random>
 #include <vector>
 
-#include "mlp/cpu_threading.hpp"
+#include "mlp/cpu/threading.hpp"
 
 namespace recmix::mlp::test {
 
 // Lets the element-wise kernels use OpenMP threads from `elements` floats on, for one scope, so
-// that tests exercise the parallel paths (off by default, mlp/cpu_threading.hpp).
+// that tests exercise the parallel paths (off by default, mlp/cpu/threading.hpp).
 class ScopedParallelThreshold {
  public:
   explicit ScopedParallelThreshold(std::int64_t elements) : saved_(cpu_parallel_threshold()) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/half.hpp"
-#include "mlp/cpu_bf16.hpp"
+#include "mlp/cpu/bf16.hpp"
 
 using namespace recmix;
 using namespace recmix::mlp;

@@ -1,4 +1,4 @@
-// The fused linear-layer GEMMs of the CPU backend (mlp/cpu_linear.hpp) against naive double
+// The fused linear-layer GEMMs of the CPU backend (mlp/cpu/linear.hpp) against naive double
 // references: row counts around the 6-row tile, widths around the 16-column panel, K across the
 // 256 block, every activation, the masked input gradient with its column sums, and the same bits
 // on one and two threads.
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "mlp/cpu_linear.hpp"
+#include "mlp/cpu/linear.hpp"
 #include "tests/mlp/reference.hpp"
 
 namespace recmix::mlp {

@@ -1,4 +1,4 @@
-#include "mlp/cpu_bf16.hpp"
+#include "mlp/cpu/bf16.hpp"
 
 #include "core/half_avx512.hpp"
 

@@ -1,18 +1,18 @@
-// Linear-layer GEMMs with fused element-wise work (cpu_linear.hpp). The loop nest, outermost
+// Linear-layer GEMMs with fused element-wise work (mlp/cpu/linear.hpp). The loop nest, outermost
 // first: a thread's share of the 16-column panels (packed once per call), blocks of 16 panels
 // (256 columns, whose packed weights stay in L2), blocks of 256 along K, the rows six at a time
 // (their 6 x 256 slice of the input stays in L1), then the panels of the block. Each 6 x 16 tile
 // is accumulated in registers; the epilogue adds the earlier K blocks and writes the output once,
 // from the registers for a full tile, through a small aligned buffer for the last, narrower
 // panel of a width that is not a multiple of 16.
-#include "mlp/cpu_linear.hpp"
+#include "mlp/cpu/linear.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
 
-#include "mlp/host_workers.hpp"
+#include "device/cpu/host_workers.hpp"
 #include "mlp/kernels.hpp"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
@@ -257,7 +257,7 @@ void panel_gemm(int threads, int rows, int n, int k, const float* a, std::ptrdif
     body(0, panels);
     return;
   }
-  HostWorkers::for_this_thread().run(std::min(threads, panels), panels, body);
+  device::cpu::HostWorkers::for_this_thread().run(std::min(threads, panels), panels, body);
 }
 
 // y[r] = act(x_r . w + b) for one output column: the dot in 8-lane partial sums (four vectors,

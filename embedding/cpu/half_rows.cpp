@@ -7,7 +7,7 @@
 // - fp16 rounding runs the normal-range formula (|x| in [2^-14, 65536)), and the lanes outside
 //   it, a small share (|x| < 6.1e-5, NaN, infinity), take the scalar routine.
 // - The random bits are half::rounding_bits_at on 8 64-bit lanes (vpmullq).
-#include "embedding/half_rows_cpu.hpp"
+#include "embedding/cpu/half_rows.hpp"
 
 #include "core/half_avx512.hpp"
 

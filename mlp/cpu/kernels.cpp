@@ -4,13 +4,13 @@
 // vector is used four times. The accumulators stay in registers and are stored whole; T is transposed in
 // 8 x 8 register blocks; G is read in place from the packed gradient. GCC vector types and AVX
 // intrinsics inside target("avx2") functions, chosen at run time.
-#include "mlp/cpu_kernels.hpp"
+#include "mlp/cpu/kernels.hpp"
 
 #include <immintrin.h>
 
 #include <atomic>
 
-#include "mlp/cpu_threading.hpp"
+#include "mlp/cpu/threading.hpp"
 
 namespace recmix::mlp {
 namespace {

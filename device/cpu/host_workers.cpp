@@ -1,10 +1,10 @@
 // HostWorkers: a generation counter wakes the helpers, a pending counter tells the caller when
 // they are done; both wait with std::atomic::wait (a futex after a short spin).
-#include "mlp/host_workers.hpp"
+#include "device/cpu/host_workers.hpp"
 
 #include <algorithm>
 
-namespace recmix::mlp::cpu {
+namespace recmix::device::cpu {
 
 HostWorkers& HostWorkers::for_this_thread() {
   thread_local HostWorkers workers;
@@ -61,4 +61,4 @@ void HostWorkers::run(int threads, std::int64_t n,
     pending_.wait(left, std::memory_order_acquire);
 }
 
-}  // namespace recmix::mlp::cpu
+}  // namespace recmix::device::cpu
