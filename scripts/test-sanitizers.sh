@@ -11,7 +11,7 @@
 #   fuzz: build-fuzz/ with clang: the libFuzzer binaries of the two parsers that read only
 #         memory (the job spec and the Criteo line) and the structured checkpoint and dataset
 #         targets (edits made through the HDF5 API to valid files), each run for
-#         RECMIX_FUZZ_SECONDS (default 25) from its corpus; new inputs go to a scratch folder, a
+#         RECMIX_FUZZ_SECONDS (default 15) from its corpus; new inputs go to a scratch folder, a
 #         crash's input is kept there and printed. The raw-bytes dataset and checkpoint fuzzers
 #         are run by hand (docs/reliability.md): HDF5 1.10 itself crashes on some damaged files,
 #         which a time-boxed run would report.
@@ -122,7 +122,7 @@ run_tsan() {
 }
 
 run_fuzz() {
-  local t0=$SECONDS seconds=${RECMIX_FUZZ_SECONDS:-25} scratch target
+  local t0=$SECONDS seconds=${RECMIX_FUZZ_SECONDS:-15} scratch target
   local targets=(job_spec criteo_line checkpoint_edits dataset_edits)
   local cmake_targets=("${targets[@]}")
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECMIX_FUZZ=ON \
