@@ -13,7 +13,7 @@
 
 #include "core/half.hpp"
 #include "embedding/half_kernels.hpp"
-#include "embedding/half_rows_cpu.hpp"
+#include "embedding/cpu/half_rows.hpp"
 
 using namespace recmix;
 using namespace recmix::embedding;

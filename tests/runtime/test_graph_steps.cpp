@@ -2,8 +2,8 @@
 // replayed from a captured graph equal eager steps bit for bit (losses and every weight), for the
 // optimizers, 16-bit tables, bf16 GEMMs, multi-hot bags and tiered tables, through train() with a
 // stop and a resume, and for two jobs training side by side on their own threads. The emulator
-// replays what it recorded with the arguments of the
-// capture, so a value that changes between steps but was passed by value fails these tests.
+// replays what it recorded with the arguments of the capture, so a value that changes between
+// steps but was passed by value fails these tests.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>

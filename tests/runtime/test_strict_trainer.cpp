@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
-#include "mlp/cpu_linear.hpp"
+#include "mlp/cpu/linear.hpp"
 #include "runtime/checkpoint.hpp"
 #include "trainer_test_support.hpp"
 

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
-#include "mlp/cpu_linear.hpp"
+#include "mlp/cpu/linear.hpp"
 #include "trainer_test_support.hpp"
 
 using namespace recmix;
