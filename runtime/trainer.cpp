@@ -244,6 +244,9 @@ void Trainer::log_job(spdlog::logger& log, const data::Reader& reader, std::int6
               : embedding::cpu::half_rows_vectorised() ? ", rows converted 16 at a time (AVX-512, F16C)"
                                                        : ", rows converted one element at a time (no AVX-512 with F16C)");
   }
+  log.info("device work: {}", model_->uses_graphs()
+                                  ? "the step's dense pieces replayed from captured graphs (device.graphs)"
+                                  : "issued eagerly, launch by launch");
 
   if (model_->embedding().tiered()) {
     const auto& e = spec_.embedding;

@@ -142,7 +142,8 @@ void add_train_commands(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   train->add_option("--graphs", targs->graphs,
                     "Override device.graphs: replay the step's dense pieces from captured graphs (true, false, or "
-                    "auto: on for cuda; cpu-strict emulates graphs, the cpu backend has none)")
+                    "auto, off until graphs are measured on a GPU; cuda has graphs, cpu-strict emulates them, the cpu backend has "
+                    "none)")
       ->check(CLI::IsMember({"true", "false", "auto"}));
   train->add_option("--run-dir", targs->run_dir, "Override run_dir (logs, metrics, checkpoints)");
   train->footer(

@@ -480,10 +480,12 @@ same_as_solo stuck 1 bystander  # stopped for a stuck job and resumed = uninterr
 
 # Under the strict device emulator (recmix run --device, whatever the specs say): two jobs share
 # rank 0 (one of them on both ranks), each with its own backend, device memory and device
-# communicator; any host access to either job's device memory kills the run. Both end with the
-# weights of their solo runs under the emulator (recmix train --device), bit for bit.
-job strict-a 17 "[16, 8]" "[16, 1]" 64 300
-job strict-b 18 "[8]" "[8, 1]" 64 400
+# communicator; any host access to either job's device memory kills the run. Both replay their
+# steps' dense pieces from graphs captured side by side (device.graphs = true) and end with the
+# weights of their eager solo runs under the emulator (recmix train --device --graphs false), bit
+# for bit.
+job strict-a 17 "[16, 8]" "[16, 1]" 64 300 $'[device]\ngraphs = true'
+job strict-b 18 "[8]" "[8, 1]" 64 400 $'[device]\ngraphs = true'
 run_spec strict-a 'ranks = 2'
 run_spec strict-b 'ranks = 1'
 printf 'include = ["run-strict-a.toml", "run-strict-b.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 100\n' > strict.toml
@@ -499,8 +501,9 @@ ok = all(j["state"] == "finished" for j in jobs.values()) and "strict-b" in jobs
     and len(starts) == 2 and all(e["device"] == "cpu-strict" for e in starts)
 sys.exit(0 if ok else 1)
 PY
-same_as_solo strict 2 strict-a --device cpu-strict
-same_as_solo strict 1 strict-b --device cpu-strict
+grep -q "replayed from captured graphs" strict/jobs/strict-a/train.log || fail "strict-a's log does not say it replays graphs"
+same_as_solo strict 2 strict-a --device cpu-strict --graphs false
+same_as_solo strict 1 strict-b --device cpu-strict --graphs false
 
 # A bad jobs file: one clear error naming the file, the job and the key.
 expect_error() {  # expect_error <pattern> <command...>
