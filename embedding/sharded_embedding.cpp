@@ -1,6 +1,6 @@
-// ShardedEmbedding: set-up, the public calls, batch checks and the one-hot CPU path. The
-// exchanges, pooling and the update are in embedding_exchange.cpp; the layer's state and its
-// message layouts in sharded_embedding_impl.hpp.
+// ShardedEmbedding: set-up, the public calls and batch checks. The exchanges, pooling and the
+// update are in embedding_exchange.cpp, the one-hot CPU path in sharded_embedding_one_hot.cpp;
+// the layer's state and its message layouts in sharded_embedding_impl.hpp.
 #include "embedding/sharded_embedding.hpp"
 
 #include <algorithm>
@@ -15,25 +15,6 @@
 
 namespace recmix::embedding {
 
-bool ShardedEmbedding::Impl::is_one_hot(std::span<const Bags> bags, int local_batch) {
-  for (const Bags& bag : bags) {
-    const std::int64_t* off = bag.offsets.data();
-    for (int b = 0; b < local_batch; ++b)
-      if (off[b + 1] != off[b] + 1) return false;
-  }
-  return true;
-}
-
-cpu::OneHotTables ShardedEmbedding::Impl::one_hot_tables() {
-  if (half_tables()) one_hot_half = half_update({});
-  return {weights.data(),          state.empty() ? nullptr : state.data(),
-          dim,                     num_tables,
-          batch,                   one_hot_indices.data(),
-          one_hot_packed,          one_hot_base.data(),
-          one_hot_table_rows.data(), one_hot_rows.data(),
-          one_hot_scratch.data(),  half_tables() ? &one_hot_half : nullptr};
-}
-
 void ShardedEmbedding::Impl::begin_forward(float* out) {
   RECMIX_REQUIRE(phase != Phase::forward_started && phase != Phase::backward_started, Error,
                  "embedding: forward_start() while a forward or backward is in flight");
@@ -42,55 +23,6 @@ void ShardedEmbedding::Impl::begin_forward(float* out) {
   pending_out = out;
   std::vector<float>().swap(view_weights);  // local_shards()' copies of 16-bit tables
   std::vector<float>().swap(view_state);
-}
-
-void ShardedEmbedding::Impl::forward_one_hot(device::Stream& stream, int local_batch, float* out) {
-  batch = local_batch;
-  one_hot_rows.resize(std::size_t(num_tables) * local_batch);
-  one_hot_scratch.resize(3 * std::size_t(num_tables) * local_batch);
-  one_hot_base.resize(num_tables);
-  one_hot_table_rows.resize(num_tables);
-  for (int t = 0; t < num_tables; ++t) {
-    one_hot_base[t] = shard_base[table_shards[t][0]];
-    one_hot_table_rows[t] = tables[t].rows;
-  }
-  const cpu::OneHotTables f = one_hot_tables();
-  const std::int64_t bad = launch_one_hot_forward(backend, stream, f, out);
-  if (bad >= 0) {
-    const int t = static_cast<int>(bad / local_batch), b = static_cast<int>(bad % local_batch);
-    throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
-                                "batch (rank {})",
-                                t, f.index(b, t), tables[t].rows, b, rank));
-  }
-}
-
-// Tiered, one rank, one index per bag: the lookups as local rows (checked), staged and remapped
-// to slots, then the one-hot path over the device tier with every table at base 0.
-void ShardedEmbedding::Impl::forward_tiered_one_hot(device::Stream& stream, const std::int32_t* packed,
-                                                    int local_batch, float* out) {
-  const int T = num_tables;
-  const std::size_t n = std::size_t(local_batch) * T;
-  own_rows.resize(n);
-  for (int b = 0; b < local_batch; ++b)
-    for (int t = 0; t < T; ++t) {
-      const std::int64_t idx = packed[std::size_t(b) * T + t];
-      if (idx < 0 || idx >= tables[t].rows)
-        throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
-                                    "batch (rank {})",
-                                    t, idx, tables[t].rows, b, rank));
-      own_rows[std::size_t(b) * T + t] = shard_base[table_shards[t][0]] + idx;
-    }
-  tiers->stage(stream, own_rows.data(), static_cast<std::int64_t>(n));
-  one_hot_slots.resize(n);
-  for (std::size_t j = 0; j < n; ++j) one_hot_slots[j] = static_cast<std::int32_t>(own_rows[j]);
-  one_hot_step = true;
-  one_hot_packed = one_hot_slots.data();
-  batch = local_batch;
-  one_hot_rows.resize(n);
-  one_hot_scratch.resize(3 * n);
-  one_hot_base.assign(T, 0);
-  one_hot_table_rows.assign(T, device_rows());
-  launch_one_hot_forward(backend, stream, one_hot_tables(), out);
 }
 
 void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_batch,

@@ -1,0 +1,199 @@
+// SchedulerService: the jobs that come in (the jobs file, a previous run to resume, recmix
+// submit's spool), each checked and estimated before it is queued.
+#include "runtime/run/scheduler_service.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "data/format.hpp"
+#include "device/memory_pool.hpp"
+#include "sched/dlrm_profile.hpp"
+#include "sched/machine_model.hpp"
+#include "sched/memory_estimator.hpp"
+#include "runtime/run/job_runner.hpp"
+#include "runtime/run/scheduler_record.hpp"
+
+namespace recmix::runtime::run {
+namespace fs = std::filesystem;
+namespace {
+
+// The scheduler's view of a trainer job spec: the model shape with the dataset's tables.
+sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
+  const auto& s = job.spec;
+  sched::JobSpec out;
+  out.name = s.name;
+  for (auto rows : info.table_rows) out.shape.tables.push_back({rows, s.model.embedding_dim});
+  out.shape.bottom_mlp = {info.num_dense};
+  out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
+  out.shape.top_mlp = s.model.top_mlp;
+  out.shape.concat_interaction = s.model.interaction == "cat";
+  // Indices per bag: the data's longest bag (1 for one-hot; a multi-hot file without its max_bag
+  // attribute counts as one-hot, docs/scheduler.md, Limits).
+  out.shape.pooling = static_cast<int>(std::max<std::int64_t>(1, info.max_bag_rows()));
+  out.tiering.enabled = s.embedding.tiered();
+  out.tiering.pinned_transit = s.embedding.tiered() && s.device.kind != "cpu";
+  out.device_kernels = s.device.kind != "cpu";
+  out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
+  out.tiering.device_budget = s.embedding.device_budget;
+  out.table_bytes = half::storage_bytes(half::parse_storage(s.precision.embedding));
+  out.bf16_gemms = s.precision.dense != "fp32";  // "auto" counted as bf16: an upper bound
+  out.global_batch = static_cast<int>(s.train.batch_size);
+  out.optimizer = sched::parse_optimizer(s.optimizer.dense);
+  out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);
+  out.ranks = job.ranks;
+  const std::int64_t per_epoch = info.rows / std::max<std::int64_t>(1, s.train.batch_size);
+  out.steps = s.train.steps > 0 ? s.train.steps : s.train.epochs * per_epoch;
+  out.priority = job.priority;
+  out.arrival_s = job.arrival_s;
+  return out;
+}
+
+}  // namespace
+
+void SchedulerService::add_job(RunJob job, const std::string& source) {
+  auto rec = std::make_unique<Record>();
+  Record& r = *rec;
+  r.job = std::move(job);
+  if (!options_.device_kind.empty()) r.job.spec.device.kind = options_.device_kind;
+  r.job.spec.run_dir = (fs::path(options_.run_dir) / "jobs" / r.job.spec.name).string();
+  r.job.spec.checkpoint.dir = (fs::path(r.job.spec.run_dir) / "checkpoints").string();
+  r.sjob.id = static_cast<sched::JobId>(records_.size());
+  r.sjob.name = r.job.spec.name;
+  r.sjob.gpus = r.job.ranks;
+  r.sjob.arrival_s = std::max(r.job.arrival_s, source == "spool" ? now() : 0.0);
+  r.sjob.priority = r.job.priority;
+  records_.push_back(std::move(rec));
+  const double capacity = cluster_->spec().gpu_memory_bytes;
+  if (options_.resume && r.job.ranks > plane_.size()) {
+    // Continuing on fewer ranks than the job had: it resumes on all of them (checkpoints hold the
+    // logical tables, so N ranks' state loads on M; the results agree up to rounding).
+    event({{"event", "ranks_changed"}, {"job", r.job.spec.name}, {"from", r.job.ranks}, {"to", plane_.size()}});
+    if (!options_.quiet)
+      std::fprintf(stderr, "[%7.1fs] '%s' asked for %d ranks; the resumed run has %d: it continues on %d\n", now(),
+                   r.job.spec.name.c_str(), r.job.ranks, plane_.size(), plane_.size());
+    r.job.ranks = plane_.size();
+    r.sjob.gpus = plane_.size();
+  }
+  try {
+    check_run_job(r.job, plane_.size());
+    if (r.job.spec.device.threads > options_.cores_per_rank)
+      throw ConfigError(fmt::format("job '{}' asks for {} threads per rank; ranks have {} cores",
+                                    r.job.spec.name, r.job.spec.device.threads, options_.cores_per_rank));
+    const auto info = data::open_dataset_info(r.job.spec.data.train);
+    const auto sspec = sched_spec(r.job, info);
+    sched::JobProfile profile = sched::dlrm_profile(sspec, sched::machine_model(options_.machine));
+    // The machine model is the whole CPU; a job with fewer threads than the rank's cores uses
+    // that share of its compute.
+    const double core_share = std::min(1.0, double(r.job.spec.device.threads) / options_.cores_per_rank);
+    profile.util[sched::Resource::compute] *= core_share;
+    r.sjob.profile = profile;
+    r.sjob.work_s = profile.solo_step_s * static_cast<double>(sspec.steps);
+    r.sjob.type = model_.type_index(r.job.spec.name);
+    r.sjob.cores = r.job.spec.device.threads;
+    model_.set_utilisation(r.sjob.type, profile.util);
+    r.estimate = profile.peak_memory_bytes;
+    r.share = std::min(capacity, std::ceil(r.estimate * options_.jobs.scheduler.memory_headroom));
+    r.total_steps = sspec.steps;
+    if (r.estimate > capacity)
+      throw ConfigError(fmt::format("job '{}' can never fit: its peak memory estimate {} is above every rank's capacity {}",
+                                    r.job.spec.name, device::format_bytes(static_cast<std::size_t>(r.estimate)),
+                                    device::format_bytes(static_cast<std::size_t>(capacity))));
+  } catch (const Error& e) {
+    r.state = "rejected";
+    r.error = e.what();
+    event({{"event", "rejected"}, {"id", r.sjob.id}, {"job", r.job.spec.name}, {"source", source}, {"reason", r.error}});
+    if (!options_.quiet) std::fprintf(stderr, "[%7.1fs] rejected '%s': %s\n", now(), r.job.spec.name.c_str(), e.what());
+    return;
+  }
+  if (auto prev = previous_.find(r.job.spec.name); prev != previous_.end()) {
+    const auto& j = prev->second;
+    const std::string state = j.value("state", std::string());
+    if (terminal(state)) {  // ended in the interrupted run: reported, not run again
+      r.state = state;
+      r.step = j.value("steps", std::int64_t{0});
+      r.loss = j.value("loss", 0.0);
+      if (j.contains("error")) r.error = j["error"].get<std::string>();
+      if (j.contains("eval")) r.eval = j["eval"];
+      event({{"event", "resumed_ended"}, {"job", r.job.spec.name}, {"state", state}});
+      return;
+    }
+  }
+  if (options_.resume && fs::exists(r.job.spec.checkpoint.dir) && !fs::is_empty(r.job.spec.checkpoint.dir)) {
+    r.resume = true;
+    r.sjob.arrival_s = 0;  // it had arrived in the interrupted run
+  }
+  event({{"event", "submitted"}, {"id", r.sjob.id}, {"job", r.job.spec.name}, {"source", source}, {"origin", r.job.origin},
+         {"resume", r.resume},
+         {"ranks", r.job.ranks}, {"threads", r.job.spec.device.threads}, {"arrival_s", r.sjob.arrival_s},
+         {"priority", r.job.priority}, {"estimate_bytes", r.estimate}, {"steps", r.total_steps},
+         {"profile", {{"type", r.sjob.profile.type}, {"solo_step_s", r.sjob.profile.solo_step_s},
+                      {"util", r.sjob.profile.util.share}}}});
+}
+
+void SchedulerService::load_previous_run() {
+  const fs::path summary = fs::path(options_.run_dir) / "summary.json";
+  if (fs::exists(summary)) {
+    std::ifstream in(summary);
+    const auto s = nlohmann::json::parse(in);
+    for (const auto& j : s.at("jobs")) previous_[j.at("name").get<std::string>()] = j;
+  }
+  // Jobs submitted to the interrupted run come back, in the order they were accepted.
+  const fs::path accepted = fs::path(options_.run_dir) / "spool" / "accepted";
+  if (!fs::exists(accepted)) return;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(accepted))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    const auto j = nlohmann::json::parse(in);
+    options_.jobs.jobs.push_back(parse_run_job(j.at("spec_text").get<std::string>(), j.at("origin").get<std::string>(),
+                                               j.at("base_dir").get<std::string>()));
+  }
+}
+
+void SchedulerService::take_spool() {
+  const fs::path spool = fs::path(options_.run_dir) / "spool";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(spool))
+    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::string verdict = "accepted", reason;
+    try {
+      std::ifstream in(f);
+      const auto j = nlohmann::json::parse(in);
+      RunJob job = parse_run_job(j.at("spec_text").get<std::string>(), j.at("origin").get<std::string>(),
+                                 j.at("base_dir").get<std::string>());
+      for (const auto& r : records_)
+        if (r->job.spec.name == job.spec.name)
+          throw ConfigError(fmt::format("a job named '{}' exists already in this run", job.spec.name));
+      add_job(std::move(job), "spool");
+      if (records_.back()->state == "rejected") {
+        verdict = "rejected";
+        reason = records_.back()->error;
+      }
+    } catch (const std::exception& e) {
+      verdict = "rejected";
+      reason = e.what();
+      event({{"event", "rejected"}, {"file", f.filename().string()}, {"source", "spool"}, {"reason", reason}});
+    }
+    const fs::path dir = spool / verdict;
+    fs::create_directories(dir);
+    fs::rename(f, dir / f.filename());
+    if (!reason.empty()) std::ofstream(dir / (f.filename().string() + ".reason")) << reason << '\n';
+    changed_ = true;
+  }
+}
+
+}  // namespace recmix::runtime::run
