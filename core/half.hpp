@@ -42,6 +42,14 @@ RECMIX_HOST_DEVICE inline float float_of(std::uint32_t b) {
 
 // --- bf16 ---
 
+// x as TF32 tensor cores read an fp32 value: the sign, the exponent and the first 10 significand
+// bits, the other 13 cut off (toward zero). A NaN stays a NaN (cutting could make it an infinity).
+RECMIX_HOST_DEVICE inline float cut_to_tf32(float x) {
+  const std::uint32_t b = bits_of(x);
+  if ((b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0) return x;
+  return float_of(b & 0xFFFFE000u);
+}
+
 RECMIX_HOST_DEVICE inline float bf16_to_float(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
 
 RECMIX_HOST_DEVICE inline std::uint16_t float_to_bf16(float x) {

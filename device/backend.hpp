@@ -72,6 +72,15 @@ class Backend {
     counters_.launch();
     do_gemm_half(stream, type, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
+  // The math of gemm() from now on (types.hpp; fp32 to begin with): on CUDA cuBLAS's TF32
+  // tensor-op math, on the CPU backends an emulation (the operands cut in scratch, then the fp32
+  // GEMM), so that tests compare the two. gemm_half is not affected.
+  void set_fp32_math(Fp32Math math) {
+    fp32_math_ = math;
+    on_fp32_math(math);
+  }
+  Fp32Math fp32_math() const { return fp32_math_; }
+
   // How the last gemm_half ran (types.hpp): the CPU backend's oneDNN library may have no matmul
   // of the type for a CPU, and then the call runs widened.
   virtual HalfGemmPath last_half_gemm_path() const { return HalfGemmPath::none; }
@@ -134,6 +143,8 @@ class Backend {
   virtual std::unique_ptr<Event> do_create_event() = 0;
   virtual void do_gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                        int lda, const float* b, int ldb, float beta, float* c, int ldc) = 0;
+  // Told of set_fp32_math.
+  virtual void on_fp32_math(Fp32Math) {}
   virtual void do_gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k,
                             float alpha, const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta,
                             float* c, int ldc) = 0;
@@ -145,6 +156,7 @@ class Backend {
   std::optional<Tier> tier_of(const void* ptr) const;
 
   DeviceCounters counters_;
+  Fp32Math fp32_math_ = Fp32Math::fp32;
   mutable std::mutex allocations_mutex_;
   std::map<std::uintptr_t, std::pair<std::size_t, Tier>> allocations_;  // base address -> bytes, tier
 };

@@ -26,6 +26,11 @@ enum class GemmLibrary { openblas, onednn, cublas };
 // fp32 in the backend's scratch memory and its fp32 GEMM run on them. none: no bf16 GEMM has run.
 enum class HalfGemmPath { none, native, emulated, widened };
 
+// The math of fp32 GEMMs (Backend::gemm). fp32: fp32 products and sums. tf32: each operand's
+// significand cut to TF32's 10 bits (of an fp32 value, TF32 tensor cores read only the sign, the
+// exponent and the first 10 significand bits), the products exact and summed in fp32.
+enum class Fp32Math { fp32, tf32 };
+
 // Where an allocation lives: on the device (a GPU's memory, or ordinary memory on the CPU
 // backend) or in the host tier (pinned host memory on CUDA) used for cold embedding rows.
 enum class Tier { device, host };
@@ -37,6 +42,7 @@ inline std::string_view to_string(BackendKind k) {
 inline BackendKind parse_backend_kind(std::string_view name) {
   return name == "cuda" ? BackendKind::cuda : name == "cpu-strict" ? BackendKind::cpu_strict : BackendKind::cpu;
 }
+inline std::string_view to_string(Fp32Math m) { return m == Fp32Math::tf32 ? "tf32" : "fp32"; }
 inline std::string_view to_string(Tier t) { return t == Tier::device ? "device" : "host"; }
 inline std::string_view to_string(CpuGemm g) {
   return g == CpuGemm::automatic ? "auto" : g == CpuGemm::openblas ? "openblas" : "onednn";

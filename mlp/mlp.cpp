@@ -121,7 +121,10 @@ bool Mlp::fused_input_gradient(const Layer& l) const {
 }
 
 void Mlp::use_fused_kernels() {
-  fused_ = !bf16_ && device::device_memory_is_host(backend_) && cpu::fused_linear_available();
+  // The fused kernels compute in fp32: not for bf16 GEMMs, nor where the backend's fp32 GEMMs run
+  // in TF32.
+  fused_ = !bf16_ && backend_.fp32_math() == device::Fp32Math::fp32 && device::device_memory_is_host(backend_) &&
+           cpu::fused_linear_available();
   if (!fused_) return;
   // Sized for every layer where the kernels pay, whatever fused_linear_enabled() says now.
   const device::GemmLibrary gemm = backend_.gemm_library();

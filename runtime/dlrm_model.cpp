@@ -37,7 +37,7 @@ std::string cpu_model_name() {
 }  // namespace
 
 bool bf16_dense(const PrecisionSpec& precision, const device::Backend& backend) {
-  if (precision.dense == "fp32") return false;
+  if (precision.dense == "fp32" || precision.dense == "tf32") return false;
   if (!device::device_memory_is_host(backend)) return true;
   std::string missing;
   if (!device::cpu_has_avx512_bf16())
@@ -69,9 +69,12 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   const int k = static_cast<int>(table_rows.size());
   threads_ = backend.num_threads();
   const bool bf16 = bf16_dense(spec.precision, backend);
-  // The dense replicas run the fp32 fused CPU kernels: not with bf16 GEMMs.
+  // TF32 is the backend's math for every fp32 GEMM of this job, set before the MLPs are made.
+  const bool tf32 = spec.precision.dense == "tf32";
+  backend.set_fp32_math(tf32 ? device::Fp32Math::tf32 : device::Fp32Math::fp32);
+  // The dense replicas run the fp32 fused CPU kernels: not with bf16 or TF32 GEMMs.
   const bool use_replicas =
-      !bf16 && device::device_memory_is_host(backend) && threads_ > 1 &&
+      !bf16 && !tf32 && device::device_memory_is_host(backend) && threads_ > 1 &&
       max_local_batch_ >= threads_ &&
       (spec.device.dense_replicas == "on" ||
        (spec.device.dense_replicas == "auto" && comm.size() == 1 &&

@@ -313,7 +313,7 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   auto prec = top.sub("precision");
   PrecisionSpec& pr = spec.precision;
   prec.read("dense", pr.dense);
-  prec.one_of("dense", pr.dense, {"fp32", "bf16", "auto"});
+  prec.one_of("dense", pr.dense, {"fp32", "tf32", "bf16", "auto"});
   prec.read("embedding", pr.embedding);
   prec.one_of("embedding", pr.embedding, {"fp32", "fp16", "bf16"});
   prec.read("rounding", pr.rounding);

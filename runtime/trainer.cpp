@@ -82,6 +82,13 @@ std::vector<std::vector<std::int64_t>> read_access_counts(const std::vector<std:
   return counts;
 }
 
+// How this backend runs TF32 GEMMs, for the job's precision line.
+std::string tf32_way(const device::Backend& backend) {
+  return backend.runs_kernels_on_host()
+             ? "tf32 (emulated: operands cut to TF32, fp32 sums)"
+             : "tf32 (tensor cores, fp32 sums)";
+}
+
 }  // namespace
 
 Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
@@ -235,7 +242,9 @@ void Trainer::log_job(spdlog::logger& log, const data::Reader& reader, std::int6
   {
     const auto storage = model_->embedding().storage();
     const bool host_rows = storage.type != half::Storage::fp32 && device::device_memory_is_host(*backend_);
-    log.info("precision: dense GEMMs {}, embedding tables {}{}{}", model_->dense_in_bf16() ? "bf16 (fp32 sums)" : "fp32",
+    log.info("precision: dense GEMMs {}, embedding tables {}{}{}", model_->dense_in_bf16()                                 ? "bf16 (fp32 sums)"
+              : backend_->fp32_math() == device::Fp32Math::tf32 ? tf32_way(*backend_)
+                                                                 : "fp32",
               half::to_string(storage.type),
               storage.type == half::Storage::fp32 ? ""
               : storage.stochastic                ? " (updates rounded stochastically)"

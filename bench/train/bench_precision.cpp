@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
   auto backend = device::make_backend(device::parse_backend_kind(device_kind), threads);
   auto stream = backend->create_stream();
   std::vector<Config> configs = {{"fp32", "fp32", "fp32"},
+                                 {"tf32 GEMMs", "tf32", "fp32"},
                                  {"fp16 tables", "fp32", "fp16"},
                                  {"bf16 tables", "fp32", "bf16"},
                                  {"bf16 GEMMs", "bf16", "fp32"},
@@ -151,6 +152,7 @@ int main(int argc, char** argv) {
   if (graphs_ab) {
     configs.push_back({"fp32, graphs", "fp32", "fp32", true});
     configs.push_back({"bf16 GEMMs, graphs", "bf16", "fp32", true});
+    configs.push_back({"tf32 GEMMs, graphs", "tf32", "fp32", true});
   }
   if (!only.empty()) {
     for (const auto& name : only)

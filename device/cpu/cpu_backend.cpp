@@ -67,6 +67,15 @@ const float* widen(half::Storage type, const std::uint16_t* src, int rows, int c
   return dst.data();
 }
 
+// A [rows x cols] matrix of row stride ld, each value cut to TF32 (core/half.hpp), packed into dst.
+const float* cut_to_tf32(const float* src, int rows, int cols, int ld, std::vector<float>& dst) {
+  dst.resize(static_cast<std::size_t>(rows) * cols);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      dst[static_cast<std::size_t>(i) * cols + j] = half::cut_to_tf32(src[static_cast<std::size_t>(i) * ld + j]);
+  return dst.data();
+}
+
 GemmLibrary resolve(CpuGemm gemm) {
   switch (gemm) {
     case CpuGemm::openblas:
@@ -116,8 +125,25 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Stream> do_create_stream() override { return std::make_unique<CpuStream>(); }
   std::unique_ptr<Event> do_create_event() override { return std::make_unique<CpuEvent>(); }
 
-  void do_gemm(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-            int lda, const float* b, int ldb, float beta, float* c, int ldc) override {
+  void do_gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) override {
+    if (fp32_math() == Fp32Math::tf32 && m > 0 && n > 0 && k > 0) {
+      // TF32 emulated: the operands cut to TF32 in scratch, then the fp32 GEMM. Each product of
+      // two cut values (11-bit significands) is exact in fp32, so this computes what TF32 tensor
+      // cores do, up to the order of the additions.
+      const int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+      const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+      const float* at = cut_to_tf32(a, a_rows, a_cols, lda, widened_a_);
+      const float* bt = cut_to_tf32(b, b_rows, b_cols, ldb, widened_b_);
+      gemm_fp32(stream, trans_a, trans_b, m, n, k, alpha, at, a_cols, bt, b_cols, beta, c, ldc);
+      return;
+    }
+    gemm_fp32(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+
+  // The fp32 GEMM, whatever fp32_math() says.
+  void gemm_fp32(Stream&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc) {
     if (m == 0 || n == 0) return;
     // A single row or column of C is a matrix-vector product: sgemv, about 4x faster than sgemm
     // on the 256 x 1 layer of the Kaggle DLRM at 1024 rows (sgemm packs both operands). With
@@ -189,8 +215,8 @@ class CpuBackend final : public Backend {
     const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
     const float* a32 = widen(type, a, a_rows, a_cols, lda, widened_a_);
     const float* b32 = widen(type, b, b_rows, b_cols, ldb, widened_b_);
-    do_gemm(stream, trans_a, trans_b, m, n, k, alpha, a32, std::max(1, a_cols), b32, std::max(1, b_cols), beta, c,
-         ldc);
+    gemm_fp32(stream, trans_a, trans_b, m, n, k, alpha, a32, std::max(1, a_cols), b32, std::max(1, b_cols), beta, c,
+              ldc);
     last_half_path_ = HalfGemmPath::widened;
   }
   HalfGemmPath last_half_gemm_path() const override { return last_half_path_; }

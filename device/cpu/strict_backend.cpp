@@ -187,6 +187,9 @@ class StrictBackend final : public Backend {
     host_->gemm(*host_stream_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
+  // The host backend runs the GEMMs, so it does their math.
+  void on_fp32_math(Fp32Math math) override { host_->set_fp32_math(math); }
+
   // As gemm, after checking that A, B and C are device memory of this backend.
   void do_gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                     const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta, float* c,

@@ -90,6 +90,11 @@ class CudaBackend final : public Backend {
     if (workspace_) cudaFree(workspace_);
   }
   bool supports_graphs() const override { return true; }
+  // TF32 tensor-op math for cublasSgemm (the operands' significands cut to 10 bits, fp32 sums).
+  void on_fp32_math(Fp32Math math) override {
+    RECMIX_CUBLAS_CHECK(
+        cublasSetMathMode(handle_, math == Fp32Math::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  }
   void do_begin_capture(Stream& s) override {
     RECMIX_CUDA_CHECK(
         cudaStreamBeginCapture(static_cast<cudaStream_t>(s.native()), cudaStreamCaptureModeThreadLocal));
