@@ -1,4 +1,4 @@
-// recmix run / recmix submit / recmix status: the co-location runtime's command line.
+// recmix run / recmix submit / recmix close / recmix status: the co-location runtime's command line.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -38,6 +38,7 @@ struct RunArgs {
   std::string policy;
   std::string device;
   bool quiet = false;
+  bool stay_open = false;
 };
 
 // The cores a rank may use: the CPUs it is bound to when the launcher bound it (mpirun --bind,
@@ -151,6 +152,7 @@ void run_run(const RunArgs& a) {
   options.device_kind = a.device;
   options.terminate = &terminate;
   options.resume = resume;
+  options.stay_open = a.stay_open;
   std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s) of %d core(s), policy %s, run directory %s\n",
                options.jobs.jobs.size(), plane.size(), options.cores_per_rank, options.jobs.scheduler.policy.c_str(),
                run_dir.c_str());
@@ -224,6 +226,23 @@ void run_submit(const std::string& spec_path, const std::string& run_dir) {
   std::printf("submitted '%s' to %s (%s)\n", job.spec.name.c_str(), run_dir.c_str(), dst.filename().c_str());
 }
 
+// recmix close: a run started with --stay-open ends once its jobs have (a "close" file in its
+// spool, which the scheduler looks for at each round).
+void run_close(const std::string& run_dir) {
+  const fs::path status = fs::path(run_dir) / "status.json";
+  if (!fs::exists(status)) throw ConfigError(fmt::format("'{}' is not a recmix run directory (no status.json)", run_dir));
+  const auto st = nlohmann::json::parse(std::ifstream(status));
+  if (st.value("finished", false)) throw ConfigError(fmt::format("the run in '{}' has finished", run_dir));
+  const fs::path spool = fs::path(run_dir) / "spool";
+  const fs::path tmp = spool / ".close.tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw IoError(fmt::format("cannot write into '{}'", spool.string()));
+  }
+  fs::rename(tmp, spool / "close");
+  std::printf("asked %s to end once its jobs have\n", run_dir.c_str());
+}
+
 void run_status(const std::string& run_dir) {
   const fs::path status = fs::path(run_dir) / "status.json";
   if (!fs::exists(status)) throw ConfigError(fmt::format("'{}' is not a recmix run directory (no status.json)", run_dir));
@@ -273,6 +292,8 @@ void add_run_commands(CLI::App& app) {
                   "device emulator, for tests: docs/device.md)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   run->add_flag("-q,--quiet", args->quiet, "No progress lines (the summary is still printed)");
+  run->add_flag("--stay-open", args->stay_open,
+                "Do not end when the last job does: wait for `recmix close RUN_DIR`, taking submissions meanwhile");
   run->footer(
       "Run under MPI: launch/recmix-mpirun -np 4 build/recmix run jobs.toml\n"
       "Writes RUN_DIR/events.jsonl, RUN_DIR/status.json, RUN_DIR/summary.json and each job's outputs\n"
@@ -289,6 +310,11 @@ void add_run_commands(CLI::App& app) {
       ->check(CLI::ExistingFile);
   submit->add_option("--run", *dir, "The run directory of the running recmix run")->required();
   submit->callback([spec, dir] { run_submit(*spec, *dir); });
+
+  auto cdir = std::make_shared<std::string>();
+  auto* close = app.add_subcommand("close", "Let a `recmix run --stay-open` end once its jobs have");
+  close->add_option("run_dir", *cdir, "The run directory")->required();
+  close->callback([cdir] { run_close(*cdir); });
 
   auto sdir = std::make_shared<std::string>();
   auto* status = app.add_subcommand("status", "What a recmix run is doing: each job's state, ranks, progress and ETA");

@@ -52,8 +52,10 @@ void SchedulerService::write_status() const {
   const nlohmann::json status = {{"time_s", t},
                                  {"ranks", plane_.size()},
                                  {"policy", std::string(policy_->name())},
-                                 {"finished", std::all_of(records_.begin(), records_.end(),
-                                                          [](const auto& r) { return terminal(r->state); })},
+                                 // Every job ended, and no --stay-open waits for recmix close.
+                                 {"finished", (!options_.stay_open || close_requested_) &&
+                                                  std::all_of(records_.begin(), records_.end(),
+                                                              [](const auto& r) { return terminal(r->state); })},
                                  {"jobs", jobs}};
   const fs::path path = fs::path(options_.run_dir) / "status.json";
   const fs::path tmp = path.string() + ".tmp";

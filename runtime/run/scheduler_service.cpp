@@ -490,7 +490,7 @@ nlohmann::json SchedulerService::run() {
   event({{"event", "run_start"}, {"ranks", plane_.size()}, {"policy", std::string(policy_->name())},
          {"round_interval_s", cfg.round_interval_s}, {"slowdown_limit", cfg.slowdown_limit},
          {"las_threshold_s", cfg.las_threshold_s}, {"las_lease_s", cfg.las_lease_s}, {"machine", options_.machine},
-         {"resume", options_.resume},
+         {"resume", options_.resume}, {"stay_open", options_.stay_open},
          {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
          {"colocation_limit", cluster_->spec().max_jobs_per_gpu}});
   if (options_.resume) load_previous_run();
@@ -534,7 +534,9 @@ nlohmann::json SchedulerService::run() {
       write_status();
     }
     progress_line(false);
-    if (std::all_of(records_.begin(), records_.end(), [](const auto& r) { return terminal(r->state); })) break;
+    if ((!options_.stay_open || close_requested_) &&
+        std::all_of(records_.begin(), records_.end(), [](const auto& r) { return terminal(r->state); }))
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   // With a stuck job its threads never end, so the executors cannot shut down: the caller ends

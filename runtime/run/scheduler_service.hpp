@@ -39,6 +39,9 @@ struct RunOptions {
   // run again, the others resume from their latest checkpoint, and the jobs submitted to it
   // (spool/accepted/) come back.
   bool resume = false;
+  // The run does not end when its last job does: it waits for `recmix close` (a "close" file in
+  // the spool), so that jobs can still be submitted to it; it then ends once every job has.
+  bool stay_open = false;
 };
 
 class SchedulerService {
@@ -95,6 +98,7 @@ class SchedulerService {
   double next_round_ = 0, wake_at_ = 1e300, last_progress_ = -1e300;
   bool changed_ = true;
   bool draining_ = false;
+  bool close_requested_ = false;                   // recmix close: a stay_open run may end
   bool stuck_ = false;                             // a job's ranks are stuck: the processes must end
   std::int64_t rounds_ = 0, messages_in_ = 0;
   double round_seconds_ = 0, round_max_s_ = 0;   // wall time of the scheduling rounds                          // terminating: waiting for the running jobs to stop

@@ -164,6 +164,10 @@ void SchedulerService::load_previous_run() {
 
 void SchedulerService::take_spool() {
   const fs::path spool = fs::path(options_.run_dir) / "spool";
+  if (!close_requested_ && fs::exists(spool / "close")) {  // recmix close
+    close_requested_ = true;
+    event({{"event", "close_requested"}});
+  }
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(spool))
     if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());

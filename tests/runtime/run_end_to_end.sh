@@ -518,13 +518,12 @@ expect_error "unknown policy 'best'" "${mpirun[@]}" -np 2 "$recmix" run policy.t
 printf '[[job]]\nname = "x"\n' > nodata.toml
 expect_error "no jobs\|train\|data" "$recmix" run nodata.toml
 
-# recmix submit into a running run; recmix status.
-# "long" arrives 20 s after the start, which keeps the run open for the submissions (a build with
-# CUDA takes about a second to start each recmix command on a machine without a GPU).
+# recmix submit into a running run; recmix status; recmix close. The run stays open (--stay-open)
+# after its jobs end, whenever that is, until recmix close, so the submissions never race its end.
 job long 6 "[16, 8]" "[16, 1]" 64 300
-run_spec long 'ranks = 1\narrival = 20.0'
+run_spec long 'ranks = 1'
 printf 'include = ["run-long.toml"]\n[scheduler]\nround_interval_s = 0.2\nmemory_capacity = "32MiB"\n' > live.toml
-"${mpirun[@]}" -np 2 "$recmix" run live.toml --run-dir live > live.out 2> live.err &
+"${mpirun[@]}" -np 2 "$recmix" run live.toml --run-dir live --stay-open > live.out 2> live.err &
 run_pid=$!
 for _ in $(seq 200); do [[ -f live/status.json ]] && break; sleep 0.1; done
 [[ -f live/status.json ]] || { kill $run_pid; cat live.err; fail "no status.json"; }
@@ -537,7 +536,10 @@ expect_error "nowhere.h5" "$recmix" submit lost.toml --run live
 expect_error "exists already" "$recmix" submit run-long.toml --run live
 sed 's/name = "extra"/name = "huge"/; s/embedding_dim = 8/embedding_dim = 4096/; s/bottom_mlp = \[8\]/bottom_mlp = [4096]/' extra.toml > huge.toml
 "$recmix" submit huge.toml --run live > /dev/null || { kill $run_pid; fail "submit of huge failed client-side"; }
+"$recmix" close live > close.out || { kill $run_pid; fail "recmix close failed"; }
 wait $run_pid || { cat live.err; fail "the live run failed"; }
+grep -q '"event":"close_requested"' live/events.jsonl || fail "no close_requested event"
+expect_error "has finished" "$recmix" close live
 "$recmix" status live > status.out
 cat status.out
 grep -q "^extra  *finished" status.out || fail "the submitted job did not finish"
