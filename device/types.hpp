@@ -42,7 +42,6 @@ inline std::string_view to_string(BackendKind k) {
 inline BackendKind parse_backend_kind(std::string_view name) {
   return name == "cuda" ? BackendKind::cuda : name == "cpu-strict" ? BackendKind::cpu_strict : BackendKind::cpu;
 }
-inline std::string_view to_string(Fp32Math m) { return m == Fp32Math::tf32 ? "tf32" : "fp32"; }
 inline std::string_view to_string(Tier t) { return t == Tier::device ? "device" : "host"; }
 inline std::string_view to_string(CpuGemm g) {
   return g == CpuGemm::automatic ? "auto" : g == CpuGemm::openblas ? "openblas" : "onednn";

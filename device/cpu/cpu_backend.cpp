@@ -54,26 +54,27 @@ bool cpu_has_avx512() {
 #endif
 }
 
-// Copies the rows x cols matrix of 16-bit floats of `type` at `src` (row stride ld) into `dst`
-// as fp32, rows packed (row stride cols). Exact: fp32 holds every bf16 and fp16 value.
-const float* widen(half::Storage type, const std::uint16_t* src, int rows, int cols, int ld, std::vector<float>& dst) {
-  dst.resize(static_cast<std::size_t>(rows) * cols);
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) {
-      const std::uint16_t h = src[static_cast<std::size_t>(i) * ld + j];
-      dst[static_cast<std::size_t>(i) * cols + j] =
-          type == half::Storage::bf16 ? half::bf16_to_float(h) : half::fp16_to_float(h);
-    }
-  return dst.data();
-}
-
-// A [rows x cols] matrix of row stride ld, each value cut to TF32 (core/half.hpp), packed into dst.
-const float* cut_to_tf32(const float* src, int rows, int cols, int ld, std::vector<float>& dst) {
+// Copies the rows x cols matrix at `src` (row stride ld) into `dst` as fp32 through `convert`,
+// rows packed (row stride cols): the GEMMs' operands in scratch.
+template <class T, class Convert>
+const float* pack(const T* src, int rows, int cols, int ld, std::vector<float>& dst, Convert convert) {
   dst.resize(static_cast<std::size_t>(rows) * cols);
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j)
-      dst[static_cast<std::size_t>(i) * cols + j] = half::cut_to_tf32(src[static_cast<std::size_t>(i) * ld + j]);
+      dst[static_cast<std::size_t>(i) * cols + j] = convert(src[static_cast<std::size_t>(i) * ld + j]);
   return dst.data();
+}
+
+// 16-bit floats of `type` widened to fp32: exact, fp32 holds every bf16 and fp16 value.
+const float* widen(half::Storage type, const std::uint16_t* src, int rows, int cols, int ld, std::vector<float>& dst) {
+  return pack(src, rows, cols, ld, dst, [type](std::uint16_t h) {
+    return type == half::Storage::bf16 ? half::bf16_to_float(h) : half::fp16_to_float(h);
+  });
+}
+
+// fp32 values cut to TF32 (core/half.hpp).
+const float* cut_to_tf32(const float* src, int rows, int cols, int ld, std::vector<float>& dst) {
+  return pack(src, rows, cols, ld, dst, [](float x) { return half::cut_to_tf32(x); });
 }
 
 GemmLibrary resolve(CpuGemm gemm) {
