@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -159,13 +160,16 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   // the step, between two steps' collectives; `mid` inside the step, after its forward exchange
   // and before its backward collectives; `checkpoint` in that step's checkpoint write, before the
   // file is opened (which its peers then wait for inside parallel HDF5); `nan` puts a NaN in the
-  // first row of the rank's last embedding shard after that step (a divergence the loss need not show).
+  // first row of the rank's last embedding shard after that step (a divergence the loss need not show);
+  // `stall` holds that rank after that step until a stop is requested (a signal), so that a test's
+  // signal always finds the run unfinished, however fast the machine.
   if (const char* fault = std::getenv("RECMIX_FAULT_INJECTION")) {
     std::string text(fault);
     using namespace std::string_view_literals;
     for (const auto& [suffix, where] : {std::pair{":mid"sv, FaultWhere::mid},
                                         std::pair{":checkpoint"sv, FaultWhere::checkpoint},
                                         std::pair{":nan"sv, FaultWhere::nan},
+                                        std::pair{":stall"sv, FaultWhere::stall},
                                         std::pair{":after"sv, FaultWhere::after}})
       if (text.size() > suffix.size() && text.ends_with(suffix)) {
         fault_where_ = where;
@@ -468,6 +472,8 @@ TrainResult Trainer::train(const TrainOptions& options) {
     if (fault_where_ == FaultWhere::after && fault_step_ == step)
       throw Error(fmt::format("fault injected after step {} (RECMIX_FAULT_INJECTION)", step));
     if (fault_where_ == FaultWhere::nan && fault_step_ == step) inject_nan();
+    if (fault_where_ == FaultWhere::stall && fault_step_ == step && options.stop_requested)
+      while (!options.stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     auto now = Clock::now();
     double since = std::chrono::duration<double>(now - last_log).count();
     // Rank 0's clock decides; the other ranks learn it from a host collective that waits on no device.

@@ -128,7 +128,7 @@ class Trainer {
   std::unique_ptr<DlrmModel> model_;
   data::ReaderPosition resume_position_;
   // RECMIX_FAULT_INJECTION (tests): throw at this step, after it, inside it or in its checkpoint.
-  enum class FaultWhere { after, mid, checkpoint, nan };
+  enum class FaultWhere { after, mid, checkpoint, nan, stall };
   std::int64_t fault_step_ = -1;
   FaultWhere fault_where_ = FaultWhere::after;
   bool fault_armed_ = false;  // the step being trained is the one to fail inside

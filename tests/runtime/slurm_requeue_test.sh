@@ -45,7 +45,11 @@ job_field() { scontrol show job "$1" -o 2>/dev/null | sed -n "s/.* $2=\([^ ]*\).
 # the requeued start run, waits for it to complete and compares its last checkpoint with the uninterrupted run's.
 interrupted() {
   local label=$1 how=$2 job out final
-  job=$(cd "$work" && sbatch --parsable -n 2 --overcommit -o "$work/$label.out" "$src/launch/slurm/recmix.sbatch" \
+  # Rank 0 holds after step 2001 (just after the first checkpoint) until the signal comes, so the
+  # signal never finds the run already finished, however fast the machine (a test hook of the
+  # trainer; the requeued start resumes past that step and does not hold).
+  job=$(cd "$work" && RECMIX_FAULT_INJECTION=requeue:2001:0:stall sbatch --parsable -n 2 --overcommit \
+    -o "$work/$label.out" "$src/launch/slurm/recmix.sbatch" \
     "$recmix" train job.toml --run-dir "$label" --resume auto 2>&1)
   [[ "$job" =~ ^[0-9]+$ ]] || { fail "$label: sbatch refused the job: $job"; return; }
   local deadline=$((SECONDS + 60))
