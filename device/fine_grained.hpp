@@ -35,4 +35,33 @@ struct FineItems {
 // what the GPU runs, the CPU backend the block items.
 inline bool runs_fine_items(const Backend& backend) { return backend.runs_fine_items(); }
 
+// A third decomposition, for kernels over rows of `dim` floats (the embedding's bags and rows):
+// lanes. Lane l of row j covers components [4l, 4l + 4) (fewer in a row's last lane), so a row
+// is ceil(dim / 4) adjacent items: on a GPU a sub-warp of threads per row, each reading its
+// components in one 16-byte load (FBGEMM's table-batched embedding lays its warps out this way).
+// A functor that offers lanes declares
+//
+//   Index lane_items(Index items) const;  // lanes of a launch of `items` block items
+//   void lane(Index i) const;             // one of them
+//
+// with the same promise as fine(): the same bits as the block items. Where a functor offers both,
+// the GPU and the strict emulator run lanes unless gpu_items() says fine (an A/B switch).
+template <class F>
+concept LaneGrained = requires(const F& f, std::int64_t i) {
+  { f.lane_items(i) } -> std::convertible_to<std::int64_t>;
+  f.lane(i);
+};
+
+template <class F>
+struct LaneItems {
+  F f;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const { f.lane(i); }
+};
+
+// Which of its GPU decompositions a launch takes (lanes by default; RECMIX_GPU_ITEMS=fine in the
+// environment or set_gpu_items at run time picks the per-component items).
+enum class GpuItems { lanes, fine };
+GpuItems gpu_items();
+void set_gpu_items(GpuItems items);
+
 }  // namespace recmix::device

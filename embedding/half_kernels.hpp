@@ -37,6 +37,7 @@ struct PoolBagsHalf {
   const std::int64_t* out_pos;  // nullptr: bag j writes vector j
   float* out;
   bool mean;
+  bool prefetch = true;  // as PoolBags::prefetch
 
   struct Decoded {
     const std::uint16_t* weights;
@@ -44,6 +45,11 @@ struct PoolBagsHalf {
     std::int64_t dim;
     RECMIX_HOST_DEVICE float operator()(std::int64_t row, std::int64_t d) const {
       return half_to_float(storage, weights[row * dim + d]);
+    }
+    RECMIX_HOST_DEVICE void operator()(std::int64_t row, std::int64_t d0, int n, float* v) const {
+      std::uint16_t h[kLane];
+      load_lane(weights + row * dim + d0, n, h);
+      for (int c = 0; c < n; ++c) v[c] = half_to_float(storage, h[c]);
     }
   };
   RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
@@ -58,6 +64,11 @@ struct PoolBagsHalf {
     for (std::int64_t k = begin; k < end; ++k) acc += half_to_float(storage, weights[rows[k] * dim + d]);
     if (mean && end > begin) acc *= 1.0f / static_cast<float>(end - begin);
     out[(out_pos ? out_pos[j] : j) * dim + d] = acc;
+  }
+  // Lanes: 4 components of bag j, PoolBags::lane's sums.
+  RECMIX_HOST_DEVICE std::int64_t lane_items(std::int64_t bags) const { return bags * lanes_per_row(dim); }
+  RECMIX_HOST_DEVICE void lane(std::int64_t i) const {
+    pool_lane(lane_at(i, dim), dim, offsets, rows, out_pos, out, mean, prefetch, Decoded{weights, storage, dim});
   }
 };
 
@@ -237,6 +248,22 @@ struct UpdateRowsHalf {
       s += g * g;
       w.write(d, w.read(d) - p.lr * g / (sqrtf(s) + p.eps));
     }
+  }
+
+  // Lanes: 4 components of unique row u as UpdateRows::lane steps them, then rounded as above
+  // (row-wise Adagrad: RowwiseState over `update` first).
+  RECMIX_HOST_DEVICE std::int64_t lane_items(std::int64_t items) const { return update.lane_items(items); }
+  RECMIX_HOST_DEVICE void lane(std::int64_t i) const {
+    const UpdateRows& p = update;
+    const LaneAt at = lane_at(i, p.dim);
+    if (p.unique_count && at.item >= *p.unique_count) return;
+    float g[kLane], x[kLane];
+    p.lane_gradient(at, g);
+    const std::int64_t row = p.unique_rows[at.item];
+    const RowWriter w = writer(row);
+    w.read_chunk(at.d0, at.n, x);
+    p.lane_step(row, at, g, x);
+    w.write_chunk(at.d0, at.n, x);
   }
 };
 

@@ -1,6 +1,9 @@
 #include "embedding/kernel_launch.hpp"
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include "core/error.hpp"
@@ -19,13 +22,36 @@ using cpu::PrefetchPool;
 using cpu::PrefetchUpdate;
 using cpu::StepHalfRows;
 
+// Whether a launch on `backend` takes a functor's lanes: where it runs what a GPU runs, unless
+// the fine items are asked for (device/fine_grained.hpp).
+bool takes_lanes(const device::Backend& backend) {
+  return device::runs_fine_items(backend) && device::gpu_items() == device::GpuItems::lanes;
+}
+
+const kernels::UpdateRows& update_of(const kernels::UpdateRows& f) { return f; }
+const kernels::UpdateRows& update_of(const kernels::UpdateRowsHalf& f) { return f.update; }
+
 template <class F>
 void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const F& f,
          std::int64_t grain) {
   if (n <= 0) return;
+  if constexpr (std::is_same_v<F, kernels::UpdateRows> || std::is_same_v<F, kernels::UpdateRowsHalf>) {
+    // Lanes never see a whole row: row-wise Adagrad's state steps first, a row an item.
+    if (takes_lanes(backend) && update_of(f).kind == SparseOptimizerKind::rowwise_adagrad)
+      run(backend, stream, n, kernels::RowwiseState{update_of(f)}, 64);
+  }
   backend.note_launch();
   if (device::runs_kernels_on_host(backend)) {
     const int threads = backend.num_threads();
+    if constexpr (device::LaneGrained<F>) {
+      // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
+      if (takes_lanes(backend)) {
+        backend.run_host_kernel(stream, [threads, n, f, grain] {
+          device::cpu::parallel_for(threads, f.lane_items(n), device::LaneItems<F>{f}, grain);
+        });
+        return;
+      }
+    }
     if constexpr (device::FineGrained<F>) {
       // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
       if (device::runs_fine_items(backend)) {
@@ -57,7 +83,25 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
 #endif
 }
 
+std::atomic<bool>& prefetch_setting() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("RECMIX_EMBEDDING_PREFETCH");
+    return !(v && std::string_view(v) == "off");
+  }()};
+  return on;
+}
+
+// The pooling's lanes with the process's prefetch setting.
+template <class F>
+F with_prefetch(F f) {
+  f.prefetch = prefetch_setting().load(std::memory_order_relaxed);
+  return f;
+}
+
 }  // namespace
+
+bool lane_prefetch() { return prefetch_setting().load(std::memory_order_relaxed); }
+void set_lane_prefetch(bool on) { prefetch_setting().store(on); }
 
 // By reference: these run only where the device memory is the host's, on a backend without
 // graphs, so at once.
@@ -76,7 +120,7 @@ void launch_one_hot_update(device::Backend& backend, device::Stream& stream, con
 }
 
 void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::PoolBags& f) {
-  run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
+  run(b, s, n, with_prefetch(f), kGrain / (f.dim > 0 ? f.dim : 1));
 }
 void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::UpdateRows& f) {
   run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
@@ -94,7 +138,7 @@ void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels
   run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
 }
 void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::PoolBagsHalf& f) {
-  run(b, s, n, f, kGrain / (f.dim > 0 ? f.dim : 1));
+  run(b, s, n, with_prefetch(f), kGrain / (f.dim > 0 ? f.dim : 1));
 }
 void launch(device::Backend& b, device::Stream& s, std::int64_t n, const kernels::UpdateRowsHalf& f) {
   run(b, s, n, f, kGrain / (f.update.dim > 0 ? f.update.dim : 1));

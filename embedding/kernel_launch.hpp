@@ -41,6 +41,12 @@ void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
 RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_LAUNCH)
 #undef RECMIX_EMBEDDING_DECLARE_LAUNCH
 
+// Whether the poolings' lanes load the next row before adding the current one (kernels::pool_lane;
+// on by default, RECMIX_EMBEDDING_PREFETCH=off in the environment turns it off): an A/B switch
+// for the GPU suite. The sums are the same either way.
+bool lane_prefetch();
+void set_lane_prefetch(bool on);
+
 // The CPU fast path of a one-rank job whose tables are whole and whose bags each hold exactly one
 // index (embedding/cpu/one_hot.hpp), issued as a kernel: counted, and run inside the backend's
 // device work. Only for a backend whose device memory is the host's (no graphs there: it runs at
@@ -61,6 +67,7 @@ void launch(void* native_stream, std::int64_t n, const kernels::GatherRows& f);
 void launch(void* native_stream, std::int64_t n, const kernels::PoolBagsHalf& f);
 void launch(void* native_stream, std::int64_t n, const kernels::UpdateRowsHalf& f);
 void launch(void* native_stream, std::int64_t n, const kernels::InitShardHalf& f);
+void launch(void* native_stream, std::int64_t n, const kernels::RowwiseState& f);
 #define RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH(K) void launch(void* native_stream, std::int64_t n, const kernels::K& f);
 RECMIX_EMBEDDING_GROUP_KERNELS(RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH)
 #undef RECMIX_EMBEDDING_DECLARE_CUDA_LAUNCH

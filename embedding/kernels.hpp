@@ -6,8 +6,9 @@
 #include <cstdint>
 
 #include "device/types.hpp"
-#include "embedding/sparse_optimizer.hpp"
 #include "embedding/initial_weight.hpp"
+#include "embedding/lanes.hpp"
+#include "embedding/sparse_optimizer.hpp"
 
 namespace recmix::embedding::kernels {
 
@@ -38,11 +39,15 @@ struct PoolBags {
   const std::int64_t* out_pos;  // nullptr: bag j writes vector j
   float* out;
   bool mean;
+  bool prefetch = true;  // lanes only: the next row's load issued before the current row's sum
 
   struct Fp32 {
     const float* weights;
     std::int64_t dim;
     RECMIX_HOST_DEVICE float operator()(std::int64_t row, std::int64_t d) const { return weights[row * dim + d]; }
+    RECMIX_HOST_DEVICE void operator()(std::int64_t row, std::int64_t d0, int n, float* v) const {
+      load_lane(weights + row * dim + d0, n, v);
+    }
   };
   RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
     pool_bag(j, dim, offsets, rows, out_pos, out, mean, Fp32{weights, dim});
@@ -56,6 +61,11 @@ struct PoolBags {
     for (std::int64_t k = begin; k < end; ++k) acc += weights[rows[k] * dim + d];
     if (mean && end > begin) acc *= 1.0f / static_cast<float>(end - begin);
     out[(out_pos ? out_pos[j] : j) * dim + d] = acc;
+  }
+  // Lanes (device/fine_grained.hpp): 4 components of bag j, the same sums.
+  RECMIX_HOST_DEVICE std::int64_t lane_items(std::int64_t bags) const { return bags * lanes_per_row(dim); }
+  RECMIX_HOST_DEVICE void lane(std::int64_t i) const {
+    pool_lane(lane_at(i, dim), dim, offsets, rows, out_pos, out, mean, prefetch, Fp32{weights, dim});
   }
 };
 
@@ -95,19 +105,32 @@ struct UpdateRows {
     }
   }
 
+  // Row-wise Adagrad's state step for unique row u: the mean of its summed gradient's squares,
+  // added in component order.
+  RECMIX_HOST_DEVICE void row_state(std::int64_t u) const {
+    if (unique_count && u >= *unique_count) return;
+    float g[kChunk];
+    state[unique_rows[u]] += sum_squares(u, g) / static_cast<float>(dim);
+  }
+  // The sum of squares of unique row u's summed gradient, in component order; g is left holding
+  // the last chunk's gradient (the whole row's when dim <= kChunk).
+  RECMIX_HOST_DEVICE float sum_squares(std::int64_t u, float* g) const {
+    float sum_sq = 0.f;
+    for (std::int64_t d0 = 0; d0 < dim; d0 += kChunk) {
+      const int n = dim - d0 < kChunk ? static_cast<int>(dim - d0) : kChunk;
+      sum_chunk(u, d0, n, g);
+      for (int i = 0; i < n; ++i) sum_sq += g[i] * g[i];
+    }
+    return sum_sq;
+  }
+
   RECMIX_HOST_DEVICE void operator()(std::int64_t u) const {
     if (unique_count && u >= *unique_count) return;
     const std::int64_t row = unique_rows[u];
     float* w = weights + row * dim;
     float g[kChunk];
     if (kind == SparseOptimizerKind::rowwise_adagrad) {
-      float sum_sq = 0.f;
-      for (std::int64_t d0 = 0; d0 < dim; d0 += kChunk) {
-        const int n = dim - d0 < kChunk ? static_cast<int>(dim - d0) : kChunk;
-        sum_chunk(u, d0, n, g);
-        for (int i = 0; i < n; ++i) sum_sq += g[i] * g[i];
-      }
-      state[row] += sum_sq / static_cast<float>(dim);
+      state[row] += sum_squares(u, g) / static_cast<float>(dim);
       const float step = lr / (sqrtf(state[row]) + eps);
       for (std::int64_t d0 = 0; d0 < dim; d0 += kChunk) {
         const int n = dim - d0 < kChunk ? static_cast<int>(dim - d0) : kChunk;
@@ -162,6 +185,57 @@ struct UpdateRows {
       w -= lr * g / (sqrtf(s) + eps);
     }
   }
+
+  // Lanes: 4 components of unique row u, their entries summed in the same order. Row-wise Adagrad
+  // reads the row's state, which RowwiseState must have stepped first (the launchers run it over
+  // the same rows just before), since no lane sees the whole row.
+  RECMIX_HOST_DEVICE std::int64_t lane_items(std::int64_t items) const { return items * lanes_per_row(dim); }
+  // g[0 .. at.n) = the summed gradient of lane `at` (its item a unique row).
+  RECMIX_HOST_DEVICE void lane_gradient(LaneAt at, float* g) const {
+    for (int c = 0; c < kLane; ++c) g[c] = 0.f;
+    float src[kLane];
+    for (std::int64_t e = entry_offsets[at.item]; e < entry_offsets[at.item + 1]; ++e) {
+      load_lane(grad + entry_grad[e] * dim + at.d0, at.n, src);
+      if (entry_scale) {
+        const float sc = entry_scale[e];
+        for (int c = 0; c < at.n; ++c) g[c] += src[c] * sc;
+      } else {
+        for (int c = 0; c < at.n; ++c) g[c] += src[c];
+      }
+    }
+  }
+  // x[0 .. at.n) = components [d0, d0 + n) of weights row `row`, stepped with gradient g.
+  RECMIX_HOST_DEVICE void lane_step(std::int64_t row, LaneAt at, const float* g, float* x) const {
+    if (kind == SparseOptimizerKind::sgd) {
+      for (int c = 0; c < at.n; ++c) x[c] -= lr * g[c];
+    } else if (kind == SparseOptimizerKind::adagrad) {
+      float* s = state + row * dim + at.d0;
+      for (int c = 0; c < at.n; ++c) {
+        s[c] += g[c] * g[c];
+        x[c] -= lr * g[c] / (sqrtf(s[c]) + eps);
+      }
+    } else {
+      const float step = lr / (sqrtf(state[row]) + eps);
+      for (int c = 0; c < at.n; ++c) x[c] -= step * g[c];
+    }
+  }
+  RECMIX_HOST_DEVICE void lane(std::int64_t i) const {
+    const LaneAt at = lane_at(i, dim);
+    if (unique_count && at.item >= *unique_count) return;
+    float g[kLane], x[kLane];
+    lane_gradient(at, g);
+    const std::int64_t row = unique_rows[at.item];
+    float* w = weights + row * dim + at.d0;
+    load_lane(w, at.n, x);
+    lane_step(row, at, g, x);
+    store_lane(w, at.n, x);
+  }
+};
+
+// Row-wise Adagrad's first pass under lanes: the state of each unique row (UpdateRows::row_state).
+struct RowwiseState {
+  UpdateRows update;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t u) const { update.row_state(u); }
 };
 
 // Element i of a shard of rows [row_begin, row_begin + n / dim) of `table`: its initial value.

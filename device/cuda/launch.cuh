@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA twin of device/launch.hpp: a grid-stride kernel that runs the same functors, in their
-// fine decomposition where they offer one (device/fine_grained.hpp).
+// lane or fine decomposition where they offer one (device/fine_grained.hpp).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,6 +19,12 @@ __global__ void grid_stride_kernel(std::int64_t n, F f) {
 
 template <class F>
 void parallel_for(void* native_stream, std::int64_t n, F f) {
+  if constexpr (LaneGrained<F>) {
+    if (gpu_items() == GpuItems::lanes) {
+      parallel_for(native_stream, f.lane_items(n), LaneItems<F>{f});
+      return;
+    }
+  }
   if constexpr (FineGrained<F>) {
     parallel_for(native_stream, f.fine_items(n), FineItems<F>{f});
   } else {

@@ -1,6 +1,6 @@
-// The two decompositions of each embedding kernel (device/fine_grained.hpp): the CPU's item per
-// bag or row and the GPU's item per component, run here on the host over the same inputs, must
-// give the same bits.
+// The decompositions of each embedding kernel (device/fine_grained.hpp): the CPU's item per bag
+// or row, and the GPU's item per component and lanes of 4 components, run here on the host over
+// the same inputs, must give the same bits.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -24,25 +24,50 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-// Runs make(state) over `items` items, and over its fine items on a copy; the states must agree.
+const kernels::UpdateRows* update_of(const kernels::UpdateRows& f) { return &f; }
+const kernels::UpdateRows* update_of(const kernels::UpdateRowsHalf& f) { return &f.update; }
+template <class F>
+const kernels::UpdateRows* update_of(const F&) {
+  return nullptr;
+}
+
+// Runs make(state) over `items` items, over its fine items on a copy, and over its lanes on
+// another (row-wise Adagrad's state pass first, as the launchers do); the states must agree.
 template <class Make>
 void check(std::int64_t items, const std::vector<std::vector<float>>& state, Make make, const char* what) {
-  auto coarse = state, fine = state;
+  auto coarse = state, fine = state, lanes = state;
   auto fc = make(coarse);
   for (std::int64_t i = 0; i < items; ++i) fc(i);
   auto ff = make(fine);
   static_assert(device::FineGrained<decltype(ff)>);
   const device::FineItems<decltype(ff)> run{ff};
   for (std::int64_t i = 0; i < ff.fine_items(items); ++i) run(i);
+  auto fl = make(lanes);
+  if constexpr (device::LaneGrained<decltype(fl)>) {
+    const kernels::UpdateRows* update = update_of(fl);
+    if (update && update->kind == SparseOptimizerKind::rowwise_adagrad)
+      for (std::int64_t i = 0; i < items; ++i) kernels::RowwiseState{*update}(i);
+    const device::LaneItems<decltype(fl)> run_lanes{fl};
+    for (std::int64_t i = 0; i < fl.lane_items(items); ++i) run_lanes(i);
+  } else {
+    lanes = coarse;
+  }
   for (std::size_t k = 0; k < state.size(); ++k) {
     ASSERT_EQ(coarse[k].size(), fine[k].size());
     EXPECT_EQ(std::memcmp(coarse[k].data(), fine[k].data(), coarse[k].size() * sizeof(float)), 0)
-        << what << ", array " << k;
+        << what << ", array " << k << " (fine items)";
+    EXPECT_EQ(std::memcmp(coarse[k].data(), lanes[k].data(), coarse[k].size() * sizeof(float)), 0)
+        << what << ", array " << k << " (lanes)";
   }
 }
 
-TEST(FineEmbeddingKernels, PoolCombineAndGather) {
-  const std::int64_t dim = 7, rows = 40, bags = 25;
+class FineEmbeddingDims : public testing::TestWithParam<std::int64_t> {};
+
+// dim 7: a short last lane; 16: whole lanes (the Kaggle shape's); 3: one short lane.
+INSTANTIATE_TEST_SUITE_P(Dims, FineEmbeddingDims, testing::Values(7, 16, 3));
+
+TEST_P(FineEmbeddingDims, PoolCombineAndGather) {
+  const std::int64_t dim = GetParam(), rows = 40, bags = 25;
   std::mt19937_64 rng(3);
   std::vector<std::int64_t> offsets{0}, index, out_pos(bags);
   const std::int64_t* no_pos = nullptr;
@@ -53,12 +78,14 @@ TEST(FineEmbeddingKernels, PoolCombineAndGather) {
   }
   const auto weights = random_floats(rows * dim, 4);
   for (bool mean : {false, true})
-    for (const std::int64_t* pos : {no_pos, static_cast<const std::int64_t*>(out_pos.data())})
-      check(bags, {std::vector<float>(bags * dim, 9.f)},
-            [&](auto& s) {
-              return kernels::PoolBags{weights.data(), dim, offsets.data(), index.data(), pos, s[0].data(), mean};
-            },
-            "pool");
+    for (bool prefetch : {true, false})
+      for (const std::int64_t* pos : {no_pos, static_cast<const std::int64_t*>(out_pos.data())})
+        check(bags, {std::vector<float>(bags * dim, 9.f)},
+              [&](auto& s) {
+                return kernels::PoolBags{weights.data(), dim, offsets.data(), index.data(), pos, s[0].data(),
+                                         mean, prefetch};
+              },
+              "pool");
   const auto scale = random_floats(bags, 5);
   for (const float* sc : {static_cast<const float*>(nullptr), scale.data()}) {
     check(bags, {std::vector<float>(bags * dim, 9.f)},
@@ -72,8 +99,8 @@ TEST(FineEmbeddingKernels, PoolCombineAndGather) {
   }
 }
 
-TEST(FineEmbeddingKernels, UpdateRows) {
-  const std::int64_t dim = 5, table_rows = 30, grads = 12;
+TEST_P(FineEmbeddingDims, UpdateRows) {
+  const std::int64_t dim = GetParam(), table_rows = 30, grads = 12;
   // Unique rows 3, 7, 29 with 2, 1 and 4 entries; the launch covers 9 items, the count says 3.
   const std::vector<std::int64_t> unique{3, 7, 29}, entry_offsets{0, 2, 3, 7}, entry_grad{0, 5, 11, 1, 2, 3, 9};
   const std::int64_t count = 3;
@@ -97,8 +124,8 @@ std::vector<float> half_table(half::Storage storage, std::int64_t rows, std::int
   return held;
 }
 
-TEST(FineEmbeddingKernels, HalfTablePoolAndUpdate) {
-  const std::int64_t dim = 5, rows = 30, bags = 11, grads = 12;
+TEST_P(FineEmbeddingDims, HalfTablePoolAndUpdate) {
+  const std::int64_t dim = GetParam(), rows = 30, bags = 11, grads = 12;
   std::mt19937_64 rng(5);
   std::vector<std::int64_t> offsets{0}, index;
   for (std::int64_t j = 0; j < bags; ++j) {
@@ -116,11 +143,13 @@ TEST(FineEmbeddingKernels, HalfTablePoolAndUpdate) {
     const auto table_bits = half_table(storage, rows, dim, 4);
     const auto* w = reinterpret_cast<const std::uint16_t*>(table_bits.data());
     for (bool mean : {false, true})
-      check(bags, {std::vector<float>(bags * dim, 9.f)},
-            [&](auto& s) {
-              return kernels::PoolBagsHalf{w, storage, dim, offsets.data(), index.data(), nullptr, s[0].data(), mean};
-            },
-            "pool, 16-bit table");
+      for (bool prefetch : {true, false})
+        check(bags, {std::vector<float>(bags * dim, 9.f)},
+              [&](auto& s) {
+                return kernels::PoolBagsHalf{w,           storage, dim, offsets.data(), index.data(), nullptr,
+                                             s[0].data(), mean,    prefetch};
+              },
+              "pool, 16-bit table");
     for (auto kind : {SparseOptimizerKind::sgd, SparseOptimizerKind::adagrad, SparseOptimizerKind::rowwise_adagrad})
       for (bool stochastic : {false, true})
         check(9, {table_bits, std::vector<float>(rows * dim, 0.25f)},
