@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "device/launch.hpp"
 
 namespace recmix::device {
 namespace {
@@ -139,6 +140,24 @@ std::unique_ptr<Event> Backend::create_event() {
   e->counters_ = &counters_;
   e->backend_ = this;
   return e;
+}
+
+void Backend::do_gemm_epilogue(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                               const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc,
+                               GemmEpilogue epilogue, float* bias) {
+  if (epilogue != GemmEpilogue::none && !runs_kernels_on_host())
+    throw DeviceError(fmt::format("gemm epilogue {}: this backend has no host emulation of it", to_string(epilogue)));
+  do_gemm(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (m == 0 || epilogue == GemmEpilogue::none) return;
+  const int threads = num_threads();
+  if (epilogue == GemmEpilogue::bias_gradient) {
+    const epilogue::RowSums f{a, k, lda, trans_a, bias};
+    run_host_kernel(stream, [threads, m, f] { cpu::parallel_for(threads, m, f, 64); });
+    return;
+  }
+  const epilogue::AddBias f{c, bias, n, ldc, epilogue == GemmEpilogue::bias_relu};
+  const std::int64_t elements = static_cast<std::int64_t>(m) * n;
+  run_host_kernel(stream, [threads, elements, f] { cpu::parallel_for(threads, elements, f); });
 }
 
 }  // namespace recmix::device

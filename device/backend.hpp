@@ -14,6 +14,7 @@
 
 #include "core/half.hpp"
 #include "device/counters.hpp"
+#include "device/epilogue.hpp"
 #include "device/graph.hpp"
 #include "device/stream.hpp"
 #include "device/types.hpp"
@@ -62,6 +63,21 @@ class Backend {
     counters_.launch();
     do_gemm(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
+
+  // gemm() and an epilogue (epilogue.hpp) in one launch: fused into the GEMM on CUDA (cuBLASLt),
+  // a pass after it on the backends that run kernels on the host. `bias` is read (bias,
+  // bias_relu: n values) or written (bias_gradient: m values).
+  void gemm_epilogue(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                     int lda, const float* b, int ldb, float beta, float* c, int ldc, GemmEpilogue epilogue,
+                     float* bias) {
+    counters_.launch();
+    do_gemm_epilogue(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, bias);
+  }
+  // Whether gemm_epilogue is what this backend's GPU path takes: CUDA, and the strict emulator
+  // that runs that path. The CPU backend keeps its own fused kernels (mlp/cpu/linear.hpp).
+  virtual bool fuses_gemm_epilogues() const { return false; }
+  // Whether the last gemm_epilogue ran fused into the GEMM (CUDA, where cuBLASLt had an algorithm).
+  virtual bool last_epilogue_fused() const { return false; }
 
   // Row-major as gemm(), with A and B 16-bit floats of `type` (bf16 or fp16: raw 16-bit patterns,
   // core/half.hpp) and C, alpha and beta in fp32. A product of two bf16 values (8-bit
@@ -145,6 +161,11 @@ class Backend {
                        int lda, const float* b, int ldb, float beta, float* c, int ldc) = 0;
   // Told of set_fp32_math.
   virtual void on_fp32_math(Fp32Math) {}
+  // do_gemm, then the epilogue's pass (epilogue.hpp) as a host-run kernel: for the backends that
+  // run kernels on the host; DeviceError elsewhere.
+  virtual void do_gemm_epilogue(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                                const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc,
+                                GemmEpilogue epilogue, float* bias);
   virtual void do_gemm_half(Stream& stream, half::Storage type, bool trans_a, bool trans_b, int m, int n, int k,
                             float alpha, const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta,
                             float* c, int ldc) = 0;

@@ -2,7 +2,9 @@
 // of narrow layers are the fused kernels of mlp/cpu/linear.hpp: bias and activation in the forward GEMM, the previous layer's ReLU
 // backward and bias gradient in the input-gradient GEMM. Elsewhere the GEMMs go through
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
-// fused with the bias-gradient reduction. The weight-gradient GEMMs always use Backend::gemm.
+// fused with the bias-gradient reduction; on the backends that take the GPU path (CUDA, the
+// strict emulator) bias and ReLU are the forward GEMM's epilogue and the bias gradient the
+// weight-gradient GEMM's (Backend::gemm_epilogue). The weight-gradient GEMMs always use Backend::gemm.
 // With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_half in bf16, on
 // operands rounded once a step: the weights and the first layer's input as forward starts, every
 // other layer's input by the bias and activation pass that writes it, a layer's pre-activation
@@ -11,8 +13,11 @@
 // (mlp/cpu_bf16.hpp).
 #include "mlp/mlp.hpp"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <fmt/format.h>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "mlp/cpu/bf16.hpp"
@@ -116,6 +121,23 @@ void Mlp::launch_rounding(device::Stream& s, std::int64_t n, const F& f, std::in
   }
 }
 
+namespace {
+std::atomic<bool>& epilogue_setting() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("RECMIX_GEMM_EPILOGUES");
+    return !(v && std::string_view(v) == "off");
+  }()};
+  return on;
+}
+}  // namespace
+
+bool gemm_epilogues_enabled() { return epilogue_setting().load(std::memory_order_relaxed); }
+void set_gemm_epilogues_enabled(bool on) { epilogue_setting().store(on); }
+
+bool Mlp::epilogues() const {
+  return !bf16_ && backend_.fuses_gemm_epilogues() && gemm_epilogues_enabled();
+}
+
 bool Mlp::fused_input_gradient(const Layer& l) const {
   return fused_ && cpu::fused_linear_enabled() && cpu::fused_input_gradient_pays(l.in, l.out, backend_.gemm_library());
 }
@@ -153,6 +175,14 @@ const float* Mlp::forward(device::Stream& s, const float* input, int batch) {
       x = l.output.data();
       continue;
     }
+    if (epilogues() && l.act != Activation::sigmoid) {  // y = act(x W^T + b) in one call
+      backend_.gemm_epilogue(s, false, true, batch, l.out, l.in, 1.f, x, l.in, l.weight, l.in, 0.f, l.output.data(),
+                             l.out,
+                             l.act == Activation::relu ? device::GemmEpilogue::bias_relu : device::GemmEpilogue::bias,
+                             l.bias);
+      x = l.output.data();
+      continue;
+    }
     // y = x W^T (W is [out x in]), then y = act(y + b) in one pass, which also rounds y for the next
     // layer's bf16 GEMM.
     gemm(s, false, true, batch, l.out, l.in, 1.f, {x, l.input16.data()}, l.in, {l.weight, l.weight16}, l.in, 0.f,
@@ -186,6 +216,7 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
     return need_input_grad ? input_grad_.data() : nullptr;
   }
   const float* dy = grad_output;
+  const bool epilogue = epilogues();
   bool dz_done = false;  // the fused input-gradient GEMM of the layer above did this layer's dz
   for (int i = num_layers() - 1; i >= 0; --i) {
     Layer& l = layers_[i];
@@ -199,8 +230,10 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
       kernels::ActivationBackward f{dz, l.output.data(), bias_partials_.data(), batch, l.out, l.act,
                                     bf16_ ? grad16_.data() : nullptr};
       launch_rounding(s, blocks, f, static_cast<std::int64_t>(batch) * l.out);
-      kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
-      detail::launch(backend_, s, l.out, sum, blocks * l.out);
+      if (!epilogue) {  // else the weight-gradient GEMM's epilogue sums the bias gradient
+        kernels::ColumnSum sum{bias_partials_.data(), l.bias_grad, static_cast<int>(blocks), l.out};
+        detail::launch(backend_, s, l.out, sum, blocks * l.out);
+      }
     }
     dz_done = false;
     const Operand dz16{dz, bf16_ ? grad16_.data() : nullptr};  // rounded by the activation backward
@@ -222,14 +255,22 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
     // dx goes into the previous layer's gradient buffer (or the input gradient).
     float* dx = nullptr;
     if (i > 0 || need_input_grad) dx = i > 0 ? layers_[i - 1].grad.data() : input_grad_.data();
+    // dW = alpha dz^T x + beta C ([out x batch] [batch x in]), with the bias gradient (the column
+    // sums of dz) in the same call where epilogues are on.
+    auto weight_gradient = [&](float alpha, float beta, float* c) {
+      if (epilogue)
+        backend_.gemm_epilogue(s, true, false, l.out, l.in, batch, alpha, dz, l.out, x.fp32, l.in, beta, c, l.in,
+                               device::GemmEpilogue::bias_gradient, l.bias_grad);
+      else
+        gemm(s, true, false, l.out, l.in, batch, alpha, dz16, l.out, x, l.in, beta, c, l.in);
+    };
     if (!sgd_lr) {
-      // dW = dz^T x  ([out x batch] [batch x in]).
-      gemm(s, true, false, l.out, l.in, batch, 1.f, dz16, l.out, x, l.in, 0.f, l.weight_grad, l.in);
+      weight_gradient(1.f, 0.f, l.weight_grad);
       if (dx) input_gradient(dx);
     } else {
       // dx first: it needs the weights before this step. Then W += -lr dz^T x, b -= lr db.
       if (dx) input_gradient(dx);
-      gemm(s, true, false, l.out, l.in, batch, -*sgd_lr, dz16, l.out, x, l.in, 1.f, l.weight, l.in);
+      weight_gradient(-*sgd_lr, 1.f, l.weight);
       kernels::SgdStep step{l.bias, l.bias_grad, l.out, *sgd_lr};
       detail::launch(backend_, s, detail::flat_blocks(l.out), step, l.out);
     }

@@ -13,6 +13,11 @@
 
 namespace recmix::mlp {
 
+// Whether the MLPs use Backend::gemm_epilogue where their backend fuses epilogues (on by default;
+// RECMIX_GEMM_EPILOGUES=off in the environment, or this call, turns it off): an A/B switch.
+bool gemm_epilogues_enabled();
+void set_gemm_epilogues_enabled(bool on);
+
 class Mlp {
  public:
   // sizes = {in, h1, ..., out}. Weights are drawn from normal(0, sqrt(2/(in+out))), biases from
@@ -96,6 +101,8 @@ class Mlp {
   // Whether this layer's forward / input-gradient GEMM runs as a fused CPU kernel right now.
   bool fused_forward(const Layer& l) const;
   bool fused_input_gradient(const Layer& l) const;
+  // Whether this step's fp32 GEMMs carry their bias, ReLU and bias gradient as epilogues.
+  bool epilogues() const;
   // Launches f over n blocks, a pass that may write bf16 GEMM operands: with bf16 GEMMs on the CPU
   // backend of an AVX-512 CPU through cpu::run_rounded (mlp/cpu_bf16.hpp), else the functor as it is.
   template <class F>

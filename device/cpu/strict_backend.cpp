@@ -120,6 +120,8 @@ class StrictBackend final : public Backend {
   bool host_accessible(Tier tier) const override { return tier == Tier::host; }
   bool runs_kernels_on_host() const override { return true; }
   bool runs_fine_items() const override { return true; }
+  // The GPU path's GEMMs with epilogues, emulated (Backend::do_gemm_epilogue).
+  bool fuses_gemm_epilogues() const override { return true; }
 
   void* do_allocate(std::size_t bytes, Tier tier) override {
     if (tier == Tier::device) return arena_.allocate(bytes);

@@ -1,13 +1,17 @@
-// CUDA backend: device memory and pinned host memory, cuBLAS SGEMM and bf16 GEMM, streams and
+// CUDA backend: device memory and pinned host memory, cuBLAS SGEMM and bf16 GEMM, cuBLASLt GEMMs
+// with fused epilogues (lt_gemm.cuh), streams and
 // events, and graphs captured from a stream in CUDA's thread-local capture mode (device/graph.hpp).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "device/backend.hpp"
 #include "device/cuda/check.cuh"
+#include "device/cuda/launch.cuh"
+#include "device/cuda/lt_gemm.cuh"
 
 namespace recmix::device {
 namespace {
@@ -84,8 +88,10 @@ class CudaBackend final : public Backend {
     RECMIX_CUDA_CHECK(cudaGetDevice(&device_));
     RECMIX_CUBLAS_CHECK(cublasCreate(&handle_));
     RECMIX_CUDA_CHECK(cudaMalloc(&workspace_, kCublasWorkspace));
+    lt_ = std::make_unique<cuda::LtGemm>(workspace_, kCublasWorkspace);
   }
   ~CudaBackend() override {
+    lt_.reset();
     if (handle_) cublasDestroy(handle_);
     if (workspace_) cudaFree(workspace_);
   }
@@ -165,6 +171,26 @@ class CudaBackend final : public Backend {
   }
   HalfGemmPath last_half_gemm_path() const override { return last_half_path_; }
 
+  bool fuses_gemm_epilogues() const override { return true; }
+  bool last_epilogue_fused() const override { return last_epilogue_fused_; }
+  // cuBLASLt with the epilogue fused where it has an algorithm for the call; else cublasSgemm and
+  // the epilogue's functor as a kernel after it (device/epilogue.hpp).
+  void do_gemm_epilogue(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                        int lda, const float* b, int ldb, float beta, float* c, int ldc, GemmEpilogue epilogue,
+                        float* bias) override {
+    if (m == 0 || n == 0) return;
+    const auto stream = static_cast<cudaStream_t>(s.native());
+    last_epilogue_fused_ = lt_->run(stream, fp32_math() == Fp32Math::tf32, trans_a, trans_b, m, n, k, alpha, a, lda,
+                                    b, ldb, beta, c, ldc, epilogue, bias);
+    if (last_epilogue_fused_) return;
+    do_gemm(s, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (epilogue == GemmEpilogue::bias_gradient)
+      cuda::parallel_for(stream, m, epilogue::RowSums{a, k, lda, trans_a, bias});
+    else if (epilogue != GemmEpilogue::none)
+      cuda::parallel_for(stream, static_cast<std::int64_t>(m) * n,
+                         epilogue::AddBias{c, bias, n, ldc, epilogue == GemmEpilogue::bias_relu});
+  }
+
   void set_num_threads(int threads) override { threads_ = threads; }
   int num_threads() const override { return threads_; }
 
@@ -186,6 +212,8 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   int threads_ = 1;
   HalfGemmPath last_half_path_ = HalfGemmPath::none;
+  std::unique_ptr<cuda::LtGemm> lt_;
+  bool last_epilogue_fused_ = false;
 };
 
 }  // namespace
