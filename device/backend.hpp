@@ -127,6 +127,17 @@ class Backend {
   template <class Work>
   void run_host_kernel(Stream& stream, const Work& work);
 
+  // An L2 persisting window (CUDA's access policy window): the kernels issued on `stream` from now
+  // on, captured ones included, keep [ptr, ptr + bytes) of device memory in the part of the L2
+  // set aside for persisting lines, where it fits. Returns the bytes the window covers (bytes cut
+  // to the device's largest window); 0 clears it, and 0 comes back where the backend has no such
+  // cache (the CPU backend). Not while capturing (DeviceError).
+  std::size_t set_l2_window(Stream& stream, const void* ptr, std::size_t bytes) {
+    refuse_in_capture("set_l2_window");
+    if (bytes > 0) check_device_memory(ptr, bytes, "the L2 window");
+    return do_set_l2_window(stream, ptr, bytes);
+  }
+
   // Threads the calling thread's parallel_for and GEMM use (CPU); ignored on CUDA.
   virtual void set_num_threads(int threads) = 0;
   virtual int num_threads() const = 0;
@@ -159,6 +170,7 @@ class Backend {
   virtual std::unique_ptr<Event> do_create_event() = 0;
   virtual void do_gemm(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                        int lda, const float* b, int ldb, float beta, float* c, int ldc) = 0;
+  virtual std::size_t do_set_l2_window(Stream&, const void*, std::size_t) { return 0; }
   // Told of set_fp32_math.
   virtual void on_fp32_math(Fp32Math) {}
   // do_gemm, then the epilogue's pass (epilogue.hpp) as a host-run kernel: for the backends that
@@ -211,6 +223,10 @@ void Backend::run_host_kernel(Stream& stream, const Work& work) {
   DeviceWork scope(*this);
   work();
 }
+
+// The largest L2 window the strict emulator takes (set_l2_window): an assumed GPU's, so that tests
+// see a window cut to size.
+inline constexpr std::size_t kStrictL2Window = std::size_t(64) << 20;
 
 // The one place backends are chosen. cpu_strict takes threads and cpu_gemm as cpu does.
 // Throws NotCompiledError for CUDA in a build without it, and

@@ -562,6 +562,15 @@ SparseOptimizerKind ShardedEmbedding::optimizer_kind() const { return impl_->kin
 TableStorage ShardedEmbedding::storage() const { return impl_->storage; }
 void ShardedEmbedding::set_step(std::int64_t step) { impl_->update_step = step; }
 std::size_t ShardedEmbedding::bytes_sent_last_step() const { return impl_->bytes_sent; }
+ShardedEmbedding::Region ShardedEmbedding::hot_region() const {
+  const Impl& m = *impl_;
+  const bool half = m.half_weights.size() > 0;
+  const void* base = half ? static_cast<const void*>(m.half_weights.data()) : static_cast<const void*>(m.weights.data());
+  const std::size_t row_bytes = static_cast<std::size_t>(m.dim) * (half ? sizeof(std::uint16_t) : sizeof(float));
+  const std::int64_t rows = m.tiers ? m.tiers->hot_rows() : m.device_rows();
+  return {rows > 0 ? base : nullptr, rows > 0 ? static_cast<std::size_t>(rows) * row_bytes : 0};
+}
+
 std::size_t ShardedEmbedding::local_bytes() const {
   return impl_->weights.bytes() + impl_->half_weights.bytes() + impl_->state.bytes();
 }

@@ -122,6 +122,14 @@ class ShardedEmbedding {
   // Bytes of weights and optimizer state this rank holds in device memory (tiered: hot rows and staging).
   std::size_t local_bytes() const;
 
+  // The weights the lookups read most, for an L2 persisting window (Backend::set_l2_window):
+  // tiered, the hot slots (the device tier's first rows); untiered, every row this rank owns.
+  struct Region {
+    const void* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
+  Region hot_region() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

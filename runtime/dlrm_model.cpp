@@ -106,6 +106,15 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       spec.model.pooling == "mean" ? embedding::Pooling::mean : embedding::Pooling::sum, plan, sparse,
       spec.seed * 4 + 3, &device_comm, std::move(tiers), table_storage(spec.precision));
 
+  // The rows the lookups read most kept in the GPU's persisting L2 (device.l2_window; auto: on
+  // wherever the backend has such a cache).
+  if (spec.device.l2_window == "true" && backend.kind() == device::BackendKind::cpu)
+    throw ConfigError("device.l2_window = true: the cpu backend has no L2 window (cuda has one, cpu-strict emulates it)");
+  if (spec.device.l2_window != "false") {
+    const auto region = embedding_->hot_region();
+    if (region.bytes > 0) l2_window_bytes_ = backend.set_l2_window(*stream_, region.ptr, region.bytes);
+  }
+
   bottom_params_ = bottom_->parameters();
   top_params_ = top_->parameters();
   mlp::DenseOptimizerConfig dense;

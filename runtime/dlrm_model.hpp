@@ -92,6 +92,8 @@ class DlrmModel {
   int dense_replicas_count() const { return static_cast<int>(replicas_.size()); }
   // Whether the step's dense middle is replayed from captured graphs (device.graphs).
   bool uses_graphs() const { return graphs_->on(); }
+  // Bytes of hot embedding rows in the L2 persisting window (device.l2_window); 0: none.
+  std::size_t l2_window_bytes() const { return l2_window_bytes_; }
   bool dense_in_bf16() const { return bottom_->bf16_gemms(); }
   static std::string_view phase_name(int phase);
   void set_phase_timing(bool on);
@@ -169,6 +171,7 @@ class DlrmModel {
   int threads_ = 1;
   // device.graphs: the step's pieces of dense work, replayed from graphs (step_graphs.hpp).
   std::unique_ptr<StepGraphs> graphs_;
+  std::size_t l2_window_bytes_ = 0;
   std::function<void(Phase)> phase_hook_;
   bool time_phases_ = false;
   double phase_start_ = 0.0;

@@ -306,6 +306,7 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   dev.read("gemm", spec.device.gemm);
   dev.one_of("gemm", spec.device.gemm, {"auto", "openblas", "onednn"});
   dev.read_switch("graphs", spec.device.graphs);
+  dev.read_switch("l2_window", spec.device.l2_window);
   dev.read_bytes("memory_capacity", spec.device.memory_capacity);
   dev.read_bytes("host_memory_capacity", spec.device.host_memory_capacity);
   dev.reject_unknown();

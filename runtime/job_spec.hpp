@@ -61,6 +61,10 @@ struct DeviceSpec {
   // Steps replayed from captured graphs (device/graph.hpp): "true" | "false" | "auto" (on for
   // cuda, off elsewhere; cpu-strict emulates them, the cpu backend has none).
   std::string graphs = "auto";
+  // The embedding's hot rows (tiered: the hot slots; untiered: every local row) in an L2
+  // persisting window (device/backend.hpp, set_l2_window): "true" | "false" | "auto" (on where the
+  // backend has such a cache: cuda, emulated by cpu-strict).
+  std::string l2_window = "auto";
   std::uint64_t memory_capacity = 0;       // bytes of device memory; 0: unlimited
   std::uint64_t host_memory_capacity = 0;  // bytes of host-tier memory; 0: unlimited
   // Set by recmix run, not a job-spec key: other jobs' device collectives share this rank's

@@ -260,6 +260,9 @@ void Trainer::log_job(spdlog::logger& log, const data::Reader& reader, std::int6
   log.info("device work: {}", model_->uses_graphs()
                                   ? "the step's dense pieces replayed from captured graphs (device.graphs)"
                                   : "issued eagerly, launch by launch");
+  if (model_->l2_window_bytes() > 0)
+    log.info("L2 window: {} of {} embedding rows kept in the persisting L2 (device.l2_window)",
+             device::format_bytes(model_->l2_window_bytes()), model_->embedding().tiered() ? "hot" : "local");
 
   if (model_->embedding().tiered()) {
     const auto& e = spec_.embedding;

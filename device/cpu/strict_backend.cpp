@@ -122,6 +122,11 @@ class StrictBackend final : public Backend {
   bool runs_fine_items() const override { return true; }
   // The GPU path's GEMMs with epilogues, emulated (Backend::do_gemm_epilogue).
   bool fuses_gemm_epilogues() const override { return true; }
+  // An L2 window changes no result: the emulator takes it as a GPU whose largest window is
+  // kStrictL2Window would (the range was checked to be its device memory).
+  std::size_t do_set_l2_window(Stream&, const void*, std::size_t bytes) override {
+    return std::min<std::size_t>(bytes, kStrictL2Window);
+  }
 
   void* do_allocate(std::size_t bytes, Tier tier) override {
     if (tier == Tier::device) return arena_.allocate(bytes);

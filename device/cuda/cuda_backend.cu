@@ -4,9 +4,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "device/backend.hpp"
 #include "device/cuda/check.cuh"
@@ -108,7 +111,53 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Graph> do_end_capture(Stream& s) override {
     cudaGraph_t graph{};
     RECMIX_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(s.native()), &graph));
+    if (auto w = windows_.find(s.native()); w != windows_.end()) apply_window(graph, w->second);
     return std::make_unique<CudaGraph>(graph);
+  }
+  // The stream's L2 window on every kernel node of a graph captured from it, so that a replay
+  // keeps the window whether or not capture carried the stream's attribute into its nodes.
+  static void apply_window(cudaGraph_t graph, const cudaAccessPolicyWindow& window) {
+    std::size_t count = 0;
+    RECMIX_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    RECMIX_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+    cudaKernelNodeAttrValue value{};
+    value.accessPolicyWindow = window;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type{};
+      RECMIX_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type == cudaGraphNodeTypeKernel)
+        RECMIX_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow, &value));
+    }
+  }
+  // The window over [ptr, ptr + bytes) cut to the device's largest, its lines persisting at a hit
+  // ratio of (persisting L2) / (window) up to 1. The persisting part of the L2 is set to the
+  // device's maximum the first time: a device-wide limit, shared by every job on the GPU.
+  std::size_t do_set_l2_window(Stream& s, const void* ptr, std::size_t bytes) override {
+    int max_persisting = 0, max_window = 0;
+    RECMIX_CUDA_CHECK(cudaDeviceGetAttribute(&max_persisting, cudaDevAttrMaxPersistingL2CacheSize, device_));
+    RECMIX_CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
+    cudaStreamAttrValue value{};
+    std::size_t covered = 0;
+    if (bytes > 0 && max_persisting > 0 && max_window > 0) {
+      std::size_t limit = 0;
+      RECMIX_CUDA_CHECK(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
+      if (limit < static_cast<std::size_t>(max_persisting))
+        RECMIX_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, max_persisting));
+      covered = std::min<std::size_t>(bytes, max_window);
+      value.accessPolicyWindow.base_ptr = const_cast<void*>(ptr);
+      value.accessPolicyWindow.num_bytes = covered;
+      value.accessPolicyWindow.hitRatio = std::min(1.0f, static_cast<float>(max_persisting) / covered);
+      value.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+      value.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    }
+    RECMIX_CUDA_CHECK(
+        cudaStreamSetAttribute(static_cast<cudaStream_t>(s.native()), cudaStreamAttributeAccessPolicyWindow, &value));
+    if (covered > 0)
+      windows_[s.native()] = value.accessPolicyWindow;
+    else
+      windows_.erase(s.native());
+    return covered;
   }
   BackendKind kind() const override { return BackendKind::cuda; }
   GemmLibrary gemm_library() const override { return GemmLibrary::cublas; }
@@ -214,6 +263,7 @@ class CudaBackend final : public Backend {
   HalfGemmPath last_half_path_ = HalfGemmPath::none;
   std::unique_ptr<cuda::LtGemm> lt_;
   bool last_epilogue_fused_ = false;
+  std::map<void*, cudaAccessPolicyWindow> windows_;  // native stream -> its L2 window
 };
 
 }  // namespace

@@ -134,6 +134,26 @@ TEST(StrictBackend, HostPointersAndOverrunsAreRefusedByName) {
   EXPECT_THROW(b->copy(host.data(), x.data(), 2048 * sizeof(float) + 4096, *s), DeviceError);
 }
 
+TEST(StrictBackend, TakesAnL2WindowOverItsDeviceMemoryOnly) {
+  auto backend = make_backend(BackendKind::cpu_strict);
+  auto stream = backend->create_stream();
+  const std::size_t big = kStrictL2Window + 4096;
+  void* d = backend->allocate(big, Tier::device);
+  EXPECT_EQ(backend->set_l2_window(*stream, d, 4096), 4096u);
+  EXPECT_EQ(backend->set_l2_window(*stream, d, big), kStrictL2Window);  // cut to the largest window
+  EXPECT_EQ(backend->set_l2_window(*stream, d, 0), 0u);
+  std::vector<char> host(64);
+  EXPECT_THROW(backend->set_l2_window(*stream, host.data(), host.size()), DeviceError);
+  EXPECT_THROW(backend->set_l2_window(*stream, d, big + 1), DeviceError);  // past the allocation
+  backend->begin_capture(*stream);
+  EXPECT_THROW(backend->set_l2_window(*stream, d, 4096), DeviceError);
+  backend->end_capture(*stream);
+  backend->deallocate(d, Tier::device);
+  auto cpu = make_backend(BackendKind::cpu);
+  auto cpu_stream = cpu->create_stream();
+  EXPECT_EQ(cpu->set_l2_window(*cpu_stream, host.data(), host.size()), 0u);  // no such cache
+}
+
 TEST(StrictBackend, KernelsSeeDeviceMemoryInsideDeviceWork) {
   auto b = make_backend(BackendKind::cpu_strict, 1);
   MemoryPool pool(*b, Tier::device, "test");

@@ -95,6 +95,48 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
   std::cout << c.name << " at " << comm.size() << " rank(s), step 6: " << records[5]["device_per_step"].dump() << "\n";
 }
 
+// device.l2_window: on by default where the backend has one, over the hot slots of tiered
+// tables (hot rows x dim x 4 bytes on each rank) or every local row; off when asked; refused on
+// the CPU backend when asked for.
+TEST(StepL2Window, CoversTheHotRowsAndIsLoggedOrOff) {
+  auto& comm = *world->comm;
+  for (const char* setting : {"auto", "false"})
+    for (double hot : {0.1, 0.0}) {
+      JobSpec spec = small_spec(fmt::format("l2-{}-{}-{}", setting, hot, comm.size()));
+      spec.device.kind = "cpu-strict";
+      spec.device.l2_window = setting;
+      if (hot > 0) spec.embedding.hot_fraction = hot;
+      spec.train.steps = 2;
+      spec.run_dir = run_dir(spec.name);
+      Trainer trainer(spec, comm);
+      trainer.train(quiet());
+      if (comm.rank() != 0) continue;
+      std::ifstream in(spec.run_dir + "/train.log");
+      std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const auto at = log.find("L2 window: ");
+      if (std::string(setting) == "false") {
+        EXPECT_EQ(at, std::string::npos) << log;
+        continue;
+      }
+      ASSERT_NE(at, std::string::npos) << log;
+      EXPECT_NE(log.find(hot > 0 ? "of hot embedding rows" : "of local embedding rows", at), std::string::npos)
+          << log.substr(at, 120);
+    }
+  JobSpec spec = small_spec(fmt::format("l2-cpu-{}", comm.size()));
+  spec.device.l2_window = "true";
+  spec.run_dir = run_dir(spec.name);
+  EXPECT_THROW(
+      {
+        try {
+          Trainer trainer(spec, comm);
+        } catch (const ConfigError& e) {
+          EXPECT_NE(std::string(e.what()).find("device.l2_window"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      ConfigError);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, StepDeviceWork,
     testing::Values(StepCase{"sgd", "train.h5", "sgd", "sgd", "fp32", "fp32"},
