@@ -21,6 +21,12 @@
 
 namespace recmix::embedding {
 
+// Whether the device path's all-to-alls run on a stream of their own, overlapped with the compute
+// stream's work until their result is needed (on by default; RECMIX_EXCHANGE_STREAM=off in the
+// environment, or this call, puts them on the compute stream): an A/B switch, read at each post.
+bool exchange_stream_enabled();
+void set_exchange_stream_enabled(bool on);
+
 // The rows one rank owns of one shard, with its optimizer state, for checkpoints: the logical
 // table whatever the tiers. weights: [(row_end - row_begin) x dim], row-major; state[i] has
 // state_counts[i] elements ("adagrad_sum": rows x dim, "rowwise_adagrad_sum": rows; none for

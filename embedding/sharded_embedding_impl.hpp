@@ -217,15 +217,34 @@ struct ShardedEmbedding::Impl {
     recv.resize(std::max<std::size_t>(hold_counts(sc, rc, elem), 1));
     pending = comm.iall_to_all_v(send, pending_sc, pending_sd, recv.data(), pending_rc, pending_rd, type);
   }
-  // The device path's post: device buffers over dcomm, ordered on stream.
+  // The device path's post: device buffers over dcomm, ordered after what `stream` holds. With
+  // the exchange stream on (exchange_stream_enabled), the all-to-all runs on a stream of its own,
+  // which waits for `stream`'s work so far (the pooling into dev_send) by an event; `stream` goes
+  // on at once (the bottom MLP) and waits for the exchange in wait_pending().
   void post_device(device::Stream& stream, std::size_t send_vectors, const std::vector<std::size_t>& sc,
                    const std::vector<std::size_t>& rc) {
     const std::size_t total = hold_counts(sc, rc, sizeof(float));
     grow(dev_send, std::max<std::size_t>(send_vectors * dim, 1), "embedding vectors sent");
     grow(dev_recv, std::max<std::size_t>(total, 1), "embedding vectors received");
+    device::Stream* on = &stream;
+    pending_compute = nullptr;
+    if (exchange_stream_enabled()) {
+      if (!exchange_stream) {
+        exchange_stream = backend.create_stream();
+        send_ready = backend.create_event();
+        exchanged = backend.create_event();
+      }
+      send_ready->record(stream);
+      send_ready->wait(*exchange_stream);
+      on = exchange_stream.get();
+      pending_compute = &stream;
+    }
     pending = dcomm.iall_to_all_v(dev_send.data(), pending_sc, pending_sd, dev_recv.data(), pending_rc, pending_rd,
-                                  comm::DataType::f32, &stream);
+                                  comm::DataType::f32, on);
   }
+  std::unique_ptr<device::Stream> exchange_stream;
+  std::unique_ptr<device::Event> send_ready, exchanged;
+  device::Stream* pending_compute = nullptr;  // set while an exchange runs on exchange_stream
   // Keeps a posted exchange's counts and displacements, counts the bytes it sends to other ranks;
   // returns the elements it receives.
   std::size_t hold_counts(const std::vector<std::size_t>& sc, const std::vector<std::size_t>& rc, std::size_t elem) {
@@ -252,6 +271,11 @@ struct ShardedEmbedding::Impl {
         in_flight.push_back(std::move(pending));
       else
         pending->wait();
+      if (pending_compute) {  // the compute stream waits for the exchange stream, not the host
+        exchanged->record(*exchange_stream);
+        exchanged->wait(*pending_compute);
+        pending_compute = nullptr;
+      }
     }
     pending.reset();
     std::erase_if(in_flight, [](const std::unique_ptr<comm::Request>& r) { return r->test(); });
