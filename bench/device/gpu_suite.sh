@@ -14,7 +14,11 @@
 #   3. where a step's GPU time goes: nsys's summary of 100 steps where nsys works, else ncu's
 #      per-kernel times over about 7 steps;
 #   4. the hot/cold tiers on the GPU: untiered against 10% hot rows;
-# later issues append their kernel and co-location benchmarks here.
+#   5. the GPU kernels' A/B (bench_precision --kernels-ab): lanes, prefetch, GEMM epilogues, the
+#      exchange stream and the L2 window each off in turn from the TF32 step with graphs, against
+#      the eager fp32 step with none of them, at batch 2048 and 16384;
+#   6. the L2 window on and off, tiered at 10% hot rows, on datasets of Zipf exponent 1.05 and 1.2;
+# later issues append their co-location benchmarks here.
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 arg=${1:-$src/build/gpu-bundle.tar.xz}
@@ -88,10 +92,10 @@ run_cuda_tests() {
   done
   echo "test binaries with failures: $fails"
 }
-step 120 tests run_cuda_tests
+step 110 tests run_cuda_tests
 
 section "2. training throughput"
-step 140 train bash "$src/bench/device/bench_gpu_train.sh" "$recmix" "$work/train" "$(nproc)"
+step 120 train bash "$src/bench/device/bench_gpu_train.sh" "$recmix" "$work/train" "$(nproc)"
 # What the host asked of the GPU per step (metrics.jsonl's device_per_step, docs/device.md): the
 # last record of each CUDA run above.
 counts() {
@@ -126,7 +130,7 @@ profile() {
     echo "neither nsys nor ncu here"
   fi
 }
-step 90 profile profile
+step 70 profile profile
 
 section "4. hot and cold tiers"
 tiers() {
@@ -139,6 +143,28 @@ tiers() {
   done
 }
 step 60 tiers tiers
+
+section "5. GPU kernels, each off in turn"
+if [[ -x $precision ]]; then
+  step 80 kernels "$precision" --device cuda --kernels-ab --batch 2048 --batch 16384 --reps 3 --min-seconds 0.25 --no-gemms
+fi
+
+section "6. the L2 window over the hot rows, by Zipf exponent"
+l2() {
+  local z w run
+  for z in 1.05 1.2; do
+    [[ -f z$z.h5 ]] || "$recmix" data synth -o "z$z.h5" --rows 1M --tables 26 --table-rows 100000 --zipf "$z" | tail -1
+    for run in 1-true 1-false 2-true 2-false; do  # each setting twice, in turns
+      w=${run#*-}
+      sed "s/^steps = .*/steps = 800/; s/^train = .*/train = \"z$z.h5\"/" k2048.toml > l2.toml
+      printf '[embedding]\nhot_fraction = 0.1\n' >> l2.toml
+      rm -rf "$work/l2-$z-$run"
+      "$recmix" train l2.toml --device "${RECMIX_SUITE_DEVICE:-cuda}" --run-dir "$work/l2-$z-$run" --l2-window "$w" 2>&1 |
+        sed -n "s/^\(done after .*\)/zipf $z, l2_window $w: \1/p; s/^.*\(L2 window: .*\)/zipf $z: \1/p" | tail -2
+    done
+  done
+}
+step 70 l2 l2
 
 section "done"
 say "suite finished in ${SECONDS}s"

@@ -2,7 +2,9 @@
 // side by side in one run: fp32, 16-bit tables, bf16 GEMMs, both; samples/s (medians, and each
 // against fp32 as the median of per-repetition ratios) and the device pool's peak bytes. Then the
 // step's GEMM chain in fp32 and in bf16 (Backend::gemm_half), and a 2048^3 GEMM of each, the
-// machine's ceiling for that type on this backend (GFLOP/s).
+// machine's ceiling for that type on this backend (GFLOP/s). With --kernels-ab, instead of the
+// precisions: the GPU kernels' A/B (lanes, prefetch, GEMM epilogues, the exchange stream, the L2
+// window), each off in turn, against the eager fp32 step with none of them.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,8 +24,12 @@
 #include "core/half.hpp"
 #include "device/backend.hpp"
 #include "device/cpu/omp_wait_policy.hpp"
+#include "device/fine_grained.hpp"
 #include "device/memory_pool.hpp"
+#include "embedding/kernel_launch.hpp"
+#include "embedding/sharded_embedding.hpp"
 #include "embedding/sharding_plan.hpp"
+#include "mlp/mlp.hpp"
 #include "runtime/dlrm_model.hpp"
 #include "runtime/job_spec.hpp"
 
@@ -31,10 +37,29 @@ using namespace recmix;
 
 namespace {
 
+// The GPU kernels' A/B switches (--kernels-ab): each one off turns a feature of the GPU step off.
+enum Off : unsigned {
+  kLanes = 1,           // embedding lanes (device::GpuItems::fine instead)
+  kPrefetch = 2,        // the poolings' next-row prefetch
+  kEpilogues = 4,       // the MLPs' GEMM epilogues
+  kExchangeStream = 8,  // the all-to-alls on their own stream
+  kL2Window = 16,       // device.l2_window
+  kAllNew = 31,
+};
+
 struct Config {
   std::string name, dense, tables;
   bool graphs = false;  // device.graphs: the dense middle replayed from a captured graph
+  unsigned off = 0;     // Off bits
 };
+
+// Sets the process-wide switches of a config's Off bits (all on for 0), around its steps.
+void apply_switches(unsigned off) {
+  device::set_gpu_items(off & kLanes ? device::GpuItems::fine : device::GpuItems::lanes);
+  embedding::set_lane_prefetch(!(off & kPrefetch));
+  mlp::set_gemm_epilogues_enabled(!(off & kEpilogues));
+  embedding::set_exchange_stream_enabled(!(off & kExchangeStream));
+}
 
 // Calls of f a second: one untimed, then at least 3 and at least min_seconds of them.
 template <class F>
@@ -127,9 +152,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"stochastic", "nearest"}));
   app.add_option("--only", only, "run these precisions only, besides fp32 (e.g. --only \"fp16 tables\"), for profiling");
   app.add_flag("!--no-gemms", gemms, "skip the GEMM GFLOP/s table");
-  bool graphs_ab = false;
+  bool graphs_ab = false, kernels_ab = false;
   app.add_flag("--graphs-ab", graphs_ab,
                "also fp32 and bf16 GEMMs with device.graphs = true, side by side with the eager steps");
+  app.add_flag("--kernels-ab", kernels_ab,
+               "instead of the precisions: the GPU kernels' A/B, each of lanes, prefetch, GEMM epilogues, the "
+               "exchange stream and the L2 window off in turn from the TF32 step with graphs, against the eager "
+               "fp32 step with none of them (the step before they existed)");
   app.add_option("--device", device_kind, "backend: cpu or cuda (cpu-strict runs, but its speed means nothing)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   try {
@@ -149,7 +178,19 @@ int main(int argc, char** argv) {
                                  {"bf16 tables", "fp32", "bf16"},
                                  {"bf16 GEMMs", "bf16", "fp32"},
                                  {"bf16 GEMMs + bf16 tables", "bf16", "bf16"}};
-  if (graphs_ab) {
+  if (kernels_ab) {
+    const bool graphs = backend->supports_graphs();
+    const std::string g = graphs ? ", graphs" : "";
+    configs = {{"fp32 eager, none of the new kernels", "fp32", "fp32", false, kAllNew},
+               {"fp32 eager", "fp32", "fp32"},
+               {"tf32" + g, "tf32", "fp32", graphs},
+               {"tf32" + g + ", fine items", "tf32", "fp32", graphs, kLanes},
+               {"tf32" + g + ", no prefetch", "tf32", "fp32", graphs, kPrefetch},
+               {"tf32" + g + ", no epilogues", "tf32", "fp32", graphs, kEpilogues},
+               {"tf32" + g + ", exchange on the compute stream", "tf32", "fp32", graphs, kExchangeStream},
+               {"tf32" + g + ", no L2 window", "tf32", "fp32", graphs, kL2Window},
+               {"bf16 GEMMs" + g, "bf16", "fp32", graphs}};
+  } else if (graphs_ab) {
     configs.push_back({"fp32, graphs", "fp32", "fp32", true});
     configs.push_back({"bf16 GEMMs, graphs", "bf16", "fp32", true});
     configs.push_back({"tf32 GEMMs, graphs", "tf32", "fp32", true});
@@ -193,8 +234,10 @@ int main(int argc, char** argv) {
       Run r{&c, std::make_unique<device::MemoryPool>(*backend, device::Tier::device, c.name), nullptr, "", {}, {}};
       runtime::JobSpec spec = runtime::parse_job_spec(
           fmt::format("name = \"bench\"\n[optimizer]\nlr = 0.01\n[data]\ntrain = \"none.h5\"\n[precision]\n"
-                      "dense = \"{}\"\nembedding = \"{}\"\nrounding = \"{}\"\n[device]\ngraphs = {}\n",
-                      c.dense, c.tables, rounding, c.graphs),
+                      "dense = \"{}\"\nembedding = \"{}\"\nrounding = \"{}\"\n[device]\ngraphs = {}\n"
+                      "l2_window = {}\n",
+                      c.dense, c.tables, rounding, c.graphs,
+                      c.off & kL2Window || backend->kind() == device::BackendKind::cpu ? "false" : "\"auto\""),
           "bench");
       try {
         r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, *comm, *backend, *r.pool, local,
@@ -205,6 +248,10 @@ int main(int argc, char** argv) {
       runs.push_back(std::move(r));
     }
     auto timed_steps = [&](Run& r, int n) {
+      apply_switches(r.config->off);
+      // One backend for every run: each run's GEMM math is set again before its steps (a model
+      // sets it when it is made, and the last one made would win).
+      backend->set_fp32_math(r.config->dense == "tf32" ? device::Fp32Math::tf32 : device::Fp32Math::fp32);
       comm->barrier();
       const double t0 = bench::now();
       for (int i = 0; i < n; ++i) r.model->train_step(data[r.step++ % data.size()], global_batch);
@@ -229,9 +276,9 @@ int main(int argc, char** argv) {
       }
     }
     if (rank != 0) continue;
-    fmt::print("global batch {}:\n\n| precision | step samples/s | / fp32 (median of per-repetition ratios) | device "
-               "pool peak (rank 0) | / fp32 |\n|---|---:|---:|---:|---:|\n",
-               global_batch);
+    fmt::print("global batch {}:\n\n| {} | step samples/s | / {} (median of per-repetition ratios) | device "
+               "pool peak (rank 0) | / {} |\n|---|---:|---:|---:|---:|\n",
+               global_batch, kernels_ab ? "step" : "precision", configs[0].name, configs[0].name);
     const double base_peak = static_cast<double>(runs[0].pool->peak_bytes());
     for (Run& r : runs) {
       if (!r.model) {
@@ -257,6 +304,7 @@ int main(int argc, char** argv) {
     fmt::print("GEMMs, GFLOP/s (bf16 ran {}):\n\n| | fp32 | bf16 |\n|---|---:|---:|\n{}\n",
                to_string(backend->last_half_gemm_path()), fmt::join(rows, "\n"));
   }
+  apply_switches(0);
   comm.reset();
   MPI_Finalize();
   return 0;

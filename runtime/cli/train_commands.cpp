@@ -31,6 +31,7 @@ struct TrainArgs {
   int threads = 0;
   std::string gemm;
   std::string graphs;
+  std::string l2_window;
   std::string device;
   std::string run_dir;
 };
@@ -66,6 +67,7 @@ void run_train(const TrainArgs& a) {
   if (!a.gemm.empty()) spec.device.gemm = a.gemm;
   if (!a.device.empty()) spec.device.kind = a.device;
   if (!a.graphs.empty()) spec.device.graphs = a.graphs;
+  if (!a.l2_window.empty()) spec.device.l2_window = a.l2_window;
   runtime::TrainOptions options;
   options.resume = a.resume_latest ? "latest" : a.resume;
   options.stop_after = a.stop_after;
@@ -143,6 +145,11 @@ void add_train_commands(CLI::App& app) {
   train->add_option("--graphs", targs->graphs,
                     "Override device.graphs: replay the step's dense pieces from captured graphs (true, false, or "
                     "auto, off until graphs are measured on a GPU; cuda has graphs, cpu-strict emulates them, the cpu backend has "
+                    "none)")
+      ->check(CLI::IsMember({"true", "false", "auto"}));
+  train->add_option("--l2-window", targs->l2_window,
+                    "Override device.l2_window: keep the embedding's hot rows in the GPU's persisting L2 (true, false, "
+                    "or auto: on where the backend has one; cuda has it, cpu-strict emulates it, the cpu backend has "
                     "none)")
       ->check(CLI::IsMember({"true", "false", "auto"}));
   train->add_option("--run-dir", targs->run_dir, "Override run_dir (logs, metrics, checkpoints)");
