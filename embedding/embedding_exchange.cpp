@@ -2,30 +2,25 @@
 // gradients, combining partial sums, grouping duplicate rows and the sparse update, on the host
 // path (CPU backend) and the device path (CUDA, cpu-strict). Message layouts: sharded_embedding_impl.hpp.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 #include <fmt/format.h>
 #include <tuple>
 
+#include "core/env_switch.hpp"
 #include "core/error.hpp"
 #include "embedding/radix_sort.hpp"
 #include "embedding/sharded_embedding_impl.hpp"
 
 namespace recmix::embedding {
 namespace {
-std::atomic<bool>& exchange_stream_setting() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("RECMIX_EXCHANGE_STREAM");
-    return !(v && std::string_view(v) == "off");
-  }()};
-  return on;
+EnvSwitch& exchange_stream_switch() {
+  static EnvSwitch s("RECMIX_EXCHANGE_STREAM");
+  return s;
 }
 }  // namespace
 
-bool exchange_stream_enabled() { return exchange_stream_setting().load(std::memory_order_relaxed); }
-void set_exchange_stream_enabled(bool on) { exchange_stream_setting().store(on); }
+bool exchange_stream_enabled() { return exchange_stream_switch().on(); }
+void set_exchange_stream_enabled(bool on) { exchange_stream_switch().set(on); }
 
 // One rank, whole tables: bag j = b * num_tables + t pools straight into output vector j, so
 // the output is written in order and the gradient of bag j is grad_out's vector j.

@@ -1,11 +1,9 @@
 #include "embedding/kernel_launch.hpp"
 
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
+#include "core/env_switch.hpp"
 #include "core/error.hpp"
 #include "device/fine_grained.hpp"
 #include "device/launch.hpp"
@@ -83,25 +81,22 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
 #endif
 }
 
-std::atomic<bool>& prefetch_setting() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("RECMIX_EMBEDDING_PREFETCH");
-    return !(v && std::string_view(v) == "off");
-  }()};
-  return on;
+EnvSwitch& prefetch_switch() {
+  static EnvSwitch s("RECMIX_EMBEDDING_PREFETCH");
+  return s;
 }
 
 // The pooling's lanes with the process's prefetch setting.
 template <class F>
 F with_prefetch(F f) {
-  f.prefetch = prefetch_setting().load(std::memory_order_relaxed);
+  f.prefetch = prefetch_switch().on();
   return f;
 }
 
 }  // namespace
 
-bool lane_prefetch() { return prefetch_setting().load(std::memory_order_relaxed); }
-void set_lane_prefetch(bool on) { prefetch_setting().store(on); }
+bool lane_prefetch() { return prefetch_switch().on(); }
+void set_lane_prefetch(bool on) { prefetch_switch().set(on); }
 
 // By reference: these run only where the device memory is the host's, on a backend without
 // graphs, so at once.

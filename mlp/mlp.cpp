@@ -13,12 +13,10 @@
 // (mlp/cpu_bf16.hpp).
 #include "mlp/mlp.hpp"
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <fmt/format.h>
-#include <string_view>
 
+#include "core/env_switch.hpp"
 #include "core/error.hpp"
 #include "mlp/cpu/bf16.hpp"
 #include "mlp/cpu/linear.hpp"
@@ -122,17 +120,14 @@ void Mlp::launch_rounding(device::Stream& s, std::int64_t n, const F& f, std::in
 }
 
 namespace {
-std::atomic<bool>& epilogue_setting() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("RECMIX_GEMM_EPILOGUES");
-    return !(v && std::string_view(v) == "off");
-  }()};
-  return on;
+EnvSwitch& epilogue_switch() {
+  static EnvSwitch s("RECMIX_GEMM_EPILOGUES");
+  return s;
 }
 }  // namespace
 
-bool gemm_epilogues_enabled() { return epilogue_setting().load(std::memory_order_relaxed); }
-void set_gemm_epilogues_enabled(bool on) { epilogue_setting().store(on); }
+bool gemm_epilogues_enabled() { return epilogue_switch().on(); }
+void set_gemm_epilogues_enabled(bool on) { epilogue_switch().set(on); }
 
 bool Mlp::epilogues() const {
   return !bf16_ && backend_.fuses_gemm_epilogues() && gemm_epilogues_enabled();

@@ -19,6 +19,7 @@
 #include "bench/common/bench_util.hpp"
 #include "bench/common/kaggle_batch.hpp"
 #include "bench/common/timing.hpp"
+#include "comm/device_communicator.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
@@ -170,7 +171,13 @@ int main(int argc, char** argv) {
   }
   auto comm = comm::make_mpi_world_communicator();
   const int rank = comm->rank(), world = comm->size();
-  auto backend = device::make_backend(device::parse_backend_kind(device_kind), threads);
+  // The device communicator as the trainer makes it (NCCL on CUDA, staged under cpu-strict):
+  // the embedding's exchanges move device buffers.
+  const device::BackendKind kind = device::parse_backend_kind(device_kind);
+  auto early_device_comm = comm::device_communicator_before_backend(*comm, kind);
+  auto backend = device::make_backend(kind, threads);
+  auto device_comm_owned = comm::device_communicator(*comm, *backend, std::move(early_device_comm), false);
+  comm::Communicator& device_comm = device_comm_owned ? *device_comm_owned : *comm;
   auto stream = backend->create_stream();
   std::vector<Config> configs = {{"fp32", "fp32", "fp32"},
                                  {"tf32 GEMMs", "tf32", "fp32"},
@@ -240,7 +247,7 @@ int main(int argc, char** argv) {
                       c.off & kL2Window || backend->kind() == device::BackendKind::cpu ? "false" : "\"auto\""),
           "bench");
       try {
-        r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, *comm, *backend, *r.pool, local,
+        r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, device_comm, *backend, *r.pool, local,
                                                        plan);
       } catch (const ConfigError& e) {
         r.refused = e.what();
@@ -305,6 +312,7 @@ int main(int argc, char** argv) {
                to_string(backend->last_half_gemm_path()), fmt::join(rows, "\n"));
   }
   apply_switches(0);
+  device_comm_owned.reset();
   comm.reset();
   MPI_Finalize();
   return 0;

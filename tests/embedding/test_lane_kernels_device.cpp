@@ -11,6 +11,7 @@
 #include "device/backend.hpp"
 #include "device/fine_grained.hpp"
 #include "embedding/kernel_launch.hpp"
+#include "reference.hpp"
 
 using namespace recmix;
 using namespace recmix::embedding;
@@ -48,10 +49,7 @@ class DeviceArrays {
 
 std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
+  return test::random_vector(n, rng);
 }
 
 struct Restore {
@@ -125,6 +123,52 @@ TEST_P(LaneKernelsDevice, PoolAndUpdateEqualTheBlockFunctorsBitForBit) {
               << "update state, optimizer " << static_cast<int>(opt);
         }
       }
+}
+
+// Lanes captured into a graph (emulated under cpu-strict, native on CUDA) and replayed: the
+// pooling and row-wise Adagrad's two passes compute from the memory of the replay, as eager
+// launches do.
+TEST_P(LaneKernelsDevice, CapturedLanesReplayAsEagerLaunches) {
+  const device::BackendKind kind = GetParam();
+  if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  auto backend = device::make_backend(kind, 1);
+  Restore restore;
+  device::set_gpu_items(device::GpuItems::lanes);
+  DeviceArrays dev(*backend);
+  const std::int64_t dim = 16, rows = 100, bags = 40;
+  std::vector<std::int64_t> offsets{0}, index;
+  for (std::int64_t j = 0; j < bags; ++j) {
+    index.push_back((j * 37) % rows);
+    index.push_back((j * 11 + 3) % rows);
+    offsets.push_back(static_cast<std::int64_t>(index.size()));
+  }
+  const std::vector<std::int64_t> unique{1, 5, 9}, entry_offsets{0, 2, 3, 4}, entry_grad{0, 1, 2, 3};
+  const auto weights = random_floats(rows * dim, 3), grad = random_floats(4 * dim, 4);
+  std::vector<float> results[2];
+  for (int captured = 0; captured < 2; ++captured) {
+    float* w = dev.up(weights);
+    float* s = dev.up(std::vector<float>(rows * dim, 0.5f));
+    float* out = dev.up(std::vector<float>(bags * dim, 0.f));
+    const kernels::PoolBags pool{w, dim, dev.up(offsets), dev.up(index), nullptr, out, false};
+    const kernels::UpdateRows step{w,  s, dim, SparseOptimizerKind::rowwise_adagrad, 0.1f, 1e-8f, dev.up(unique),
+                                   dev.up(entry_offsets), dev.up(entry_grad), nullptr, dev.up(grad)};
+    auto issue = [&] {
+      launch(*backend, dev.stream(), 3, step);
+      launch(*backend, dev.stream(), bags, pool);
+    };
+    if (captured) {
+      backend->begin_capture(dev.stream());
+      issue();
+      auto graph = backend->end_capture(dev.stream());
+      graph->launch(dev.stream());
+    } else {
+      issue();
+    }
+    results[captured] = dev.down(out, bags * dim);
+    const auto w_after = dev.down(w, rows * dim);
+    results[captured].insert(results[captured].end(), w_after.begin(), w_after.end());
+  }
+  EXPECT_EQ(results[0], results[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LaneKernelsDevice,
