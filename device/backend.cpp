@@ -132,6 +132,7 @@ std::unique_ptr<Stream> Backend::create_stream() {
   std::unique_ptr<Stream> s = do_create_stream();
   s->counters_ = &counters_;
   s->backend_ = this;
+  s->priority_ = stream_priority_;
   return s;
 }
 

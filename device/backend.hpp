@@ -54,6 +54,13 @@ class Backend {
   void fill_zero(void* dst, std::size_t bytes, Stream& stream);
 
   std::unique_ptr<Stream> create_stream();
+  // The priority of the streams made from now on, on recmix's scale (a job's `priority`: 0 the
+  // default, higher first). On CUDA a stream of priority p > 0 gets CUDA's priority -p, cut to the
+  // device's range (cudaDeviceGetStreamPriorityRange: 0 down to -5 on recent GPUs, lower first),
+  // so its blocks are scheduled ahead of the default streams' where both wait; p <= 0 is CUDA's
+  // default. The CPU backends keep the number on the stream only.
+  void set_stream_priority(int priority) { stream_priority_ = priority; }
+  int stream_priority() const { return stream_priority_; }
   std::unique_ptr<Event> create_event();
 
   // Row-major: C[m x n] = alpha * op(A) * op(B) + beta * C, op(A) is m x k, op(B) is k x n;
@@ -190,6 +197,7 @@ class Backend {
 
   DeviceCounters counters_;
   Fp32Math fp32_math_ = Fp32Math::fp32;
+  int stream_priority_ = 0;
   mutable std::mutex allocations_mutex_;
   std::map<std::uintptr_t, std::pair<std::size_t, Tier>> allocations_;  // base address -> bytes, tier
 };

@@ -25,6 +25,8 @@ class Stream {
     do_synchronize();
   }
   virtual void* native() = 0;  // cudaStream_t on CUDA, nullptr on the CPU
+  // The job priority the stream was made with (Backend::set_stream_priority).
+  int priority() const { return priority_; }
 
  protected:
   virtual void do_synchronize() = 0;
@@ -33,6 +35,7 @@ class Stream {
   friend class Backend;
   DeviceCounters* counters_ = nullptr;
   const Backend* backend_ = nullptr;
+  int priority_ = 0;
 };
 
 class Event {

@@ -70,6 +70,9 @@ struct DeviceSpec {
   // Set by recmix run, not a job-spec key: other jobs' device collectives share this rank's
   // device, so the job's run in epochs (comm/epoch).
   bool shared = false;
+  // Set by recmix run from the job's priority, not a job-spec key: the priority of the job's
+  // streams (Backend::set_stream_priority; higher runs first on a GPU).
+  int priority = 0;
 };
 
 // The hot/cold tiers of the embedding tables (docs/embedding.md). Tiered when hot_fraction or

@@ -101,6 +101,7 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   // On CUDA the NCCL communicator comes first (comm/device_communicator.hpp).
   auto early_device_comm = comm::device_communicator_before_backend(comm_, kind);
   backend_ = device::make_backend(kind, spec_.device.threads, device::parse_cpu_gemm(spec_.device.gemm));
+  backend_->set_stream_priority(spec_.device.priority);  // before any stream is made
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
   host_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::host, spec_.name,

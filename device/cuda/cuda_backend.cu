@@ -19,9 +19,19 @@
 namespace recmix::device {
 namespace {
 
+// CUDA's priority for a stream of recmix priority p (Backend::set_stream_priority): -p within the
+// device's range, the default (its least) for p <= 0.
+int cuda_stream_priority(int p) {
+  int least = 0, greatest = 0;
+  RECMIX_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  return p <= 0 ? least : std::max(greatest, least - p);
+}
+
 class CudaStream final : public Stream {
  public:
-  CudaStream() { RECMIX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  explicit CudaStream(int priority) {
+    RECMIX_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, cuda_stream_priority(priority)));
+  }
   ~CudaStream() override { cudaStreamDestroy(stream_); }
   void do_synchronize() override { RECMIX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* native() override { return stream_; }
@@ -193,7 +203,7 @@ class CudaBackend final : public Backend {
   void do_fill_zero(void* dst, std::size_t bytes, Stream& s) override {
     RECMIX_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(s.native())));
   }
-  std::unique_ptr<Stream> do_create_stream() override { return std::make_unique<CudaStream>(); }
+  std::unique_ptr<Stream> do_create_stream() override { return std::make_unique<CudaStream>(stream_priority()); }
   std::unique_ptr<Event> do_create_event() override { return std::make_unique<CudaEvent>(); }
 
   void do_gemm(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

@@ -31,7 +31,7 @@ double thread_cpu_seconds() {
 nlohmann::json JobPlacement::to_json() const {
   return {{"job", job},           {"launch", launch},     {"name", name},       {"spec_text", spec_text},
           {"origin", origin},     {"base_dir", base_dir}, {"run_dir", run_dir}, {"ranks", ranks},
-          {"threads", threads},   {"device_kind", device_kind}, {"memory_share", memory_share}, {"resume", resume},
+          {"threads", threads},   {"device_kind", device_kind}, {"memory_share", memory_share}, {"priority", priority}, {"resume", resume},
           {"sample_interval_s", sample_interval_s}};
 }
 
@@ -48,6 +48,7 @@ JobPlacement JobPlacement::from_json(const nlohmann::json& j) {
   p.threads = j.at("threads").get<int>();
   p.device_kind = j.at("device_kind").get<std::string>();
   p.memory_share = j.at("memory_share").get<std::uint64_t>();
+  p.priority = j.value("priority", 0);
   p.resume = j.at("resume").get<bool>();
   p.sample_interval_s = j.at("sample_interval_s").get<double>();
   return p;
@@ -118,6 +119,7 @@ void JobRunner::main() {
     spec.device.threads = p.threads;
     spec.device.kind = p.device_kind;
     spec.device.shared = true;  // device collectives in epochs: other jobs may share the device
+    spec.device.priority = p.priority;
     if (p.memory_share > 0 && (spec.device.memory_capacity == 0 || spec.device.memory_capacity > p.memory_share))
       spec.device.memory_capacity = p.memory_share;
     // Building the model allocates this rank's shards; a rank that fails here (its share is too

@@ -34,6 +34,7 @@ struct JobPlacement {
   int threads = 1;
   std::string device_kind = "cpu";  // the backend (the spec's device.kind, or recmix run --device)
   std::uint64_t memory_share = 0;  // bytes the job's pool may hold on each of its ranks
+  int priority = 0;             // the job's priority (its streams' priority on a GPU)
   bool resume = false;          // resume from the job's latest checkpoint
   double sample_interval_s = 1.0;
   std::vector<int> cores;       // this rank's CPUs the job's threads are bound to (set locally; empty: unbound)

@@ -148,6 +148,7 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   p.threads = r.job.spec.device.threads;
   p.device_kind = r.job.spec.device.kind;
   p.memory_share = static_cast<std::uint64_t>(std::ceil(r.share));
+  p.priority = r.job.priority;
   p.resume = r.resume;
   p.sample_interval_s = std::max(0.2, std::min(1.0, options_.jobs.scheduler.round_interval_s));
   event({{"event", "start"}, {"job", r.job.spec.name}, {"ranks", ranks}, {"launch", r.launch},

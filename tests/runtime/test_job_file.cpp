@@ -6,7 +6,9 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "device/backend.hpp"
 #include "runtime/run/job_file.hpp"
+#include "runtime/run/job_runner.hpp"
 
 using namespace recmix;
 using namespace recmix::runtime;
@@ -161,4 +163,19 @@ TEST(JobFile, CheckRunJobNamesMissingDataAndRankCounts) {
     EXPECT_NE(std::string(e.what()).find("nowhere.h5' does not exist"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_run_job("[[job]]\nname = \"x\"\n", "x.toml", ""), ConfigError);  // a jobs file, not a job
+}
+
+// A job's priority travels from its job file to the rank that runs it: in the start message
+// (JobPlacement's JSON), then as device.priority, the priority of the job's streams.
+TEST(JobFile, PriorityReachesThePlacementAndTheStreams) {
+  auto job = parse_run_job("name = \"p\"\npriority = 3\n[data]\ntrain = \"t.h5\"\n", "p.toml", "");
+  EXPECT_EQ(job.priority, 3);
+  recmix::runtime::run::JobPlacement p;
+  p.priority = job.priority;
+  const auto back = recmix::runtime::run::JobPlacement::from_json(p.to_json());
+  EXPECT_EQ(back.priority, 3);
+  auto backend = recmix::device::make_backend(recmix::device::BackendKind::cpu_strict);
+  EXPECT_EQ(backend->create_stream()->priority(), 0);
+  backend->set_stream_priority(back.priority);
+  EXPECT_EQ(backend->create_stream()->priority(), 3);
 }
