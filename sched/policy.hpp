@@ -17,10 +17,18 @@
 
 namespace recmix::sched {
 
+// The queue's order, in the simulator and the live runtime alike: higher priority first, then
+// by arrival, then by id. So every policy, scanning in queue order, places a higher-priority job
+// first.
+inline bool queue_before(const Job* a, const Job* b) {
+  return a->priority != b->priority ? a->priority > b->priority
+                                    : a->arrival_s < b->arrival_s || (a->arrival_s == b->arrival_s && a->id < b->id);
+}
+
 struct SchedulingContext {
   double now = 0;
   const ClusterState& cluster;
-  std::span<Job* const> queue;      // waiting jobs by (arrival, id); preempted jobs included
+  std::span<Job* const> queue;      // waiting jobs by queue_before(); preempted jobs included
   const InterferenceModel& model;   // learned slowdown model (updated online by the caller)
 };
 

@@ -473,9 +473,7 @@ void SchedulerService::schedule_round() {
   std::vector<sched::Job*> queue;
   for (auto& r : records_)
     if (r->state == "queued") queue.push_back(&r->sjob);
-  std::stable_sort(queue.begin(), queue.end(), [](const sched::Job* a, const sched::Job* b) {
-    return std::tie(a->arrival_s, a->id) < std::tie(b->arrival_s, b->id);
-  });
+  std::stable_sort(queue.begin(), queue.end(), sched::queue_before);
   wake_at_ = 1e300;
   LiveActions actions(*this);
   sched::SchedulingContext context{t, *cluster_, std::span<sched::Job* const>(queue), model_};

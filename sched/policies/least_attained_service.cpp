@@ -59,14 +59,18 @@ class LeastAttainedService final : public Policy {
         int freeable = cluster.free_gpu_count();
         std::size_t k = next_victim;
         const auto& victims = demoted_jobs();
+        // A job of higher priority than the one waiting is never a victim.
+        auto victim = [&](std::size_t v) -> const RunningJob* {
+          const RunningJob* r = cluster.running(victims[v].second);
+          return r != nullptr && r->job->priority <= job->priority ? r : nullptr;
+        };
         while (freeable < job->gpus && k < victims.size()) {
-          const RunningJob* r = cluster.running(victims[k].second);
-          if (r != nullptr) freeable += r->job->gpus;
+          if (const RunningJob* r = victim(k)) freeable += r->job->gpus;
           ++k;
         }
         if (freeable >= job->gpus) {
           for (; next_victim < k; ++next_victim)
-            if (cluster.running(victims[next_victim].second)) actions.preempt(victims[next_victim].second);
+            if (victim(next_victim)) actions.preempt(victims[next_victim].second);
           gpus = find_free_placement(cluster, *job, /*allow_spread=*/true);
         }
       }

@@ -250,10 +250,14 @@ class Simulation final : public Actions {
     }
   }
 
+  // Arrivals come in arrival order, so a job goes to the back unless it outranks the job there.
   void enqueue(std::size_t i) {
     state_[i].in_queue = true;
     state_[i].queued_since = now_;
-    queue_.push_back(&jobs_[i]);
+    if (queue_.size() > queue_head_ && queue_before(&jobs_[i], queue_.back()))
+      requeue(&jobs_[i]);
+    else
+      queue_.push_back(&jobs_[i]);
   }
 
   void settle(std::size_t i) {
@@ -285,7 +289,7 @@ class Simulation final : public Actions {
       const std::span<Job* const> waiting(queue_.data() + queue_head_, queue_.size() - queue_head_);
       SchedulingContext context{now_, cluster_, waiting, model_};
       policy_.schedule(context, *this);
-      // Drop started jobs from the queue, put preempted ones back in (arrival, id) order.
+      // Drop started jobs from the queue, put preempted ones back in queue order.
       if (started_this_round_ > 0) drop_started();
       started_this_round_ = 0;
       for (std::size_t i : preempted_) {
@@ -329,12 +333,10 @@ class Simulation final : public Actions {
     }
   }
 
-  // Puts a preempted job back in (arrival, id) order, moving whichever side of it is shorter.
+  // Puts a job in queue order (queue_before), moving whichever side of it is shorter.
   void requeue(Job* job) {
     const auto front = queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_);
-    const auto pos = std::lower_bound(front, queue_.end(), job, [](const Job* a, const Job* b) {
-      return a->arrival_s < b->arrival_s || (a->arrival_s == b->arrival_s && a->id < b->id);
-    });
+    const auto pos = std::lower_bound(front, queue_.end(), job, queue_before);
     if (queue_head_ > 0 && pos - front < queue_.end() - pos) {
       std::move(front, pos, front - 1);
       --queue_head_;

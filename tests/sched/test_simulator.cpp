@@ -70,6 +70,67 @@ TEST(Simulator, FifoReproducesHandComputedJcts) {
   EXPECT_EQ(r.memory_violations, 0u);
 }
 
+// Priorities: the queue is ordered by priority first (queue_before), so a job of higher priority
+// is placed first, and least-attained-service never preempts a job for one of lower priority.
+TEST(Simulator, AHigherPriorityJobIsPlacedFirst) {
+  // 1 GPU. A(0 s, 100 s) runs 0-100. B(10 s, 50 s) and C(20 s, 30 s, priority 5) wait; C starts
+  // first at 100 (130), then B (180). Without the priority, B then C.
+  InterferenceOptions io;
+  io.alpha = 0;
+  InterferenceModel model(io);
+  SlowdownTruth truth(model, 0.0, 1);
+  for (const char* policy : {"fifo", "las"}) {  // the policies that give a job its GPU alone
+    SCOPED_TRACE(policy);
+    auto p = make_policy(policy);
+    Job c = job(3, 20, 30, 1);
+    c.priority = 5;
+    const SimResult r = simulate(one_node(1), {job(1, 0, 100, 1), job(2, 10, 50, 1), c}, *p, truth, model);
+    EXPECT_NEAR(outcome(r, 3).finish_s, 130, 1e-6);
+    EXPECT_NEAR(outcome(r, 2).finish_s, 180, 1e-6);
+    auto q = make_policy(policy);
+    const SimResult plain =
+        simulate(one_node(1), {job(1, 0, 100, 1), job(2, 10, 50, 1), job(3, 20, 30, 1)}, *q, truth, model);
+    EXPECT_NEAR(outcome(plain, 2).finish_s, 150, 1e-6);
+    EXPECT_NEAR(outcome(plain, 3).finish_s, 180, 1e-6);
+  }
+  const Job hi = [] {
+    Job j = job(1, 0, 0, 1);
+    j.priority = 2;
+    return j;
+  }();
+  const Job lo = job(0, 5, 0, 1);
+  EXPECT_TRUE(queue_before(&hi, &lo));  // priority before arrival and id
+  EXPECT_FALSE(queue_before(&lo, &hi));
+}
+
+TEST(Simulator, LeastAttainedServiceNeverPreemptsAHigherPriorityJob) {
+  // 1 GPU, LAS demoting at 5 GPU-s with a lease every second. H(0 s, 100 s) is demoted by 5 s;
+  // L(10 s, 10 s) then preempts it, unless H has the higher priority: then H runs to 100 and L
+  // after it, to 110.
+  InterferenceOptions io;
+  io.alpha = 0;
+  InterferenceModel model(io);
+  SlowdownTruth truth(model, 0.0, 1);
+  PolicyOptions options;
+  options.las_threshold_gpu_s = 5;
+  options.las_lease_s = 1;
+  options.restart_cost_s = 0;
+  for (int priority : {0, 1}) {
+    SCOPED_TRACE(priority);
+    auto las = make_policy("las", options);
+    Job h = job(1, 0, 100, 1);
+    h.priority = priority;
+    const SimResult r = simulate(one_node(1), {h, job(2, 10, 10, 1)}, *las, truth, model);
+    if (priority > 0) {
+      EXPECT_NEAR(outcome(r, 1).finish_s, 100, 1e-6);
+      EXPECT_NEAR(outcome(r, 2).finish_s, 110, 1e-6);
+    } else {
+      EXPECT_LT(outcome(r, 2).finish_s, 100);  // L preempted H
+      EXPECT_GT(outcome(r, 1).finish_s, 100);
+    }
+  }
+}
+
 TEST(Simulator, FifoOnASmallTraceFileReproducesHandComputedJcts) {
   // The same three jobs as above, read from the simulator's own CSV and mapped by --mix trace.
   const test::ScratchDir scratch;
