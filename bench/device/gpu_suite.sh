@@ -92,10 +92,10 @@ run_cuda_tests() {
   done
   echo "test binaries with failures: $fails"
 }
-step 110 tests run_cuda_tests
+step 100 tests run_cuda_tests
 
 section "2. training throughput"
-step 120 train bash "$src/bench/device/bench_gpu_train.sh" "$recmix" "$work/train" "$(nproc)"
+step 100 train bash "$src/bench/device/bench_gpu_train.sh" "$recmix" "$work/train" "$(nproc)"
 # What the host asked of the GPU per step (metrics.jsonl's device_per_step, docs/device.md): the
 # last record of each CUDA run above.
 counts() {
@@ -112,7 +112,7 @@ else
   say "(this build has no CUDA graphs: eager steps only)"
 fi
 if [[ -x $precision ]]; then
-  step 50 precision "$precision" --device cuda --batch 2048 --batch 16384 --reps 3 --min-seconds 0.3 "${graphs[@]}"
+  step 45 precision "$precision" --device cuda --batch 2048 --batch 16384 --reps 3 --min-seconds 0.3 "${graphs[@]}"
 fi
 
 section "3. where a step's GPU time goes"
@@ -130,7 +130,7 @@ profile() {
     echo "neither nsys nor ncu here"
   fi
 }
-step 70 profile profile
+step 60 profile profile
 
 section "4. hot and cold tiers"
 tiers() {
@@ -142,21 +142,21 @@ tiers() {
       sed -n "s/^\(done after .*\)/hot $hot: \1/p; s/^\(.*hit rate.*\)/hot $hot: \1/p" | tail -2
   done
 }
-step 60 tiers tiers
+step 50 tiers tiers
 
 section "5. GPU kernels, each off in turn"
 if [[ -x $precision ]]; then
-  step 80 kernels "$precision" --device cuda --kernels-ab --batch 2048 --batch 16384 --reps 3 --min-seconds 0.25 --no-gemms
+  step 65 kernels "$precision" --device cuda --kernels-ab --batch 2048 --batch 16384 --reps 3 --min-seconds 0.25 --no-gemms
 fi
 
 section "6. the L2 window over the hot rows, by Zipf exponent"
 l2() {
   local z w run
   for z in 1.05 1.2; do
-    [[ -f z$z.h5 ]] || "$recmix" data synth -o "z$z.h5" --rows 1M --tables 26 --table-rows 100000 --zipf "$z" | tail -1
-    for run in 1-true 1-false 2-true 2-false; do  # each setting twice, in turns
+    [[ -f z$z.h5 ]] || "$recmix" data synth -o "z$z.h5" --rows 500k --tables 26 --table-rows 100000 --zipf "$z" | tail -1
+    for run in 1-true 1-false; do
       w=${run#*-}
-      sed "s/^steps = .*/steps = 800/; s/^train = .*/train = \"z$z.h5\"/" k2048.toml > l2.toml
+      sed "s/^steps = .*/steps = 600/; s/^train = .*/train = \"z$z.h5\"/" k2048.toml > l2.toml
       printf '[embedding]\nhot_fraction = 0.1\n' >> l2.toml
       rm -rf "$work/l2-$z-$run"
       "$recmix" train l2.toml --device "${RECMIX_SUITE_DEVICE:-cuda}" --run-dir "$work/l2-$z-$run" --l2-window "$w" 2>&1 |
@@ -164,7 +164,7 @@ l2() {
     done
   done
 }
-step 70 l2 l2
+step 45 l2 l2
 
 section "done"
 say "suite finished in ${SECONDS}s"
