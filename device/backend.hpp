@@ -139,6 +139,8 @@ class Backend {
   // set aside for persisting lines, where it fits. Returns the bytes the window covers (bytes cut
   // to the device's largest window); 0 clears it, and 0 comes back where the backend has no such
   // cache (the CPU backend). Not while capturing (DeviceError).
+  // Whether set_l2_window does anything here: CUDA, and the strict emulator that emulates it.
+  virtual bool has_l2_window() const { return false; }
   std::size_t set_l2_window(Stream& stream, const void* ptr, std::size_t bytes) {
     refuse_in_capture("set_l2_window");
     if (bytes > 0) check_device_memory(ptr, bytes, "the L2 window");

@@ -1,26 +1,19 @@
-// The process-wide choice between the GPU decompositions of a kernel (device/fine_grained.hpp).
-#include <atomic>
-#include <cstdlib>
-#include <string_view>
-
+// The process-wide choice between the GPU decompositions of a kernel (device/fine_grained.hpp):
+// lanes unless RECMIX_GPU_ITEMS=fine.
+#include "core/env_switch.hpp"
 #include "device/fine_grained.hpp"
 
 namespace recmix::device {
 namespace {
 
-GpuItems from_environment() {
-  const char* v = std::getenv("RECMIX_GPU_ITEMS");
-  return v && std::string_view(v) == "fine" ? GpuItems::fine : GpuItems::lanes;
-}
-
-std::atomic<GpuItems>& chosen() {
-  static std::atomic<GpuItems> items{from_environment()};
-  return items;
+EnvSwitch& lanes_switch() {
+  static EnvSwitch s("RECMIX_GPU_ITEMS", "fine");
+  return s;
 }
 
 }  // namespace
 
-GpuItems gpu_items() { return chosen().load(std::memory_order_relaxed); }
-void set_gpu_items(GpuItems items) { chosen().store(items); }
+GpuItems gpu_items() { return lanes_switch().on() ? GpuItems::lanes : GpuItems::fine; }
+void set_gpu_items(GpuItems items) { lanes_switch().set(items == GpuItems::lanes); }
 
 }  // namespace recmix::device

@@ -4,7 +4,7 @@
 // Backend::gemm, bias and activation in one pass after the forward GEMM, the activation backward
 // fused with the bias-gradient reduction; on the backends that take the GPU path (CUDA, the
 // strict emulator) bias and ReLU are the forward GEMM's epilogue and the bias gradient the
-// weight-gradient GEMM's (Backend::gemm_epilogue). The weight-gradient GEMMs always use Backend::gemm.
+// weight-gradient GEMM's (Backend::gemm_epilogue). Elsewhere the weight-gradient GEMMs use Backend::gemm.
 // With bf16 GEMMs (the constructor's bf16_gemms) every GEMM goes through Backend::gemm_half in bf16, on
 // operands rounded once a step: the weights and the first layer's input as forward starts, every
 // other layer's input by the bias and activation pass that writes it, a layer's pre-activation

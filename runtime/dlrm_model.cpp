@@ -108,8 +108,10 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
 
   // The rows the lookups read most kept in the GPU's persisting L2 (device.l2_window; auto: on
   // wherever the backend has such a cache).
-  if (spec.device.l2_window == "true" && backend.kind() == device::BackendKind::cpu)
-    throw ConfigError("device.l2_window = true: the cpu backend has no L2 window (cuda has one, cpu-strict emulates it)");
+  if (spec.device.l2_window == "true" && !backend.has_l2_window())
+    throw ConfigError(fmt::format("device.l2_window = true: the {} backend has no L2 window (cuda has one, cpu-strict "
+                                  "emulates it)",
+                                  to_string(backend.kind())));
   if (spec.device.l2_window != "false") {
     const auto region = embedding_->hot_region();
     if (region.bytes > 0) l2_window_bytes_ = backend.set_l2_window(*stream_, region.ptr, region.bytes);

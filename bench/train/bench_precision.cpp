@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
                       "dense = \"{}\"\nembedding = \"{}\"\nrounding = \"{}\"\n[device]\ngraphs = {}\n"
                       "l2_window = {}\n",
                       c.dense, c.tables, rounding, c.graphs,
-                      c.off & kL2Window || backend->kind() == device::BackendKind::cpu ? "false" : "\"auto\""),
+                      c.off & kL2Window || !backend->has_l2_window() ? "false" : "\"auto\""),
           "bench");
       try {
         r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, device_comm, *backend, *r.pool, local,

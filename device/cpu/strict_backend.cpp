@@ -124,6 +124,7 @@ class StrictBackend final : public Backend {
   bool fuses_gemm_epilogues() const override { return true; }
   // An L2 window changes no result: the emulator takes it as a GPU whose largest window is
   // kStrictL2Window would (the range was checked to be its device memory).
+  bool has_l2_window() const override { return true; }
   std::size_t do_set_l2_window(Stream&, const void*, std::size_t bytes) override {
     return std::min<std::size_t>(bytes, kStrictL2Window);
   }

@@ -143,6 +143,7 @@ class CudaBackend final : public Backend {
   // The window over [ptr, ptr + bytes) cut to the device's largest, its lines persisting at a hit
   // ratio of (persisting L2) / (window) up to 1. The persisting part of the L2 is set to the
   // device's maximum the first time: a device-wide limit, shared by every job on the GPU.
+  bool has_l2_window() const override { return true; }
   std::size_t do_set_l2_window(Stream& s, const void* ptr, std::size_t bytes) override {
     int max_persisting = 0, max_window = 0;
     RECMIX_CUDA_CHECK(cudaDeviceGetAttribute(&max_persisting, cudaDevAttrMaxPersistingL2CacheSize, device_));

@@ -136,6 +136,7 @@ TEST(StrictBackend, HostPointersAndOverrunsAreRefusedByName) {
 
 TEST(StrictBackend, TakesAnL2WindowOverItsDeviceMemoryOnly) {
   auto backend = make_backend(BackendKind::cpu_strict);
+  EXPECT_TRUE(backend->has_l2_window());
   auto stream = backend->create_stream();
   const std::size_t big = kStrictL2Window + 4096;
   void* d = backend->allocate(big, Tier::device);
@@ -150,6 +151,7 @@ TEST(StrictBackend, TakesAnL2WindowOverItsDeviceMemoryOnly) {
   backend->end_capture(*stream);
   backend->deallocate(d, Tier::device);
   auto cpu = make_backend(BackendKind::cpu);
+  EXPECT_FALSE(cpu->has_l2_window());
   auto cpu_stream = cpu->create_stream();
   EXPECT_EQ(cpu->set_l2_window(*cpu_stream, host.data(), host.size()), 0u);  // no such cache
 }
