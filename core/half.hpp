@@ -50,6 +50,16 @@ RECMIX_HOST_DEVICE inline float cut_to_tf32(float x) {
   return float_of(b & 0xFFFFE000u);
 }
 
+// x rounded to TF32's 10 significand bits, to nearest with ties away from zero (PTX's
+// cvt.rna.tf32.f32): how cuBLAS's TF32 GEMMs read fp32 operands on an H200, where the CPU
+// backends cut (cut_to_tf32). A NaN or an infinity stays itself; a carry into the exponent is
+// right, and a value within half a TF32 step of overflow becomes an infinity.
+RECMIX_HOST_DEVICE inline float round_to_tf32(float x) {
+  const std::uint32_t b = bits_of(x);
+  if ((b & 0x7F800000u) == 0x7F800000u) return x;
+  return float_of((b + 0x1000u) & 0xFFFFE000u);
+}
+
 RECMIX_HOST_DEVICE inline float bf16_to_float(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
 
 RECMIX_HOST_DEVICE inline std::uint16_t float_to_bf16(float x) {

@@ -47,9 +47,10 @@ struct PoolBagsHalf {
       return half_to_float(storage, weights[row * dim + d]);
     }
     RECMIX_HOST_DEVICE void operator()(std::int64_t row, std::int64_t d0, int n, float* v) const {
-      std::uint16_t h[kLane];
+      std::uint16_t h[kLane] = {0, 0, 0, 0};
       load_lane(weights + row * dim + d0, n, h);
-      for (int c = 0; c < n; ++c) v[c] = half_to_float(storage, h[c]);
+      for (int c = 0; c < kLane; ++c)  // to the constant kLane: embedding/lanes.hpp
+        if (c < n) v[c] = half_to_float(storage, h[c]);
     }
   };
   RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
@@ -257,13 +258,15 @@ struct UpdateRowsHalf {
     const UpdateRows& p = update;
     const LaneAt at = lane_at(i, p.dim);
     if (p.unique_count && at.item >= *p.unique_count) return;
-    float g[kLane], x[kLane];
+    float g[kLane], x[kLane] = {0.f, 0.f, 0.f, 0.f};
     p.lane_gradient(at, g);
     const std::int64_t row = p.unique_rows[at.item];
     const RowWriter w = writer(row);
-    w.read_chunk(at.d0, at.n, x);
+    for (int c = 0; c < kLane; ++c)  // to the constant kLane: embedding/lanes.hpp
+      if (c < at.n) x[c] = w.read(at.d0 + c);
     p.lane_step(row, at, g, x);
-    w.write_chunk(at.d0, at.n, x);
+    for (int c = 0; c < kLane; ++c)
+      if (c < at.n) w.write(at.d0 + c, x[c]);
   }
 };
 

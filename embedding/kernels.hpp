@@ -193,36 +193,39 @@ struct UpdateRows {
   // g[0 .. at.n) = the summed gradient of lane `at` (its item a unique row).
   RECMIX_HOST_DEVICE void lane_gradient(LaneAt at, float* g) const {
     for (int c = 0; c < kLane; ++c) g[c] = 0.f;
-    float src[kLane];
+    float src[kLane] = {0.f, 0.f, 0.f, 0.f};  // loops to the constant kLane: embedding/lanes.hpp
     for (std::int64_t e = entry_offsets[at.item]; e < entry_offsets[at.item + 1]; ++e) {
       load_lane(grad + entry_grad[e] * dim + at.d0, at.n, src);
       if (entry_scale) {
         const float sc = entry_scale[e];
-        for (int c = 0; c < at.n; ++c) g[c] += src[c] * sc;
+        for (int c = 0; c < kLane; ++c) g[c] += src[c] * sc;
       } else {
-        for (int c = 0; c < at.n; ++c) g[c] += src[c];
+        for (int c = 0; c < kLane; ++c) g[c] += src[c];
       }
     }
   }
   // x[0 .. at.n) = components [d0, d0 + n) of weights row `row`, stepped with gradient g.
   RECMIX_HOST_DEVICE void lane_step(std::int64_t row, LaneAt at, const float* g, float* x) const {
     if (kind == SparseOptimizerKind::sgd) {
-      for (int c = 0; c < at.n; ++c) x[c] -= lr * g[c];
+      for (int c = 0; c < kLane; ++c)
+        if (c < at.n) x[c] -= lr * g[c];
     } else if (kind == SparseOptimizerKind::adagrad) {
       float* s = state + row * dim + at.d0;
-      for (int c = 0; c < at.n; ++c) {
-        s[c] += g[c] * g[c];
-        x[c] -= lr * g[c] / (sqrtf(s[c]) + eps);
-      }
+      for (int c = 0; c < kLane; ++c)
+        if (c < at.n) {
+          s[c] += g[c] * g[c];
+          x[c] -= lr * g[c] / (sqrtf(s[c]) + eps);
+        }
     } else {
       const float step = lr / (sqrtf(state[row]) + eps);
-      for (int c = 0; c < at.n; ++c) x[c] -= step * g[c];
+      for (int c = 0; c < kLane; ++c)
+        if (c < at.n) x[c] -= step * g[c];
     }
   }
   RECMIX_HOST_DEVICE void lane(std::int64_t i) const {
     const LaneAt at = lane_at(i, dim);
     if (unique_count && at.item >= *unique_count) return;
-    float g[kLane], x[kLane];
+    float g[kLane], x[kLane] = {0.f, 0.f, 0.f, 0.f};
     lane_gradient(at, g);
     const std::int64_t row = unique_rows[at.item];
     float* w = weights + row * dim + at.d0;

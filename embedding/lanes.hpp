@@ -4,6 +4,11 @@
 // lane of 4 floats at a 16-byte boundary (4 16-bit values at an 8-byte one) is one load or store;
 // on the host, and for a short last lane, the components are read one by one. Either way the
 // values are the same.
+//
+// Every loop over a lane's components runs to the constant kLane and skips c >= n, so that a GPU
+// compiler unrolls it and keeps the lane's arrays in registers. A loop to the runtime n put them
+// in local memory: on an H200 the sparse update's lanes took 171 us a step where the per-component
+// items took 46 us.
 #include <cstdint>
 
 #include "core/host_device.hpp"
@@ -35,7 +40,8 @@ RECMIX_HOST_DEVICE inline void load_lane(const float* p, int n, float* v) {
     return;
   }
 #endif
-  for (int c = 0; c < n; ++c) v[c] = p[c];
+  for (int c = 0; c < kLane; ++c)
+    if (c < n) v[c] = p[c];
 }
 
 RECMIX_HOST_DEVICE inline void store_lane(float* p, int n, const float* v) {
@@ -45,7 +51,8 @@ RECMIX_HOST_DEVICE inline void store_lane(float* p, int n, const float* v) {
     return;
   }
 #endif
-  for (int c = 0; c < n; ++c) p[c] = v[c];
+  for (int c = 0; c < kLane; ++c)
+    if (c < n) p[c] = v[c];
 }
 
 RECMIX_HOST_DEVICE inline void load_lane(const std::uint16_t* p, int n, std::uint16_t* v) {
@@ -56,7 +63,8 @@ RECMIX_HOST_DEVICE inline void load_lane(const std::uint16_t* p, int n, std::uin
     return;
   }
 #endif
-  for (int c = 0; c < n; ++c) v[c] = p[c];
+  for (int c = 0; c < kLane; ++c)
+    if (c < n) v[c] = p[c];
 }
 
 // Lane `at` of bag at.item of a pooling: the sum of components [d0, d0 + n) of the bag's rows in
@@ -74,18 +82,18 @@ RECMIX_HOST_DEVICE void pool_lane(LaneAt at, std::int64_t dim, const std::int64_
     if (begin < end) load(rows[begin], at.d0, at.n, cur);
     for (std::int64_t k = begin; k < end; ++k) {
       if (k + 1 < end) load(rows[k + 1], at.d0, at.n, next);
-      for (int c = 0; c < at.n; ++c) acc[c] += cur[c];
-      for (int c = 0; c < at.n; ++c) cur[c] = next[c];
+      for (int c = 0; c < kLane; ++c) acc[c] += cur[c];
+      for (int c = 0; c < kLane; ++c) cur[c] = next[c];
     }
   } else {
     for (std::int64_t k = begin; k < end; ++k) {
       load(rows[k], at.d0, at.n, cur);
-      for (int c = 0; c < at.n; ++c) acc[c] += cur[c];
+      for (int c = 0; c < kLane; ++c) acc[c] += cur[c];
     }
   }
   if (mean && end > begin) {
     const float inv = 1.0f / static_cast<float>(end - begin);
-    for (int c = 0; c < at.n; ++c) acc[c] *= inv;
+    for (int c = 0; c < kLane; ++c) acc[c] *= inv;
   }
   store_lane(out + (out_pos ? out_pos[j] : j) * dim + at.d0, at.n, acc);
 }
