@@ -116,7 +116,8 @@ if [[ -x $precision ]]; then
 fi
 
 section "3. where a step's GPU time goes"
-cd "$work/train" || exit 1
+# Steps 3-6 read step 2's dataset and config (a rerun may skip step 2 once it has run here).
+cd "$work/train" 2>/dev/null || { say "steps 3-6 need step 2's dataset in $work/train: run it first"; exit 1; }
 profile() {
   if command -v nsys >/dev/null && nsys profile -o "$work/p" --force-overwrite true --stats=true \
       "$recmix" train k2048.toml --device cuda --steps 130 --run-dir "$work/nsys-run" > "$work/nsys.txt" 2>&1; then

@@ -113,7 +113,7 @@ TEST_P(Tf32Gemm, IsWithinTheBoundsOfTheCutOperandsAndOfTheFp32Ones) {
     const auto a = random_matrix(std::size_t(g.m) * g.k, rng), b = random_matrix(std::size_t(g.k) * g.n, rng);
     const auto c = random_matrix(std::size_t(g.m) * g.n, rng);
     const auto got = gemm(g, a, b, c);
-    int outside = 0;
+    int outside = 0, outside_plain = 0;
     std::string first;
     for (int i = 0; i < g.m; ++i)
       for (int j = 0; j < g.n; ++j) {
@@ -136,7 +136,14 @@ TEST_P(Tf32Gemm, IsWithinTheBoundsOfTheCutOperandsAndOfTheFp32Ones) {
           if (outside++ == 0)
             first = fmt::format("{}x{}x{}: C[{}][{}] = {:.9g}, cut reference {:.9g} +- {:.3g}", g.m, g.n, g.k, i, j, v,
                                 g.alpha * cut + g.beta * c0, bound);
+        const double bound_plain = gamma_of(g.k + 1, u()) * alpha * full_abs + gamma_of(2, u()) * beta_c;
+        if (!(std::fabs(v - (g.alpha * full + g.beta * c0)) <= bound_plain)) ++outside_plain;
       }
+    // TF32 math allows tensor cores; it does not oblige them. On an H200 cuBLAS computed the
+    // shapes with a side of 1 (7x5x1, 33x1x17, 1x40x19) in plain fp32, so on CUDA a case may
+    // instead be within the fp32 GEMM's own bound of the uncut product. The identity test below
+    // shows the rounding where the tensor cores are used.
+    if (GetParam().kind == BackendKind::cuda && outside > 0 && outside_plain == 0) continue;
     EXPECT_EQ(outside, 0) << first;
   }
 }

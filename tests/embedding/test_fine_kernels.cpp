@@ -101,10 +101,12 @@ TEST_P(FineEmbeddingDims, PoolCombineAndGather) {
 
 TEST_P(FineEmbeddingDims, UpdateRows) {
   const std::int64_t dim = GetParam(), table_rows = 30, grads = 12;
-  // Unique rows 3, 7, 29 with 2, 1 and 4 entries; the launch covers 9 items, the count says 3.
-  const std::vector<std::int64_t> unique{3, 7, 29}, entry_offsets{0, 2, 3, 7}, entry_grad{0, 5, 11, 1, 2, 3, 9};
+  // Unique rows 3, 7, 29 with 2, 1 and 6 entries (more than a lane loads ahead, UpdateRows::kAhead);
+  // the launch covers 9 items, the count says 3.
+  const std::vector<std::int64_t> unique{3, 7, 29}, entry_offsets{0, 2, 3, 9},
+      entry_grad{0, 5, 11, 1, 2, 3, 9, 4, 7};
   const std::int64_t count = 3;
-  const auto grad = random_floats(grads * dim, 6), scale = random_floats(7, 7);
+  const auto grad = random_floats(grads * dim, 6), scale = random_floats(9, 7);
   for (auto kind : {SparseOptimizerKind::sgd, SparseOptimizerKind::adagrad, SparseOptimizerKind::rowwise_adagrad})
     for (const float* sc : {static_cast<const float*>(nullptr), scale.data()})
       check(9, {random_floats(table_rows * dim, 8), std::vector<float>(table_rows * dim, 0.25f)},
@@ -136,7 +138,8 @@ TEST_P(FineEmbeddingDims, HalfTablePoolAndUpdate) {
   const std::vector<std::int64_t> base{0, 20}, row_begin{100, 0};
   const std::vector<int> table{1, 0};
   const kernels::ShardRows shards{base.data(), table.data(), row_begin.data(), 2};
-  const std::vector<std::int64_t> unique{3, 7, 29}, entry_offsets{0, 2, 3, 7}, entry_grad{0, 5, 11, 1, 2, 3, 9};
+  const std::vector<std::int64_t> unique{3, 7, 29}, entry_offsets{0, 2, 3, 9},
+      entry_grad{0, 5, 11, 1, 2, 3, 9, 4, 7};  // 6 entries for row 29: past UpdateRows::kAhead
   const std::int64_t count = 3;
   const auto grad = random_floats(grads * dim, 6);
   for (auto storage : {half::Storage::fp16, half::Storage::bf16}) {
