@@ -27,6 +27,7 @@ void set_exchange_stream_enabled(bool on) { exchange_stream_switch().set(on); }
 void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<const Bags> bags,
                                            float* out) {
   const std::int64_t n_bags = std::int64_t(num_tables) * batch;
+  own_offsets_iota = false;
   own_offsets.resize(n_bags + 1);
   own_offsets[0] = 0;
   std::int64_t nnz = 0;
@@ -128,6 +129,7 @@ bool ShardedEmbedding::Impl::exchange_indices(std::span<const Bags> bags, bool b
   const auto& mine = rank_shards[rank];
   const std::int64_t n_mine = static_cast<std::int64_t>(mine.size());
   from_source.assign(world, 0);
+  own_offsets_iota = false;
   own_offsets.assign(1, 0);
   own_rows.clear();
   std::size_t at = 0;

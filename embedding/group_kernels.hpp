@@ -20,6 +20,22 @@ RECMIX_HOST_DEVICE inline std::int64_t block_begin(std::int64_t n, std::int64_t 
   return n * b / blocks;
 }
 
+// A one-hot batch as the owner CSR on the device (one rank, whole tables): bag j = b * tables + t
+// holds the one row base[t] + indices[j], so offsets[j] = j. Run over n + 1 items (the last writes
+// offsets[n]). The host checked the indices before they went up.
+struct OneHotCsr {
+  const std::int32_t* indices;  // [batch x tables], row-major, as read
+  const std::int64_t* base;     // per table: its first row in the weights
+  int tables;
+  std::int64_t n;  // batch x tables
+  std::int64_t* offsets;
+  std::int64_t* rows;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t j) const {
+    offsets[j] = j;
+    if (j < n) rows[j] = base[j % tables] + indices[j];
+  }
+};
+
 // bag[k] = j for every entry k of bag j of a CSR.
 struct BagOfEntry {
   const std::int64_t* offsets;

@@ -34,7 +34,7 @@ void launch(device::Backend& backend, device::Stream& stream, std::int64_t n,
             const kernels::InitShardHalf& f);
 // The device grouping's kernels (group_kernels.hpp), each run over blocks (or one item).
 #define RECMIX_EMBEDDING_GROUP_KERNELS(X) \
-  X(BagOfEntry) X(InitSort) X(RadixHistogram) X(RadixOffsets) X(RadixScatter) X(GroupHeads) X(ExclusiveSum) \
+  X(OneHotCsr) X(BagOfEntry) X(InitSort) X(RadixHistogram) X(RadixOffsets) X(RadixScatter) X(GroupHeads) X(ExclusiveSum) \
   X(GroupScatter) X(GroupTotal)
 #define RECMIX_EMBEDDING_DECLARE_LAUNCH(K) \
   void launch(device::Backend& backend, device::Stream& stream, std::int64_t n, const kernels::K& f);

@@ -244,6 +244,15 @@ void ShardedEmbedding::forward_start(device::Stream& stream, OneHotRows rows, in
     m.phase = Impl::Phase::forward_started;
     return;
   }
+  if (m.device_one_hot_path(local_batch)) {
+    m.begin_forward(out);
+    m.last_stream = &stream;
+    m.one_hot_step = false;
+    m.one_hot_packed = nullptr;
+    m.forward_device_one_hot(stream, rows.indices, local_batch, out);
+    m.phase = Impl::Phase::forward_started;
+    return;
+  }
   // Every other path takes one CSR per table.
   const int T = m.num_tables;
   m.expanded_offsets.resize(T);

@@ -169,6 +169,10 @@ struct ShardedEmbedding::Impl {
   // Host array -> pointer the kernels can use (itself on the CPU backend, a device copy otherwise).
   template <class T>
   const T* stage(const std::vector<T>& host, device::Buffer<T>& scratch, device::Stream& stream) {
+    return stage(std::span<const T>(host), scratch, stream);
+  }
+  template <class T>
+  const T* stage(std::span<const T> host, device::Buffer<T>& scratch, device::Stream& stream) {
     if (on_host || host.empty()) return host.data();
     if (scratch.size() < host.size()) scratch = device::Buffer<T>(pool, host.size(), "embedding scratch");
     const std::size_t bytes = host.size() * sizeof(T);
@@ -294,6 +298,14 @@ struct ShardedEmbedding::Impl {
   std::vector<Bags> expanded_bags;
   // Whether the one-hot CPU path can run a batch whose bags each hold one index.
   bool one_hot_path(int local_batch) const { return local_only && on_host && !tiers && local_batch > 0; }
+  // Its device twin (one rank, whole tables, untiered, device memory): the packed indices go up as
+  // they are, and OneHotCsr builds the owner CSR there (sharded_embedding_one_hot.cpp).
+  bool device_one_hot_path(int local_batch) const { return local_only && !on_host && !tiers && local_batch > 0; }
+  void forward_device_one_hot(device::Stream& stream, std::span<const std::int32_t> packed, int local_batch,
+                              float* out);
+  device::Buffer<std::int32_t> dev_one_hot_indices;
+  device::Buffer<std::int64_t> dev_one_hot_base;  // per table, uploaded once
+  bool own_offsets_iota = false;                  // own_offsets holds 0 .. n (the device one-hot path's)
   // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
   bool tiered_one_hot_path(int local_batch) const {
     return local_only && on_host && tiers && tiers->cold_update() == ColdUpdate::device && local_batch > 0 &&

@@ -1,6 +1,10 @@
-// ShardedEmbedding's one-hot CPU path: one rank, whole tables, one index per bag (the Criteo
-// case), flat or tiered, issued through launch_one_hot_forward (embedding/cpu/one_hot.hpp).
+// ShardedEmbedding's one-hot paths: one rank, whole tables, one index per bag (the Criteo case).
+// On the CPU backend, flat or tiered, issued through launch_one_hot_forward
+// (embedding/cpu/one_hot.hpp); on a device, untiered, the packed indices uploaded as read and the
+// owner CSR built there (kernels::OneHotCsr), so the host does no per-index work but the check.
 #include <cstdint>
+#include <numeric>
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -75,6 +79,52 @@ void ShardedEmbedding::Impl::forward_tiered_one_hot(device::Stream& stream, cons
   one_hot_base.assign(T, 0);
   one_hot_table_rows.assign(T, device_rows());
   launch_one_hot_forward(backend, stream, one_hot_tables(), out);
+}
+
+// The device one-hot forward. The indices are checked on the host first (a bad one names its
+// table, index and bag, and nothing has been issued); one index a bag makes a mean's scale 1, a
+// factor that changes no bit, so the update runs unscaled for either pooling.
+void ShardedEmbedding::Impl::forward_device_one_hot(device::Stream& stream, std::span<const std::int32_t> packed,
+                                                    int local_batch, float* out) {
+  const int T = num_tables;
+  const std::int64_t n = std::int64_t(local_batch) * T;
+  one_hot_table_rows.resize(T);
+  for (int t = 0; t < T; ++t) one_hot_table_rows[t] = tables[t].rows;
+  const std::int64_t* limit = one_hot_table_rows.data();
+  bool bad = false;
+  for (int b = 0; b < local_batch; ++b) {
+    const std::int32_t* row = packed.data() + std::size_t(b) * T;
+    for (int t = 0; t < T; ++t)  // unsigned: a negative index is out of range too
+      bad |= static_cast<std::uint64_t>(static_cast<std::int64_t>(row[t])) >= static_cast<std::uint64_t>(limit[t]);
+  }
+  if (bad)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const int t = static_cast<int>(j % T);
+      if (packed[j] < 0 || packed[j] >= limit[t])
+        throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
+                                    "batch (rank {})",
+                                    t, packed[j], limit[t], j / T, rank));
+    }
+  batch = local_batch;
+  own_scale.clear();
+  if (!own_offsets_iota || own_offsets.size() != std::size_t(n) + 1) {
+    own_offsets.resize(std::size_t(n) + 1);
+    std::iota(own_offsets.begin(), own_offsets.end(), std::int64_t{0});
+    own_offsets_iota = true;
+  }
+  if (dev_one_hot_base.size() < std::size_t(T)) {
+    one_hot_base.resize(T);
+    for (int t = 0; t < T; ++t) one_hot_base[t] = shard_base[table_shards[t][0]];
+    stage(one_hot_base, dev_one_hot_base, stream);
+  }
+  grow(dev_own_offsets, std::size_t(n) + 1, "embedding scratch");
+  grow(dev_own_rows, std::max<std::size_t>(std::size_t(n), 1), "embedding scratch");
+  const kernels::OneHotCsr csr{stage(packed.subspan(0, std::size_t(n)), dev_one_hot_indices, stream),
+                               dev_one_hot_base.data(), T, n, dev_own_offsets.data(), dev_own_rows.data()};
+  launch(backend, stream, n + 1, csr);
+  const kernels::PoolBags f{weights.data(), dim, dev_own_offsets.data(), dev_own_rows.data(), nullptr, out,
+                            pooling == Pooling::mean};
+  pool_bags(stream, n, f);
 }
 
 }  // namespace recmix::embedding
