@@ -132,7 +132,8 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
                                   "emulates them)",
                                   to_string(backend.kind())));
   // "auto" stays off until the GPU suite has measured the captured step against the eager one.
-  graphs_ = std::make_unique<StepGraphs>(backend, *stream_, spec.device.graphs == "true" && !use_replicas);
+  const bool graphs = spec.device.graphs == "true" || (spec.device.graphs == "auto" && backend.graphs_by_default());
+  graphs_ = std::make_unique<StepGraphs>(backend, *stream_, graphs && !use_replicas);
 
   if (use_replicas) {
     replica_backend_ = device::make_backend(

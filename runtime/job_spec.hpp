@@ -59,7 +59,8 @@ struct DeviceSpec {
   std::string dense_replicas = "auto";  // cpu, several threads per rank: auto | on | off
   std::string gemm = "auto";            // cpu: auto | openblas | onednn
   // Steps replayed from captured graphs (device/graph.hpp): "true" | "false" | "auto" (on for
-  // cuda, off elsewhere; cpu-strict emulates them, the cpu backend has none).
+  // cuda, Backend::graphs_by_default; off elsewhere: cpu-strict emulates them, the cpu backend has
+  // none).
   std::string graphs = "auto";
   // The embedding's hot rows (tiered: the hot slots; untiered: every local row) in an L2
   // persisting window (device/backend.hpp, set_l2_window): "true" | "false" | "auto" (on where the

@@ -8,7 +8,7 @@
 # the binaries there with the machine's own libraries.
 # Steps, each time-boxed so that the whole fits in 8 minutes:
 #   1. the CUDA tests (every test binary's CUDA, cuBLAS and NCCL cases, one rank);
-#   2. training throughput, Kaggle shape: eager fp32 against the CPU backend (bench_gpu_train.sh),
+#   2. training throughput, Kaggle shape: fp32 (graphs on, device.graphs = auto) against the CPU backend (bench_gpu_train.sh),
 #      then the step at batch 2048 and 16384 in fp32, tf32 and bf16 (bench_precision), and with CUDA graphs
 #      where the build has them;
 #   3. where a step's GPU time goes: nsys's summary of 100 steps where nsys works, else ncu's

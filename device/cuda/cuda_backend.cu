@@ -109,6 +109,7 @@ class CudaBackend final : public Backend {
     if (workspace_) cudaFree(workspace_);
   }
   bool supports_graphs() const override { return true; }
+  bool graphs_by_default() const override { return true; }
   // TF32 tensor-op math for cublasSgemm (the operands' significands rounded to 10 bits, fp32
   // sums; measured on an H200: tests/device/test_tf32_gemm.cpp).
   void on_fp32_math(Fp32Math math) override {
