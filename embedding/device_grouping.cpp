@@ -18,7 +18,10 @@ constexpr std::int64_t kMaxBlocks = 256;
 template <class T>
 T* DeviceGrouping::grow(device::Buffer<T>& buffer, std::int64_t count, const char* what) {
   const auto n = static_cast<std::size_t>(std::max<std::int64_t>(count, 1));
-  if (buffer.size() < n) buffer = device::Buffer<T>(pool_, n, what);
+  if (buffer.size() < n) {
+    buffer = device::Buffer<T>(pool_, n, what);
+    ++buffers_made_;
+  }
   return buffer.data();
 }
 

@@ -26,6 +26,8 @@ class DeviceGrouping {
   // Points f's grouping fields at the result; launch f over launch_size() items.
   void fill(kernels::UpdateRows& f) const;
   std::int64_t launch_size() const { return entries_; }
+  // How many of its buffers were made anew so far (ShardedEmbedding::device_buffers_generation).
+  std::uint64_t buffers_made() const { return buffers_made_; }
 
  private:
   template <class T>
@@ -35,6 +37,7 @@ class DeviceGrouping {
   device::MemoryPool& pool_;
   std::int64_t entries_ = 0;
   bool scaled_ = false;
+  std::uint64_t buffers_made_ = 0;
   device::Buffer<std::int64_t> keys_[2], vals_[2], bag_of_, counts_, head_, group_, unique_, entry_offsets_,
       entry_grad_, groups_;
   device::Buffer<float> entry_scale_;

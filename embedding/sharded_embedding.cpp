@@ -21,6 +21,7 @@ void ShardedEmbedding::Impl::begin_forward(float* out) {
   phase = Phase::idle;
   bytes_sent = 0;
   pending_out = out;
+  device_one_hot_step = false;
   std::vector<float>().swap(view_weights);  // local_shards()' copies of 16-bit tables
   std::vector<float>().swap(view_state);
 }
@@ -250,6 +251,7 @@ void ShardedEmbedding::forward_start(device::Stream& stream, OneHotRows rows, in
     m.one_hot_step = false;
     m.one_hot_packed = nullptr;
     m.forward_device_one_hot(stream, rows.indices, local_batch, out);
+    m.device_one_hot_step = true;
     m.phase = Impl::Phase::forward_started;
     return;
   }
@@ -461,6 +463,23 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
   else
     m.post_device(stream, total, send_counts, recv_counts);
   m.phase = Impl::Phase::backward_started;
+}
+
+bool ShardedEmbedding::backward_capturable() const {
+  const Impl& m = *impl_;
+  return m.device_one_hot_step && !m.half_tables() && m.phase == Impl::Phase::forward_done;
+}
+
+void ShardedEmbedding::backward_start_replayed() {
+  Impl& m = *impl_;
+  RECMIX_REQUIRE(backward_capturable(), Error,
+                 "embedding: backward_start_replayed() where the backward cannot be captured");
+  m.phase = Impl::Phase::backward_started;
+}
+
+std::uint64_t ShardedEmbedding::device_buffers_generation() const {
+  const Impl& m = *impl_;
+  return m.buffers_made + (m.grouping ? m.grouping->buffers_made() : 0);
 }
 
 void ShardedEmbedding::backward_finish(device::Stream& stream) {

@@ -85,6 +85,17 @@ class ShardedEmbedding {
   void forward_finish(device::Stream& stream);
   void backward_start(device::Stream& stream, const float* grad_out);
   void backward_finish(device::Stream& stream);
+  // Whether the coming backward_start() is device work alone, with the same pointers and sizes
+  // for every batch of its shape, so that a step may capture it once and replay it (a step
+  // piece, runtime/step_graphs.hpp): one rank, whole untiered fp32 tables in device memory, a
+  // one-hot batch. (16-bit tables pass the step, which keys their rounding, by value.)
+  bool backward_capturable() const;
+  // The host side of backward_start() for a step that replays a graph captured from an earlier
+  // backward_start() of the same shape instead of issuing one: only where backward_capturable().
+  void backward_start_replayed();
+  // Changes whenever a device buffer that a captured backward reads is made anew (a larger
+  // batch than before): graphs captured before then read freed memory and must be dropped.
+  std::uint64_t device_buffers_generation() const;
 
   // The lookahead of tiered tables: the next step's batch, given during this step (after its
   // forward_start()), so that its cold rows are gathered from the host tier in the background

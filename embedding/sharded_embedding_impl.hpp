@@ -174,7 +174,10 @@ struct ShardedEmbedding::Impl {
   template <class T>
   const T* stage(std::span<const T> host, device::Buffer<T>& scratch, device::Stream& stream) {
     if (on_host || host.empty()) return host.data();
-    if (scratch.size() < host.size()) scratch = device::Buffer<T>(pool, host.size(), "embedding scratch");
+    if (scratch.size() < host.size()) {
+      scratch = device::Buffer<T>(pool, host.size(), "embedding scratch");
+      ++buffers_made;
+    }
     const std::size_t bytes = host.size() * sizeof(T);
     if (!pinned_pool)
       pinned_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding index uploads");
@@ -264,7 +267,10 @@ struct ShardedEmbedding::Impl {
   }
   template <class T>
   void grow(device::Buffer<T>& buffer, std::size_t count, const char* what) {
-    if (buffer.size() < count) buffer = device::Buffer<T>(pool, count, what);
+    if (buffer.size() < count) {
+      buffer = device::Buffer<T>(pool, count, what);
+      ++buffers_made;
+    }
   }
   // Makes the last exchange's result usable by what follows on the stream. With a communicator
   // that orders its calls on the stream (NCCL) the host does not wait: the request is kept until
@@ -306,6 +312,8 @@ struct ShardedEmbedding::Impl {
   device::Buffer<std::int32_t> dev_one_hot_indices;
   device::Buffer<std::int64_t> dev_one_hot_base;  // per table, uploaded once
   bool own_offsets_iota = false;                  // own_offsets holds 0 .. n (the device one-hot path's)
+  bool device_one_hot_step = false;               // this step's forward took that path
+  std::uint64_t buffers_made = 0;                 // device buffers made anew (grow, stage's scratch)
   // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
   bool tiered_one_hot_path(int local_batch) const {
     return local_only && on_host && tiers && tiers->cold_update() == ColdUpdate::device && local_batch > 0 &&

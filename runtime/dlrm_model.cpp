@@ -16,7 +16,14 @@ namespace recmix::runtime {
 namespace {
 
 // The pieces of a step that device.graphs replays (StepGraphs).
-enum StepPiece : int { kBottomForward, kDenseMiddle, kInteractionBackward, kBottomBackward, kOptimizerStep };
+enum StepPiece : int {
+  kBottomForward,
+  kDenseMiddle,
+  kInteractionBackward,
+  kBottomBackward,
+  kOptimizerStep,
+  kEmbeddingUpdate
+};
 
 }  // namespace
 
@@ -445,7 +452,7 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   });
   mark(interaction_backward);
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
-  embedding_->backward_start(*stream_, grad_pooled_.data());
+  start_embedding_backward(b, global_batch);
   mark(embedding_backward_start);
   graphs_->run(kBottomBackward, b, global_batch, [&] {
     return fold_sgd_ ? bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_)
@@ -460,6 +467,25 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   mark(embedding_backward_finish);
   for (auto& r : pending) r->wait();
   finish_dense_step();
+}
+
+// One rank with whole untiered fp32 tables on a device and one-hot batches: the sparse update
+// (the grouping's sort and the row updates) is device work alone, captured and replayed as a
+// piece. Its graphs are dropped when the embedding makes a buffer they read anew.
+void DlrmModel::start_embedding_backward(int b, std::int64_t global_batch) {
+  if (!graphs_->on() || !embedding_->backward_capturable())
+    return embedding_->backward_start(*stream_, grad_pooled_.data());
+  if (const std::uint64_t made = embedding_->device_buffers_generation(); made != embedding_buffers_) {
+    graphs_->forget(kEmbeddingUpdate);
+    embedding_buffers_ = made;
+  }
+  bool issued = false;
+  graphs_->run(kEmbeddingUpdate, b, global_batch, [&]() -> const float* {
+    embedding_->backward_start(*stream_, grad_pooled_.data());
+    issued = true;
+    return nullptr;
+  });
+  if (!issued) embedding_->backward_start_replayed();
 }
 
 const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_t global_batch) {

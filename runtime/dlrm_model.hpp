@@ -135,6 +135,8 @@ class DlrmModel {
   const float* dense_middle(const float* bottom_out, int b, std::int64_t global_batch);
   // The dense optimizer's step (unless folded into the backward), the end of a training step.
   void finish_dense_step();
+  // The embedding's backward_start, through graphs_ where the embedding says it can be captured.
+  void start_embedding_backward(int b, std::int64_t global_batch);
 
   comm::Communicator& comm_;
   comm::Communicator& device_comm_;
@@ -171,6 +173,7 @@ class DlrmModel {
   int threads_ = 1;
   // device.graphs: the step's pieces of dense work, replayed from graphs (step_graphs.hpp).
   std::unique_ptr<StepGraphs> graphs_;
+  std::uint64_t embedding_buffers_ = 0;  // the embedding's device_buffers_generation() at the last capture check
   std::size_t l2_window_bytes_ = 0;
   std::function<void(Phase)> phase_hook_;
   bool time_phases_ = false;

@@ -49,6 +49,12 @@ class StepGraphs {
     return p.result;
   }
 
+  // Drops every shape's graph of `piece` (and its warm-up): what it captured reads buffers that
+  // have since been made anew. Its next run of each shape starts over, eagerly.
+  void forget(int piece) {
+    std::erase_if(pieces_, [piece](const auto& entry) { return std::get<0>(entry.first) == piece; });
+  }
+
  private:
   struct Piece {
     std::unique_ptr<device::Graph> graph;

@@ -1,6 +1,7 @@
 // device.graphs under the strict emulator at 1, 2 and 4 ranks: steps whose dense middle is
 // replayed from a captured graph equal eager steps bit for bit (losses and every weight), for the
-// optimizers, 16-bit tables, bf16 GEMMs, multi-hot bags and tiered tables, through train() with a
+// optimizers, 16-bit tables, bf16 GEMMs, multi-hot bags, tiered tables and one-hot batches as stored
+// (whose sparse update is a captured piece too at one rank), through train() with a
 // stop and a resume, and for two jobs training side by side on their own threads. The emulator
 // replays what it recorded with the arguments of the capture, so a value that changes between
 // steps but was passed by value fails these tests.
@@ -30,6 +31,8 @@ struct GraphCase {
   const char* tables = "fp32";       // [precision] embedding
   const char* dense_precision = "fp32";
   double hot_fraction = 0;           // [embedding] hot_fraction: tiered when > 0
+  bool packed = false;               // one-hot batches as stored (train()'s): at one rank with fp32
+                                     // tables, the sparse update is a captured piece too
 };
 
 class GraphSteps : public testing::TestWithParam<GraphCase> {};
@@ -37,8 +40,9 @@ class GraphSteps : public testing::TestWithParam<GraphCase> {};
 TEST_P(GraphSteps, EqualEagerStepsBitForBit) {
   auto c = GetParam();
   auto& comm = *world->comm;
-  auto spec = small_spec(fmt::format("graphs-{}-{}-{}-{}-{}-{}", std::string(c.data).substr(0, 5), c.sparse, c.dense,
-                                     c.tables, c.dense_precision, c.hot_fraction > 0 ? "tiered" : "flat"),
+  auto spec = small_spec(fmt::format("graphs-{}-{}-{}-{}-{}-{}{}", std::string(c.data).substr(0, 5), c.sparse, c.dense,
+                                     c.tables, c.dense_precision, c.hot_fraction > 0 ? "tiered" : "flat",
+                                     c.packed ? "-packed" : ""),
                          c.data);
   spec.device.kind = "cpu-strict";
   spec.optimizer.sparse = c.sparse;
@@ -48,10 +52,10 @@ TEST_P(GraphSteps, EqualEagerStepsBitForBit) {
   spec.embedding.hot_fraction = c.hot_fraction;
   const std::string dir = run_dir(spec.name);
   spec.device.graphs = "false";
-  const auto eager = train_steps(spec, comm, 12, dir + "/eager.h5");
+  const auto eager = train_steps(spec, comm, 12, dir + "/eager.h5", {}, c.packed);
   spec.name += "-graphs";
   spec.device.graphs = "true";
-  const auto graphs = train_steps(spec, comm, 12, dir + "/graphs.h5");
+  const auto graphs = train_steps(spec, comm, 12, dir + "/graphs.h5", {}, c.packed);
   EXPECT_EQ(graphs, eager);
   const auto a = read_weights(dir + "/eager.h5"), b = read_weights(dir + "/graphs.h5");
   EXPECT_TRUE(bitwise_equal(b, a)) << "largest relative difference " << max_relative_difference(b, a);
@@ -64,11 +68,15 @@ INSTANTIATE_TEST_SUITE_P(
                     GraphCase{"train.h5", "rowwise_adagrad", "adagrad", "bf16"},
                     GraphCase{"multi.h5", "sgd", "sgd", "fp16"},
                     GraphCase{"train.h5", "adagrad", "adam", "fp32", "bf16"},
-                    GraphCase{"train.h5", "rowwise_adagrad", "sgd", "fp32", "fp32", 0.2}),
+                    GraphCase{"train.h5", "rowwise_adagrad", "sgd", "fp32", "fp32", 0.2},
+                    GraphCase{"train.h5", "sgd", "sgd", "fp32", "fp32", 0, true},
+                    GraphCase{"train.h5", "adagrad", "adam", "fp32", "fp32", 0, true},
+                    GraphCase{"train.h5", "rowwise_adagrad", "adagrad", "fp32", "bf16", 0, true},
+                    GraphCase{"train.h5", "adagrad", "sgd", "bf16", "fp32", 0, true}),
     [](const auto& info) {
       const auto& p = info.param;
-      return fmt::format("{}_{}_{}_{}_{}{}", std::string(p.data).substr(0, 5), p.sparse, p.dense, p.tables,
-                         p.dense_precision, p.hot_fraction > 0 ? "_tiered" : "");
+      return fmt::format("{}_{}_{}_{}_{}{}{}", std::string(p.data).substr(0, 5), p.sparse, p.dense, p.tables,
+                         p.dense_precision, p.hot_fraction > 0 ? "_tiered" : "", p.packed ? "_packed" : "");
     });
 
 // train() with graphs, stopped and resumed: the same steps, losses and weights as without them.

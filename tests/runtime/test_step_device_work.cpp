@@ -91,9 +91,14 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
     // With graphs the first step runs eagerly, the second is captured and replayed, and every
     // later one replays the same graphs: the bottom MLP's forward and backward, the dense middle,
     // the interaction's backward and the dense optimizer's step (none at one rank with SGD: it
-    // is folded into the backward).
+    // is folded into the backward); and at one rank with one-hot batches and untiered fp32
+    // tables, the embedding's sparse update (ShardedEmbedding::backward_capturable) from the third
+    // step on: its first step makes the grouping's buffers, so the second warms up again.
     const bool folded = comm.size() == 1 && std::string(c.dense) == "sgd";
-    EXPECT_EQ(d["graph_launches"].get<double>(), c.graphs ? (folded ? 4.0 : 5.0) : 0.0) << d.dump();
+    const bool update = comm.size() == 1 && std::string(c.data) == "train.h5" && std::string(c.tables) == "fp32" &&
+                        c.hot_fraction == 0 && i >= 2;
+    EXPECT_EQ(d["graph_launches"].get<double>(), c.graphs ? (folded ? 4.0 : 5.0) + (update ? 1.0 : 0.0) : 0.0)
+        << d.dump();
   }
   std::cout << c.name << " at " << comm.size() << " rank(s), step 6: " << records[5]["device_per_step"].dump() << "\n";
 }

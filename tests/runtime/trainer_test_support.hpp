@@ -164,8 +164,10 @@ inline std::string run_dir(const std::string& name) { return (fs::path(world->di
 // collective_io) so that their writes do not interleave across ranks.
 using WriteGate = std::function<void(const std::function<void()>&)>;
 
+// packed_one_hot: one-hot batches as the dataset stores them (data::ReaderOptions), as train() reads
+// them; else one CSR per table.
 inline std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, int steps, const std::string& checkpoint,
-                                       const WriteGate& gate = {}) {
+                                       const WriteGate& gate = {}, bool packed_one_hot = false) {
   spec.run_dir = run_dir(spec.name);
   Trainer trainer(spec, comm);
   data::ReaderOptions ro;
@@ -173,6 +175,7 @@ inline std::vector<double> train_steps(JobSpec spec, comm::Communicator& comm, i
   ro.rank = comm.rank();
   ro.world = comm.size();
   ro.prefetch = 0;
+  ro.packed_one_hot = packed_one_hot;
   data::Reader reader(spec.data.train, ro);
   // Tiered tables look one batch ahead, as train() drives them.
   const bool ahead = trainer.model().embedding().tiered();
