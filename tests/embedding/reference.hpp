@@ -50,6 +50,16 @@ inline std::vector<TableBatch> random_batch(const std::vector<TableSpec>& tables
   return out;
 }
 
+// A one-hot batch (one index a bag) as datasets store it: int32, [batch x tables], row-major.
+inline std::vector<std::int32_t> packed_one_hot(const std::vector<TableBatch>& batch, int b_size) {
+  const std::size_t tables = batch.size();
+  std::vector<std::int32_t> packed(std::size_t(b_size) * tables);
+  for (int b = 0; b < b_size; ++b)
+    for (std::size_t t = 0; t < tables; ++t)
+      packed[std::size_t(b) * tables + t] = static_cast<std::int32_t>(batch[t].indices[b]);
+  return packed;
+}
+
 inline std::vector<float> random_vector(std::size_t n, std::mt19937_64& rng, float scale = 1.f) {
   std::uniform_real_distribution<float> u(-scale, scale);
   std::vector<float> v(n);

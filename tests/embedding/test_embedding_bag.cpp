@@ -294,9 +294,7 @@ TEST(EmbeddingBagOneHotRows, SameBitsAsPerTableBags) {
         auto batch = test::random_batch(tables, B, 1, true, rng);
         std::vector<Bags> bags;
         for (auto& tb : batch) bags.push_back(tb.view());
-        std::vector<std::int32_t> packed(std::size_t(B) * T);
-        for (int b = 0; b < B; ++b)
-          for (int t = 0; t < T; ++t) packed[std::size_t(b) * T + t] = static_cast<std::int32_t>(batch[t].indices[b]);
+        const auto packed = test::packed_one_hot(batch, B);
         std::vector<float> out_bags(std::size_t(B) * T * D), out_rows(out_bags.size(), -1.f);
         bags_emb.forward(*stream, bags, B, out_bags.data());
         rows_emb.forward(*stream, OneHotRows{packed, T}, B, out_rows.data());

@@ -114,9 +114,7 @@ TEST_P(EmbeddingDevice, OneHotRowsMatchPerTableBagsBitForBit) {
         auto batch = test::random_batch(tables, B, 1, true, rng);
         std::vector<Bags> bags;
         for (auto& tb : batch) bags.push_back(tb.view());
-        std::vector<std::int32_t> packed(std::size_t(B) * T);
-        for (int b = 0; b < B; ++b)
-          for (int t = 0; t < T; ++t) packed[std::size_t(b) * T + t] = static_cast<std::int32_t>(batch[t].indices[b]);
+        const auto packed = test::packed_one_hot(batch, B);
         const auto grad = test::random_vector(n, rng);
         backend->copy(dev_grad, grad.data(), n * sizeof(float), *stream);
         by_bags->forward(*stream, bags, B, dev_out);
