@@ -27,7 +27,6 @@ void set_exchange_stream_enabled(bool on) { exchange_stream_switch().set(on); }
 void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<const Bags> bags,
                                            float* out) {
   const std::int64_t n_bags = std::int64_t(num_tables) * batch;
-  own_offsets_iota = false;
   own_offsets.resize(n_bags + 1);
   own_offsets[0] = 0;
   std::int64_t nnz = 0;
@@ -129,7 +128,6 @@ bool ShardedEmbedding::Impl::exchange_indices(std::span<const Bags> bags, bool b
   const auto& mine = rank_shards[rank];
   const std::int64_t n_mine = static_cast<std::int64_t>(mine.size());
   from_source.assign(world, 0);
-  own_offsets_iota = false;
   own_offsets.assign(1, 0);
   own_rows.clear();
   std::size_t at = 0;
@@ -331,8 +329,11 @@ void ShardedEmbedding::Impl::group_rows(std::int64_t n_bags, const std::int64_t*
 
 void ShardedEmbedding::Impl::update_on_device(device::Stream& stream, const float* dev_grad, bool scaled) {
   if (!grouping) grouping = std::make_unique<DeviceGrouping>(backend, pool);
-  const std::int64_t n_bags = static_cast<std::int64_t>(own_offsets.size()) - 1;
-  grouping->group(stream, dev_own_offsets.data(), dev_own_rows.data(), n_bags, own_offsets[n_bags],
+  // The device one-hot path built the owner CSR on the device only: a bag a row, one row a bag.
+  const std::int64_t n_bags = device_one_hot_step ? std::int64_t(num_tables) * batch
+                                                  : static_cast<std::int64_t>(own_offsets.size()) - 1;
+  const std::int64_t entries = device_one_hot_step ? n_bags : own_offsets[n_bags];
+  grouping->group(stream, dev_own_offsets.data(), dev_own_rows.data(), n_bags, entries,
                   detail::bits_below(device_rows()), scaled ? dev_own_scale.data() : nullptr);
   kernels::UpdateRows f{weights.data(), state.data(), dim, kind, opt.lr, opt.eps, nullptr, nullptr, nullptr, nullptr,
                         dev_grad};

@@ -54,9 +54,7 @@ void ShardedEmbedding::Impl::check_batch(std::span<const Bags> bags, int local_b
     for (int b = 0; b < local_batch; ++b)
       for (std::int64_t k = off[b]; k < off[b + 1]; ++k)
         if (idx[k] < 0 || idx[k] >= rows)
-          return fail(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of "
-                                  "the local batch (rank {})",
-                                  t, idx[k], rows, b, rank));
+          return fail(index_error(t, idx[k], b).what());
   }
 }
 
@@ -463,23 +461,6 @@ void ShardedEmbedding::backward_start(device::Stream& stream, const float* grad_
   else
     m.post_device(stream, total, send_counts, recv_counts);
   m.phase = Impl::Phase::backward_started;
-}
-
-bool ShardedEmbedding::backward_capturable() const {
-  const Impl& m = *impl_;
-  return m.device_one_hot_step && !m.half_tables() && m.phase == Impl::Phase::forward_done;
-}
-
-void ShardedEmbedding::backward_start_replayed() {
-  Impl& m = *impl_;
-  RECMIX_REQUIRE(backward_capturable(), Error,
-                 "embedding: backward_start_replayed() where the backward cannot be captured");
-  m.phase = Impl::Phase::backward_started;
-}
-
-std::uint64_t ShardedEmbedding::device_buffers_generation() const {
-  const Impl& m = *impl_;
-  return m.buffers_made + (m.grouping ? m.grouping->buffers_made() : 0);
 }
 
 void ShardedEmbedding::backward_finish(device::Stream& stream) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "comm/communicator.hpp"
 #include "device/buffer.hpp"
 #include "embedding/device_grouping.hpp"
@@ -309,10 +310,11 @@ struct ShardedEmbedding::Impl {
   bool device_one_hot_path(int local_batch) const { return local_only && !on_host && !tiers && local_batch > 0; }
   void forward_device_one_hot(device::Stream& stream, std::span<const std::int32_t> packed, int local_batch,
                               float* out);
+  // The error of index `index` of table t in bag b of the local batch.
+  DataError index_error(int t, std::int64_t index, std::int64_t b) const;
   device::Buffer<std::int32_t> dev_one_hot_indices;
   device::Buffer<std::int64_t> dev_one_hot_base;  // per table, uploaded once
-  bool own_offsets_iota = false;                  // own_offsets holds 0 .. n (the device one-hot path's)
-  bool device_one_hot_step = false;               // this step's forward took that path
+  bool device_one_hot_step = false;               // this step's forward took that path (own_offsets unused)
   std::uint64_t buffers_made = 0;                 // device buffers made anew (grow, stage's scratch)
   // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
   bool tiered_one_hot_path(int local_batch) const {

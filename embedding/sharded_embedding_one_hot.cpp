@@ -3,7 +3,6 @@
 // (embedding/cpu/one_hot.hpp); on a device, untiered, the packed indices uploaded as read and the
 // owner CSR built there (kernels::OneHotCsr), so the host does no per-index work but the check.
 #include <cstdint>
-#include <numeric>
 
 #include <fmt/format.h>
 
@@ -12,6 +11,11 @@
 #include "embedding/sharded_embedding_impl.hpp"
 
 namespace recmix::embedding {
+
+DataError ShardedEmbedding::Impl::index_error(int t, std::int64_t index, std::int64_t b) const {
+  return DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local batch (rank {})",
+                               t, index, tables[t].rows, b, rank));
+}
 
 bool ShardedEmbedding::Impl::is_one_hot(std::span<const Bags> bags, int local_batch) {
   for (const Bags& bag : bags) {
@@ -46,9 +50,7 @@ void ShardedEmbedding::Impl::forward_one_hot(device::Stream& stream, int local_b
   const std::int64_t bad = launch_one_hot_forward(backend, stream, f, out);
   if (bad >= 0) {
     const int t = static_cast<int>(bad / local_batch), b = static_cast<int>(bad % local_batch);
-    throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
-                                "batch (rank {})",
-                                t, f.index(b, t), tables[t].rows, b, rank));
+    throw index_error(t, f.index(b, t), b);
   }
 }
 
@@ -63,9 +65,7 @@ void ShardedEmbedding::Impl::forward_tiered_one_hot(device::Stream& stream, cons
     for (int t = 0; t < T; ++t) {
       const std::int64_t idx = packed[std::size_t(b) * T + t];
       if (idx < 0 || idx >= tables[t].rows)
-        throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
-                                    "batch (rank {})",
-                                    t, idx, tables[t].rows, b, rank));
+        throw index_error(t, idx, b);
       own_rows[std::size_t(b) * T + t] = shard_base[table_shards[t][0]] + idx;
     }
   tiers->stage(stream, own_rows.data(), static_cast<std::int64_t>(n));
@@ -101,17 +101,10 @@ void ShardedEmbedding::Impl::forward_device_one_hot(device::Stream& stream, std:
     for (std::int64_t j = 0; j < n; ++j) {
       const int t = static_cast<int>(j % T);
       if (packed[j] < 0 || packed[j] >= limit[t])
-        throw DataError(fmt::format("embedding table {}: index {} out of range [0, {}) in bag {} of the local "
-                                    "batch (rank {})",
-                                    t, packed[j], limit[t], j / T, rank));
+        throw index_error(t, packed[j], j / T);
     }
   batch = local_batch;
   own_scale.clear();
-  if (!own_offsets_iota || own_offsets.size() != std::size_t(n) + 1) {
-    own_offsets.resize(std::size_t(n) + 1);
-    std::iota(own_offsets.begin(), own_offsets.end(), std::int64_t{0});
-    own_offsets_iota = true;
-  }
   if (dev_one_hot_base.size() < std::size_t(T)) {
     one_hot_base.resize(T);
     for (int t = 0; t < T; ++t) one_hot_base[t] = shard_base[table_shards[t][0]];
@@ -125,6 +118,24 @@ void ShardedEmbedding::Impl::forward_device_one_hot(device::Stream& stream, std:
   const kernels::PoolBags f{weights.data(), dim, dev_own_offsets.data(), dev_own_rows.data(), nullptr, out,
                             pooling == Pooling::mean};
   pool_bags(stream, n, f);
+}
+
+// The device one-hot path's backward is device work alone: a step may capture and replay it.
+bool ShardedEmbedding::backward_capturable() const {
+  const Impl& m = *impl_;
+  return m.device_one_hot_step && !m.half_tables() && m.phase == Impl::Phase::forward_done;
+}
+
+void ShardedEmbedding::backward_start_replayed() {
+  Impl& m = *impl_;
+  RECMIX_REQUIRE(backward_capturable(), Error,
+                 "embedding: backward_start_replayed() where the backward cannot be captured");
+  m.phase = Impl::Phase::backward_started;
+}
+
+std::uint64_t ShardedEmbedding::device_buffers_generation() const {
+  const Impl& m = *impl_;
+  return m.buffers_made + (m.grouping ? m.grouping->buffers_made() : 0);
 }
 
 }  // namespace recmix::embedding
