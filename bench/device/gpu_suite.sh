@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of recmix in one run of at most 8 minutes on one GPU, everything
 # written under $OUT (suite.log, a section per step, and each step's raw output). Rerunnable at
-# once: it keeps nothing between runs but the synthetic dataset in its work folder.
+# once: it keeps nothing between runs but the synthetic datasets in its work folder.
 #   bench/device/gpu_suite.sh [bundle.tar.xz | build dir]
 # On the build machine: scripts/build.sh, then bench/device/bundle.sh build (build/gpu-bundle.tar.xz);
 # a GPU run carries that file and calls this script with it. Given a build folder instead, it runs
@@ -18,7 +18,10 @@
 #      exchange stream and the L2 window each off in turn from the TF32 step with graphs, against
 #      the eager fp32 step with none of them, at batch 2048 and 16384;
 #   6. the L2 window on and off, tiered at 10% hot rows, on datasets of Zipf exponent 1.05 and 1.2;
-# later issues append their co-location benchmarks here.
+#   7. co-location on one GPU (bench/run/bench_colocation.sh --device cuda): three mixes (four
+#      small jobs; two Kaggle-shape jobs at batch 16384; an embedding-heavy job beside an MLP-heavy
+#      one), each co-located by recmix run, one after another and each job alone, with the ratios
+#      against their goals.
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 arg=${1:-$src/build/gpu-bundle.tar.xz}
@@ -116,8 +119,11 @@ if [[ -x $precision ]]; then
 fi
 
 section "3. where a step's GPU time goes"
-# Steps 3-6 read step 2's dataset and config (a rerun may skip step 2 once it has run here).
-cd "$work/train" 2>/dev/null || { say "steps 3-6 need step 2's dataset in $work/train: run it first"; exit 1; }
+# Steps 3, 4 and 6 read step 2's dataset and config (a rerun may skip step 2 once it has run here).
+if ! cd "$work/train" 2>/dev/null; then
+  say "steps 3, 4 and 6 need step 2's dataset in $work/train: run it first (skipped)"
+  RECMIX_SUITE_SKIP="${RECMIX_SUITE_SKIP:-} profile tiers l2"
+fi
 profile() {
   if command -v nsys >/dev/null && nsys profile -o "$work/p" --force-overwrite true --stats=true \
       "$recmix" train k2048.toml --device cuda --steps 130 --run-dir "$work/nsys-run" > "$work/nsys.txt" 2>&1; then
@@ -166,6 +172,11 @@ l2() {
   done
 }
 step 45 l2 l2
+
+section "7. co-location on one GPU"
+# Its own datasets in $work/colocation (about 150 MB, made once).
+step 170 colocation bash "$src/bench/run/bench_colocation.sh" --device "${RECMIX_SUITE_DEVICE:-cuda}" "$recmix" \
+  "$work/colocation"
 
 section "done"
 say "suite finished in ${SECONDS}s"

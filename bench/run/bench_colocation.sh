@@ -8,8 +8,18 @@
 # on 1 rank x 2 cores and on 2 ranks x 1 core; then two batch-2048 Kaggle-shape jobs, which fill
 # the cores and must be left exclusive by the policy, against running them one after another.
 # Prints makespan and total samples/s for each, and the ratios the targets are stated in.
-#   bench/run/bench_colocation.sh <recmix binary> [work dir] [steps scale]
+#   bench/run/bench_colocation.sh [--device cpu|cuda|cpu-strict] <recmix binary> [work dir] [steps scale]
+# --device cuda runs the GPU mixes of bench_colocation_gpu.sh instead (on one GPU, its own work dir
+# by default), --device cpu-strict their dry run under the strict device emulator; cpu, the
+# default, is this benchmark.
 set -euo pipefail
+if [[ ${1:-} == --device ]]; then
+  case ${2:-} in
+    cpu) shift 2 ;;
+    cuda | cpu-strict) exec bash "$(dirname "$0")/bench_colocation_gpu.sh" "$2" "${@:3}" ;;
+    *) echo "bench_colocation.sh: --device takes cpu, cuda or cpu-strict, got '${2:-}'" >&2; exit 2 ;;
+  esac
+fi
 scale=${3:-1}
 source "$(dirname "$0")/bench_env.sh"
 
