@@ -15,13 +15,25 @@ struct StepCost {
   double host_device_bytes = 0;
   double host_bytes = 0;       // host memory traffic (batch assembly, cold-row updates)
   double network_bytes = 0;    // all-to-all + all-reduce bytes sent per rank
-  int kernels = 0;             // kernels / parallel regions launched per step
+  int kernels = 0;             // kernels / parallel regions launched per step (CPU backend: a table's own)
+  int device_launches = 0;     // launches per eager step on a GPU (the tables share each launch)
+  double host_indices = 0;     // indices the rank's host reads and checks per step
 };
 
 // Per-rank cost of one training step of the busiest rank.
 StepCost dlrm_step_cost(const JobSpec& spec);
 
-// Utilisation, solo step time, peak memory (memory_estimator) and communication share.
+// The GEMMs' FLOP/s peak in the job's math: fp32 at the plain FP32 rate, tf32 and bf16 at their
+// tensor-core rates where the machine has them, else at the fp32 rate (the runtime falls back).
+double gemm_peak_flops(const JobSpec& spec, const MachineModel& machine);
+
+// What the host spends issuing one step on a GPU: eagerly its launches, with graphs the graphs'
+// step cost, plus its per-index work (machine_model.hpp); 0 on a machine whose device is the host.
+double host_issue_s(const JobSpec& spec, const StepCost& cost, const MachineModel& machine);
+
+// Utilisation, solo step time, peak memory (memory_estimator) and communication share. A step
+// lasts its longest overlapped part (device work, host issue on a GPU, transfers, host work)
+// plus its communication.
 JobProfile dlrm_profile(const JobSpec& spec, const MachineModel& machine);
 
 }  // namespace recmix::sched

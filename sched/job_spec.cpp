@@ -56,6 +56,13 @@ int sparse_state_per_row(SparseOptimizer optimizer, int dim) {
   return 0;
 }
 
+GemmMath parse_gemm_math(std::string_view name) {
+  if (name == "fp32") return GemmMath::fp32;
+  if (name == "tf32") return GemmMath::tf32;
+  if (name == "bf16") return GemmMath::bf16;
+  throw ConfigError("GEMM math '" + std::string(name) + "' is not one of fp32, tf32, bf16");
+}
+
 int DlrmShape::interaction_width() const {
   const int f = static_cast<int>(tables.size()) + 1;
   if (concat_interaction) return f * embedding_dim();

@@ -23,6 +23,12 @@ std::string_view sparse_optimizer_name(SparseOptimizer optimizer);
 // State values per embedding row of width dim.
 int sparse_state_per_row(SparseOptimizer optimizer, int dim);
 
+// The math of the MLPs' GEMMs ([precision] dense): fp32 runs a GPU's plain FP32 (SIMT) units, not
+// its tensor cores; tf32 its TF32 tensor cores; bf16 reads bf16 copies of the operands and
+// accumulates in fp32.
+enum class GemmMath { fp32, tf32, bf16 };
+GemmMath parse_gemm_math(std::string_view name);  // "fp32" | "tf32" | "bf16"; ConfigError otherwise
+
 struct TableShape {
   std::int64_t rows = 0;
   int dim = 0;
@@ -63,7 +69,11 @@ struct JobSpec {
   SparseOptimizer sparse_optimizer = SparseOptimizer::adagrad;  // the embedding tables
   Tiering tiering;
   int table_bytes = 4;  // bytes an embedding weight is stored in: 4 (fp32), 2 (fp16, bf16)
-  bool bf16_gemms = false;  // [precision] dense = "bf16": the MLPs' GEMMs read bf16 copies of their operands
+  GemmMath gemm_math = GemmMath::fp32;  // [precision] dense
+  bool bf16_gemms() const { return gemm_math == GemmMath::bf16; }  // the operands' bf16 copies exist
+  // The step's dense pieces replayed from CUDA graphs (device.graphs; "auto" is on for cuda): one
+  // graph launch issues what took many launches.
+  bool graphs = false;
   // The embedding layer's device path (cuda, cpu-strict): its kernels read index arrays copied to
   // the device and group the backward's entries there; the CPU backend's read the host's arrays.
   bool device_kernels = false;

@@ -11,6 +11,28 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
 constexpr double kTera = 1e12;
 
+// What the host spends issuing a GPU step, fitted to the Kaggle-shape steps (one rank, SGD,
+// bench_precision's step on batches held in memory) of commit 8d5a81b on an NVIDIA H200 with 16
+// vCPUs of an Intel Xeon, 27 Nov 2026 (bench/RESULTS.md, "The GPU kernels measured, and three
+// kernel fixes"): fp32 eagerly 1,971,734 samples/s at batch 2048 (1.039 ms a step) and 2,604,378
+// at 16384 (6.291 ms), TF32 with graphs 2,266,872 (0.903 ms) and 2,792,670 (5.867 ms). Those steps
+// are the host's: 0.39 ms of kernels in the 1.04 ms step at 2048, the GPU idle about 60%.
+// - Per index, 14 ns: the eager steps grow by 5.25 ms for 14,336 more samples of 26 indices. At
+//   that commit the host turned every index into per-table row lists (bench/RESULTS.md, "After
+//   the lease", which has since moved that work to the device, not yet measured on a GPU).
+// - Per launch, 5.8 us: the 1.04 ms eager step at 2048 less its 53,248 indices, over its 50.0
+//   launches (that section's counts).
+// - Per step with graphs, 0.16 ms: the 0.90 ms TF32 step with graphs at 2048 less its indices;
+//   about what the 25 launches and 4 graph launches the emulator counts for such a step
+//   (docs/device.md, "Graphs") take at the eager rate, 0.17 ms.
+// Taken for every GPU node's host alike (the H100 lease's host was the same kind of Xeon); for the
+// older hosts of the V100 and A100 nodes, a lower bound.
+void set_measured_host_costs(MachineModel& m) {
+  m.host_launch_s = 5.8e-6;
+  m.host_graph_step_s = 0.16e-3;
+  m.host_index_s = 14e-9;
+}
+
 std::vector<MachineModel> build_models() {
   std::vector<MachineModel> models;
   {
@@ -53,6 +75,7 @@ std::vector<MachineModel> build_models() {
     m.host_memory = 512 * kGB;
     m.host_core_flops = 2.2e9 * 16;  // Broadwell AVX2 FMA: 16 FP32 FLOP/cycle
     m.host_memory_bandwidth = 153 * kGB;
+    set_measured_host_costs(m);
     models.push_back(m);
   }
   {
@@ -75,6 +98,7 @@ std::vector<MachineModel> build_models() {
     m.host_memory = 2000 * kGB;
     m.host_core_flops = 2.25e9 * 32;  // Zen 2: 2 x 256-bit FMA
     m.host_memory_bandwidth = 409 * kGB;
+    set_measured_host_costs(m);
     models.push_back(m);
   }
   {
@@ -98,6 +122,17 @@ std::vector<MachineModel> build_models() {
     m.host_memory = 2000 * kGB;
     m.host_core_flops = 2.0e9 * 64;  // Sapphire Rapids: 2 x AVX-512 FMA
     m.host_memory_bandwidth = 614 * kGB;
+    set_measured_host_costs(m);
+    models.push_back(m);
+  }
+  {
+    // NVIDIA DGX H200 with 8 x H200 SXM5 141 GB: the H100's compute (67 TFLOP/s FP32, 494.7 TF32 and
+    // 989.4 FP16 and BF16 dense), 4.8 TB/s HBM3e, NVLink 900 GB/s, PCIe Gen5, 8 x 400 Gb/s NDR
+    // InfiniBand, 2 x Xeon Platinum 8480C (112 cores), 2 TB. The host costs above were measured on one.
+    MachineModel m = models.back();  // the h100-dgx node, but for its memory
+    m.name = "h200-dgx";
+    m.memory_bandwidth = 4800 * kGB;
+    m.memory_capacity = 141 * kGB;
     models.push_back(m);
   }
   return models;

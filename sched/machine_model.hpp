@@ -1,7 +1,8 @@
 #pragma once
 // A machine model: the published peak figures of one node type (per-GPU compute and memory,
-// host-device link, NVLink, network, host cores and memory). The step-time roofline and the
-// simulator's clusters are built on it; docs/scheduler.md cites the spec sheet of every number.
+// host-device link, NVLink, network, host cores and memory), and for a GPU what the host spends
+// issuing a step, measured. The step-time roofline and the simulator's clusters are built on it;
+// docs/scheduler.md cites the spec sheet of every number, machine_model.cpp the measurements.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,12 @@ struct MachineModel {
   double gemm_workspace_bytes = 0;   // BLAS library workspace held per stream
   double gemm_efficiency = 0.6;      // fraction of peak that DLRM-sized GEMMs reach
   double kernel_launch_s = 6e-6;     // fixed cost per kernel / parallel region (device idle meanwhile)
+  // A GPU's step is issued by one host thread, and lasts at least as long as the issuing. Host
+  // seconds, measured from real steps; all 0 on the cpu models, whose device is the host.
+  double host_launch_s = 0;      // per launch (kernel, library call, copy) of an eager step
+  double host_graph_step_s = 0;  // per step replayed from CUDA graphs: its graph launches and those left eager
+  double host_index_s = 0;       // per embedding index the host reads and checks for the device
+  bool is_gpu() const { return host_launch_s > 0; }
   // Per node.
   int devices_per_node = 1;
   int host_cores = 1;
@@ -31,7 +38,8 @@ struct MachineModel {
   double host_memory_bandwidth = 0;  // bytes/s of the node's host memory
 };
 
-// Built-in models: "cpu-zen3-2vcpu" (this build machine), "v100-dgx1", "a100-dgx", "h100-dgx".
+// Built-in models: "cpu-zen3-2vcpu" (this build machine), "v100-dgx1", "a100-dgx", "h100-dgx",
+// "h200-dgx".
 const std::vector<MachineModel>& machine_models();
 // Throws ConfigError naming the unknown model and the known ones.
 const MachineModel& machine_model(std::string_view name);

@@ -119,7 +119,7 @@ double parameter_bytes(const JobSpec& spec, const RankShard& shard) {
   double rows = 0;
   for (std::size_t i = 0; i < shard.rows.size(); ++i)
     rows += static_cast<double>(tier.hot_rows[i]) * spec.shape.tables[shard.rows[i].first].dim;
-  const double dense_bytes = kFloatBytes + (spec.bf16_gemms ? kHalfBytes : 0.0);
+  const double dense_bytes = kFloatBytes + (spec.bf16_gemms() ? kHalfBytes : 0.0);
   return static_cast<double>(spec.shape.dense_params()) * dense_bytes + rows * spec.table_bytes;
 }
 
@@ -152,7 +152,7 @@ double activation_bytes(const JobSpec& spec) {
   const double once = s.dense_features() + 4.0;
   const double with_gradient = sum(s.bottom_mlp, 1) + tables * d + s.interaction_width() + sum(s.top_mlp);
   const double fp32 = spec.local_batch() * (once + 2.0 * with_gradient) * kFloatBytes;
-  if (!spec.bf16_gemms) return fp32;
+  if (!spec.bf16_gemms()) return fp32;
   // The bf16 GEMMs' operands: each layer's input, kept from forward to backward, and one layer's
   // pre-activation gradient at a time.
   double inputs = s.interaction_width(), widest = 0;

@@ -15,7 +15,7 @@ const JobProfile& ProfileLibrary::dlrm(std::string_view preset, int ranks) {
     JobSpec spec = dlrm_preset(preset);
     spec.ranks = ranks;
     spec.table_bytes = table_bytes_;
-    spec.bf16_gemms = bf16_gemms_;
+    if (bf16_gemms_) spec.gemm_math = GemmMath::bf16;
     it = dlrm_.emplace(key, dlrm_profile(spec, machine_)).first;
   }
   return it->second;

@@ -257,7 +257,7 @@ void add_sim_command(CLI::App& app) {
   sim->add_option("--trace-format", args->trace_format, "auto|philly|gavel|muri|alibaba|recmix");
   sim->add_option("--traces-dir", args->traces_dir, "Directory with lucid_*.csv and gavel_throughputs.json");
   sim->add_option("--cluster", args->cluster_file, "TOML file with a [cluster] table");
-  sim->add_option("--machine", args->machine, "Machine model: cpu-zen3-2vcpu, v100-dgx1, a100-dgx, h100-dgx");
+  sim->add_option("--machine", args->machine, "Machine model: cpu-zen3-2vcpu, v100-dgx1, a100-dgx, h100-dgx, h200-dgx");
   sim->add_option("--nodes", args->nodes, "Nodes");
   sim->add_option("--gpus", args->gpus, "Total GPUs (a multiple of GPUs per node)");
   sim->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node");

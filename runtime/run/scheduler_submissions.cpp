@@ -46,7 +46,9 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
   out.tiering.device_budget = s.embedding.device_budget;
   out.table_bytes = half::storage_bytes(half::parse_storage(s.precision.embedding));
-  out.bf16_gemms = s.precision.dense != "fp32";  // "auto" counted as bf16: an upper bound
+  // "auto" counted as bf16 (the device backends take it; on the cpu backend an upper bound).
+  out.gemm_math = sched::parse_gemm_math(s.precision.dense == "auto" ? "bf16" : s.precision.dense);
+  out.graphs = s.device.graphs == "true" || (s.device.graphs == "auto" && s.device.kind == "cuda");
   out.global_batch = static_cast<int>(s.train.batch_size);
   out.optimizer = sched::parse_optimizer(s.optimizer.dense);
   out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);

@@ -1,5 +1,6 @@
-// The roofline profile: FLOP and byte counts by hand on the tiny DLRM, and the utilisation
-// vector / step time identities on a machine with round numbers.
+// The roofline profile: FLOP and byte counts by hand on the tiny DLRM, the utilisation vector /
+// step time identities on a machine with round numbers, each GEMM math at its rate, and the GPU
+// step's host issue against the steps measured on an H200.
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
@@ -47,30 +48,32 @@ TEST(DlrmProfile, PresetsCountTheirTableStorage) {
   EXPECT_THROW(half.set_table_bytes(3), ConfigError);
 }
 
-// bf16 GEMMs: the same FLOPs at the bf16 rate where the machine has one (A100: 312 against 156
-// TF32), at the fp32 rate where it has none (V100); the operands' bf16 copies add bytes and memory.
+// bf16 GEMMs: the same FLOPs at the bf16 rate where the machine has one (A100: 312 against 19.5
+// plain FP32), at the fp32 rate where it has none (V100); the operands' bf16 copies add bytes and
+// memory. The machines' host costs are left out so that both steps are the device's own.
 TEST(DlrmProfile, Bf16GemmsRunAtTheMachinesBf16Rate) {
   JobSpec s = tiny();
   const StepCost fp32 = dlrm_step_cost(s);
-  s.bf16_gemms = true;
+  s.gemm_math = GemmMath::bf16;
   const StepCost bf16 = dlrm_step_cost(s);
   EXPECT_DOUBLE_EQ(bf16.gemm_flops, fp32.gemm_flops);
   // Weights' copy written once, read twice: 114 x 2 x 3; activations' copies written once and read
   // once: 2 x 6 x (23 + 8) x 2 (test_memory_estimator works out the 23 + 8).
   EXPECT_DOUBLE_EQ(bf16.device_bytes - fp32.device_bytes, 114 * 2 * 3.0 + 2 * 6 * 31 * 2.0);
 
-  ProfileLibrary a100(machine_model("a100-dgx")), v100(machine_model("v100-dgx1"));
+  MachineModel a = machine_model("a100-dgx"), v = machine_model("v100-dgx1");
+  for (MachineModel* m : {&a, &v}) m->host_launch_s = m->host_graph_step_s = m->host_index_s = 0;
+  ProfileLibrary a100(a), v100(v);
   const JobProfile a_fp32 = a100.dlrm("dlrm-medium", 1), v_fp32 = v100.dlrm("dlrm-medium", 1);
   a100.set_bf16_gemms(true);
   v100.set_bf16_gemms(true);
   const JobProfile& a_bf16 = a100.dlrm("dlrm-medium", 1);
   const JobProfile& v_bf16 = v100.dlrm("dlrm-medium", 1);
-  const MachineModel a = machine_model("a100-dgx"), v = machine_model("v100-dgx1");
   JobSpec medium = dlrm_preset("dlrm-medium");
   const StepCost m32 = dlrm_step_cost(medium);
-  medium.bf16_gemms = true;
+  medium.gemm_math = GemmMath::bf16;
   const StepCost m16 = dlrm_step_cost(medium);
-  const double a_saved = m32.gemm_flops / (a.gemm_efficiency * a.tf32_flops) -
+  const double a_saved = m32.gemm_flops / (a.gemm_efficiency * a.fp32_flops) -
                          m32.gemm_flops / (a.gemm_efficiency * a.bf16_flops);
   const double a_copies = (m16.device_bytes - m32.device_bytes) / a.memory_bandwidth;
   EXPECT_GT(a_saved, 2 * a_copies);
@@ -78,6 +81,90 @@ TEST(DlrmProfile, Bf16GemmsRunAtTheMachinesBf16Rate) {
   EXPECT_NEAR(a_fp32.solo_step_s - a_bf16.solo_step_s, a_saved - a_copies, 1e-9 * a_fp32.solo_step_s);
   EXPECT_GT(v_bf16.solo_step_s, v_fp32.solo_step_s);  // no bf16 rate: only the copies' bytes
   EXPECT_GT(a_bf16.peak_memory_bytes, a_fp32.peak_memory_bytes);
+}
+
+// Each math at its own rate on round numbers: fp32 at the plain FP32 rate (a GPU's SIMT units, not
+// its TF32 tensor cores), tf32 at the TF32 rate or, where a machine has none, at fp32; and on the
+// H200 node the Kaggle step's GEMM time in fp32 is its FLOPs over 67 TFLOP/s, not 494.7.
+TEST(DlrmProfile, GemmsRunAtTheRateOfTheirMath) {
+  MachineModel m;
+  m.fp32_flops = 1e9;
+  m.tf32_flops = 8e9;
+  m.bf16_flops = 16e9;
+  JobSpec s = tiny();
+  EXPECT_DOUBLE_EQ(gemm_peak_flops(s, m), 1e9);
+  s.gemm_math = GemmMath::tf32;
+  EXPECT_DOUBLE_EQ(gemm_peak_flops(s, m), 8e9);
+  s.gemm_math = GemmMath::bf16;
+  EXPECT_DOUBLE_EQ(gemm_peak_flops(s, m), 16e9);
+  m.tf32_flops = m.bf16_flops = 0;
+  EXPECT_DOUBLE_EQ(gemm_peak_flops(s, m), 1e9);
+  s.gemm_math = GemmMath::tf32;
+  EXPECT_DOUBLE_EQ(gemm_peak_flops(s, m), 1e9);
+
+  const MachineModel& h200 = machine_model("h200-dgx");
+  JobSpec kaggle = dlrm_preset("dlrm-small");
+  const double flops = dlrm_step_cost(kaggle).gemm_flops;
+  const JobProfile fp32 = dlrm_profile(kaggle, h200);
+  kaggle.gemm_math = GemmMath::tf32;
+  const JobProfile tf32 = dlrm_profile(kaggle, h200);
+  EXPECT_NEAR(fp32.util[Resource::compute] * fp32.solo_step_s, flops / (67e12 * h200.gemm_efficiency), 1e-12);
+  EXPECT_NEAR(tf32.util[Resource::compute] * tf32.solo_step_s, flops / (494.7e12 * h200.gemm_efficiency), 1e-12);
+  EXPECT_THROW(parse_gemm_math("fp16"), ConfigError);
+  EXPECT_EQ(parse_gemm_math("tf32"), GemmMath::tf32);
+}
+
+JobSpec kaggle_sgd(int batch, GemmMath math, bool graphs) {
+  JobSpec s = dlrm_preset("dlrm-small");
+  s.optimizer = Optimizer::sgd;
+  s.sparse_optimizer = SparseOptimizer::sgd;
+  s.device_kernels = true;
+  s.global_batch = batch;
+  s.gemm_math = math;
+  s.graphs = graphs;
+  return s;
+}
+
+// The host issues a GPU step: 50 launches eagerly (7 layers x 5 + 15), one graph step cost with
+// graphs, 26 indices a sample either way. The cpu model has no issue cost, graphs or not.
+TEST(DlrmProfile, GraphsLowerTheHostIssue) {
+  const MachineModel& h200 = machine_model("h200-dgx");
+  const JobSpec eager = kaggle_sgd(2048, GemmMath::fp32, false);
+  const JobSpec graphs = kaggle_sgd(2048, GemmMath::fp32, true);
+  const StepCost c = dlrm_step_cost(eager);
+  EXPECT_EQ(c.device_launches, 50);
+  EXPECT_DOUBLE_EQ(c.host_indices, 2048 * 26.0);
+  const double indices = 2048 * 26 * h200.host_index_s;
+  EXPECT_NEAR(host_issue_s(eager, c, h200), 50 * h200.host_launch_s + indices, 1e-15);
+  EXPECT_NEAR(host_issue_s(graphs, c, h200), h200.host_graph_step_s + indices, 1e-15);
+  EXPECT_LT(host_issue_s(graphs, c, h200), host_issue_s(eager, c, h200));
+  EXPECT_LT(dlrm_profile(graphs, h200).solo_step_s, dlrm_profile(eager, h200).solo_step_s);
+
+  const MachineModel& cpu = machine_model("cpu-zen3-2vcpu");
+  EXPECT_FALSE(cpu.is_gpu());
+  EXPECT_EQ(host_issue_s(eager, c, cpu), 0.0);
+  EXPECT_EQ(dlrm_profile(graphs, cpu).solo_step_s, dlrm_profile(eager, cpu).solo_step_s);
+}
+
+// The model's step against the steps measured on an H200 (bench/RESULTS.md, "The GPU kernels
+// measured, and three kernel fixes (H200, 27 Nov 2026)", commit 8d5a81b, bench_precision's step:
+// Kaggle shape, one rank, SGD): within 15%.
+TEST(DlrmProfile, H200StepsWithinFifteenPercentOfTheMeasured) {
+  struct Measured {
+    int batch;
+    GemmMath math;
+    bool graphs;
+    double samples_per_s;
+  };
+  const Measured measured[] = {{2048, GemmMath::fp32, false, 1'971'734},
+                               {16384, GemmMath::fp32, false, 2'604'378},
+                               {2048, GemmMath::tf32, true, 2'266'872},
+                               {16384, GemmMath::tf32, true, 2'792'670}};
+  for (const Measured& m : measured) {
+    const double step = dlrm_profile(kaggle_sgd(m.batch, m.math, m.graphs), machine_model("h200-dgx")).solo_step_s;
+    const double measured_step = m.batch / m.samples_per_s;
+    EXPECT_NEAR(step / measured_step, 1.0, 0.15) << "batch " << m.batch << (m.graphs ? " tf32 graphs" : " fp32 eager");
+  }
 }
 
 TEST(DlrmProfile, SharesAreTimesOverStep) {
@@ -116,6 +203,8 @@ TEST(MachineModels, PublishedFiguresAndLookup) {
   EXPECT_DOUBLE_EQ(machine_model("v100-dgx1").memory_bandwidth, 900e9);
   EXPECT_DOUBLE_EQ(machine_model("a100-dgx").tf32_flops, 156e12);
   EXPECT_DOUBLE_EQ(machine_model("h100-dgx").memory_bandwidth, 3350e9);
+  EXPECT_DOUBLE_EQ(machine_model("h200-dgx").memory_bandwidth, 4800e9);
+  EXPECT_DOUBLE_EQ(machine_model("h200-dgx").fp32_flops, 67e12);
   EXPECT_DOUBLE_EQ(machine_model("cpu-zen3-2vcpu").fp32_flops, 157e9);
   EXPECT_THROW(machine_model("tpu"), ConfigError);
 }

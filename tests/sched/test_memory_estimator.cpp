@@ -48,7 +48,7 @@ TEST(MemoryEstimator, HalfTablesHalveTheWeightsNotTheState) {
 TEST(MemoryEstimator, Bf16GemmsAddTheirOperandCopies) {
   JobSpec s = tiny();
   const double activations = activation_bytes(s);
-  s.bf16_gemms = true;
+  s.gemm_math = GemmMath::bf16;
   // The dense parameters' bf16 copy: 114 x 2 B.
   EXPECT_DOUBLE_EQ(parameter_bytes(s, whole(s)), 64 * 4.0 + 114 * 6.0);
   // Layer inputs 3 + 8 (bottom) + 7 + 5 (top) = 23, widest output 8: 6 x (23 + 8) x 2 B.
