@@ -46,6 +46,18 @@ std::unique_ptr<Policy> make_policy(std::string_view name, const PolicyOptions& 
   throw ConfigError("unknown policy '" + std::string(name) + "' (known: " + known + ", all)");
 }
 
+std::vector<JobId> jobs_to_move_apart(const MoveApartCandidate& slowed, std::span<const MoveApartCandidate> partners) {
+  std::vector<JobId> out;
+  bool outranks_one = false;
+  for (const MoveApartCandidate& p : partners) {
+    if (p.priority >= slowed.priority) continue;
+    outranks_one = true;
+    if (!p.moved_before) out.push_back(p.id);
+  }
+  if (!outranks_one && !slowed.moved_before) out.push_back(slowed.id);
+  return out;
+}
+
 std::vector<int> find_free_placement(const ClusterState& cluster, const Job& job, bool allow_spread) {
   if (job.gpus <= cluster.spec().gpus_per_node) {
     const int node = cluster.best_fit_node(job.gpus);

@@ -133,6 +133,20 @@ void scan_queue(const SchedulingContext& context, const PolicyOptions& options, 
   }
 }
 
+// Moving apart (recmix run): a job measured slower next to its partners than its slowdown limit
+// allows is separated from them by stopping one side with a checkpoint and placing it again away
+// from the other. Each job is moved at most once. The side that moves is decided by priority, so
+// that a job is never moved apart for one of lower priority: the partners of lower priority than
+// the slowed job move, those not moved before; where no partner has a lower priority, the slowed
+// job moves itself, if it was not moved before. Empty: nobody moves (the slowed job outranks every
+// partner that could, or every candidate has moved once already).
+struct MoveApartCandidate {
+  JobId id = 0;
+  int priority = 0;
+  bool moved_before = false;
+};
+std::vector<JobId> jobs_to_move_apart(const MoveApartCandidate& slowed, std::span<const MoveApartCandidate> partners);
+
 // Shared placement helpers.
 // Free GPUs for a job: one node when possible (best fit), else over the fewest nodes when
 // allow_spread; empty when not enough are free.

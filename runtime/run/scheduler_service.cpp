@@ -314,31 +314,66 @@ double SchedulerService::alone_step_s(const Record& r) {
 }
 
 // A job measured slower next to its partners than alone by more than the slowdown limit (the
-// mean of its last three co-located samples against its median alone) is moved
-// apart, once: the interference model learns the slowdown, the job stops with a checkpoint and
-// is placed again, never next to those partners while they run.
+// mean of its last three co-located samples against its median alone) is moved apart: one side
+// stops with a checkpoint and is placed again, never next to the other while it runs. Which side
+// is priority's call (sched::jobs_to_move_apart): the job itself, or its partners of lower
+// priority; each job moves once at most. The interference model learns the slowdown against the
+// jobs it is moved apart from.
 void SchedulerService::move_apart_if_slowed(Record& r) {
   constexpr std::size_t kWindow = 3;
-  if (r.state != "running" || r.moved_apart || r.alone_n == 0 || r.recent_shared.size() < kWindow) return;
+  if (r.state != "running" || r.alone_n == 0 || r.recent_shared.size() < kWindow) return;
   double shared = 0;
   for (double v : r.recent_shared) shared += v;
   const double slowdown = (shared / static_cast<double>(r.recent_shared.size())) / alone_step_s(r);
   const double limit = options_.jobs.scheduler.slowdown_limit;
   if (slowdown <= limit) return;
-  std::vector<std::string> names;
+  std::vector<Record*> partners;
+  std::vector<sched::MoveApartCandidate> candidates;
   for (int g : r.ranks)
-    for (auto other : cluster_->jobs_on(g))
-      if (other != r.sjob.id && std::find(r.sjob.avoid.begin(), r.sjob.avoid.end(), other) == r.sjob.avoid.end()) {
-        r.sjob.avoid.push_back(other);
-        model_.observe(r.sjob.type, records_[static_cast<std::size_t>(other)]->sjob.type, slowdown);
-        names.push_back(records_[static_cast<std::size_t>(other)]->job.spec.name);
-      }
-  model_.refit();
-  r.moved_apart = true;
-  if (!options_.quiet)
-    std::fprintf(stderr, "[%7.1fs] '%s' runs %.2fx slower next to %s than alone (limit %.2f): moving it apart\n", now(),
-                 r.job.spec.name.c_str(), slowdown, fmt::format("{}", fmt::join(names, ", ")).c_str(), limit);
-  stop_job(r, {{"event", "move_apart"}, {"slowdown", slowdown}, {"limit", limit}, {"partners", names}});
+    for (auto other : cluster_->jobs_on(g)) {
+      Record* o = records_[static_cast<std::size_t>(other)].get();
+      if (other == r.sjob.id || std::find(partners.begin(), partners.end(), o) != partners.end()) continue;
+      partners.push_back(o);
+      candidates.push_back({other, o->job.priority, o->moved_apart});
+    }
+  const std::vector<sched::JobId> moving =
+      sched::jobs_to_move_apart({r.sjob.id, r.job.priority, r.moved_apart}, candidates);
+  if (moving.empty()) return;
+  r.recent_shared.clear();
+  auto avoid = [](Record& a, const Record& b) {
+    if (std::find(a.sjob.avoid.begin(), a.sjob.avoid.end(), b.sjob.id) == a.sjob.avoid.end())
+      a.sjob.avoid.push_back(b.sjob.id);
+  };
+  auto say = [&](const Record& moved, const std::vector<std::string>& from) {
+    if (options_.quiet) return;
+    const std::string why = &moved == &r ? "" : fmt::format(" ('{}' has the lower priority)", moved.job.spec.name);
+    std::fprintf(stderr, "[%7.1fs] '%s' runs %.2fx slower next to %s than alone (limit %.2f): moving '%s' apart%s\n",
+                 now(), r.job.spec.name.c_str(), slowdown, fmt::format("{}", fmt::join(from, ", ")).c_str(), limit,
+                 moved.job.spec.name.c_str(), why.c_str());
+  };
+  if (moving.front() == r.sjob.id) {  // the job itself, away from every partner
+    std::vector<std::string> names;
+    for (Record* o : partners) {
+      avoid(r, *o);
+      model_.observe(r.sjob.type, o->sjob.type, slowdown);
+      names.push_back(o->job.spec.name);
+    }
+    model_.refit();
+    r.moved_apart = true;
+    say(r, names);
+    stop_job(r, {{"event", "move_apart"}, {"slowdown", slowdown}, {"limit", limit}, {"partners", names}});
+    return;
+  }
+  for (sched::JobId id : moving) {  // partners of lower priority, each away from the job
+    Record& o = *records_[static_cast<std::size_t>(id)];
+    avoid(o, r);
+    model_.observe(r.sjob.type, o.sjob.type, slowdown);
+    model_.refit();
+    o.moved_apart = true;
+    say(o, {o.job.spec.name});
+    stop_job(o, {{"event", "move_apart"}, {"slowdown", slowdown}, {"limit", limit},
+                 {"partners", {r.job.spec.name}}, {"slowed", r.job.spec.name}});
+  }
 }
 
 // A job that ran out of its memory share gets one more try with twice the share (the whole rank

@@ -110,6 +110,7 @@ RunReplay read_run_events(const std::string& events_path) {
         x.stop_s = x.requeue_s = t;
         x.slowdown = e.at("slowdown").get<double>();
         for (const auto& name : e.at("partners")) x.avoid.push_back(ids.at(name.get<std::string>()));
+        if (e.contains("slowed")) x.slowed = ids.at(e.at("slowed").get<std::string>());
         run.moves.push_back(std::move(x));
         moving.insert(id);
         end_segment(id, t);

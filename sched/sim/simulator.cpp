@@ -202,9 +202,14 @@ class Simulation final : public Actions {
     s.rate = 0;
     ++s.version;
     if (jobs_[i].type < 0) return;  // no type: nothing to learn
-    for (JobId other : x.avoid)
-      if (const auto o = index_.find(other); o != index_.end() && jobs_[o->second].type >= 0)
-        model_.observe(jobs_[i].type, jobs_[o->second].type, x.slowdown);
+    if (x.slowed) {
+      if (const auto o = index_.find(*x.slowed); o != index_.end() && jobs_[o->second].type >= 0)
+        model_.observe(jobs_[o->second].type, jobs_[i].type, x.slowdown);
+    } else {
+      for (JobId other : x.avoid)
+        if (const auto o = index_.find(other); o != index_.end() && jobs_[o->second].type >= 0)
+          model_.observe(jobs_[i].type, jobs_[o->second].type, x.slowdown);
+    }
     model_.refit();
   }
 

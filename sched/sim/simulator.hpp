@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,17 @@ namespace recmix::sched {
 
 // A stop the scheduler service made outside the policy (recmix run's move-apart), for replays: at
 // stop_s the job leaves its GPUs (no round runs for that alone) and the interference model
-// observes `slowdown` against the types of the jobs in `avoid`; at requeue_s (when the live job
+// observes `slowdown` against the types of the jobs in `avoid` (or `slowed`'s, below); at requeue_s (when the live job
 // reported its checkpoint) it is queued again, never to share a GPU with those jobs while they run.
 struct ExternalStop {
   JobId job = 0;
   double stop_s = 0, requeue_s = 0;
   std::vector<JobId> avoid;
   double slowdown = 1;
+  // The job whose slowdown was measured where it is not the stopped one (a partner of higher
+  // priority stayed, and this job moved away from it): the model observes that job's slowdown
+  // against this one instead.
+  std::optional<JobId> slowed;
 };
 
 // A job's utilisation measured by the live run (recmix run's profile_measured), for replays: at

@@ -266,15 +266,16 @@ grep -q "ran out of its memory share" tight.err || fail "the restart is not repo
 same_as_solo tight 2 tight  # restarted with more memory = never failed
 
 # Moving apart: on two one-core ranks told they have two cores each, a job that arrives when both
-# ranks are busy shares a core with a running job, which then measures itself about 2x slower
-# than alone (limit 1.3). It is moved apart: stopped with a checkpoint, placed again away from
-# that partner, and it ends with the weights of a run that was never moved, bit for bit.
+# ranks are busy shares a core with a running job, and each then measures itself about 2x slower
+# than alone (limit 1.3). The newcomer has the higher priority, so whichever of the two measures
+# it first, its partner is the one moved apart: stopped with a checkpoint, placed again away from
+# the newcomer, and it ends with the weights of a run that was never moved, bit for bit.
 job steady 14 "[256, 128, 8]" "[256, 1]" 128 6000
 job filler 15 "[256, 128, 8]" "[256, 1]" 128 3000
 job intruder 16 "[256, 128, 8]" "[256, 1]" 128 3000
 run_spec steady 'ranks = 1'
 run_spec filler 'ranks = 1'
-run_spec intruder 'ranks = 1\narrival = 1.0'
+run_spec intruder 'ranks = 1\narrival = 1.0\npriority = 1'
 printf 'include = ["run-steady.toml", "run-filler.toml", "run-intruder.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 2\nslowdown_limit = 1.3\n' > apart.toml
 # The slowdown is measured, against the median of a job's samples alone, on a machine whose
 # second core is now and then slow: a run may see less than the limit. Such a run is tried once
@@ -296,7 +297,8 @@ PY
   echo "move-apart run $attempt: no job was moved apart or not every job finished; trying once more"
 done
 [[ -n "$moved" ]] || { cat apart.err; fail "no job was moved apart, or not every job finished"; }
-grep -q "moving it apart" apart.err || fail "the move is not reported on the console"
+grep -q "apart" apart.err || fail "the move is not reported on the console"
+[[ $moved != intruder ]] || fail "the job of higher priority was the one moved apart"
 same_as_solo apart 1 "$moved"  # moved apart = never moved
 # Live = simulated with a move-apart: the replay stops the job where the live service did (outside
 # the policy), queues it again when its checkpoint was reported, and keeps it off its partner's

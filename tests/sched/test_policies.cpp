@@ -200,5 +200,22 @@ TEST(Policies, UnknownNameIsAConfigError) {
   EXPECT_EQ(policy_names().size(), 6u);
 }
 
+// Moving apart by priority: the side of lower priority moves, each job at most once, and a job is
+// never moved for one of lower priority.
+TEST(MoveApart, TheLowerPriorityMovesAndNobodyTwice) {
+  using C = MoveApartCandidate;
+  auto move = [](C slowed, std::vector<C> partners) { return jobs_to_move_apart(slowed, partners); };
+  // Equal priorities: the slowed job moves itself, once.
+  EXPECT_EQ(move({1, 0, false}, {{2, 0, false}}), std::vector<JobId>{1});
+  EXPECT_TRUE(move({1, 0, true}, {{2, 0, false}}).empty());
+  // A slowed job of higher priority stays; its partners of lower priority move.
+  EXPECT_EQ(move({1, 5, false}, {{2, 0, false}, {3, 5, false}, {4, 1, false}}), (std::vector<JobId>{2, 4}));
+  // ... and one moved before does not move again, nor does the job that outranks it.
+  EXPECT_EQ(move({1, 5, false}, {{2, 0, true}, {4, 1, false}}), std::vector<JobId>{4});
+  EXPECT_TRUE(move({1, 5, false}, {{2, 0, true}}).empty());
+  // A slowed job of lower priority than every partner moves itself.
+  EXPECT_EQ(move({1, 0, false}, {{2, 3, false}, {3, 7, false}}), std::vector<JobId>{1});
+}
+
 }  // namespace
 }  // namespace recmix::sched

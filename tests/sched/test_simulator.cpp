@@ -260,7 +260,7 @@ TEST(Simulator, ExternalStopsMoveAJobApartAsALiveRunDoes) {
   SimOptions options;
   options.measured_runtimes = true;
   options.restart_overhead_s = 0;
-  options.external_stops = {{2, 20.0, 22.0, {1}, 1.5}};
+  options.external_stops = {{2, 20.0, 22.0, {1}, 1.5, std::nullopt}};
   const SimResult r =
       simulate(one_node(2), {job(1, 0, 100, 1), job(2, 0, 100, 1), job(3, 5, 10, 1)}, *packing, truth, model, options);
   ASSERT_EQ(r.decisions.size(), 4u);
