@@ -53,6 +53,14 @@ class Backend {
   void copy(void* dst, const void* src, std::size_t bytes, Stream& stream);
   void fill_zero(void* dst, std::size_t bytes, Stream& stream);
 
+  // The job's device memory share (its device MemoryPool's capacity; 0: none), given before its
+  // buffers are made. On CUDA each backend (each job) allocates from a stream-ordered pool of its
+  // own, so that its frees never wait for the device, other jobs' work included
+  // (cuda/job_memory.cuh); that pool keeps up to the share for reuse once freed.
+  void set_device_memory_share(std::size_t bytes) { on_device_memory_share(bytes); }
+  // Whether device memory comes from such a pool: CUDA, where the device has memory pools.
+  virtual bool stream_ordered_memory() const { return false; }
+
   std::unique_ptr<Stream> create_stream();
   // The priority of the streams made from now on, on recmix's scale (a job's `priority`: 0 the
   // default, higher first). On CUDA a stream of priority p > 0 gets CUDA's priority -p, cut to the
@@ -186,6 +194,7 @@ class Backend {
   virtual std::size_t do_set_l2_window(Stream&, const void*, std::size_t) { return 0; }
   // Told of set_fp32_math.
   virtual void on_fp32_math(Fp32Math) {}
+  virtual void on_device_memory_share(std::size_t) {}
   // do_gemm, then the epilogue's pass (epilogue.hpp) as a host-run kernel: for the backends that
   // run kernels on the host; DeviceError elsewhere.
   virtual void do_gemm_epilogue(Stream& stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,

@@ -96,6 +96,7 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   backend_->set_stream_priority(spec_.device.priority);  // before any stream is made
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
+  backend_->set_device_memory_share(spec_.device.memory_capacity);
   host_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::host, spec_.name,
                                                     spec_.device.host_memory_capacity);
   // Co-located by recmix run (device.shared): device collectives of several jobs on one device

@@ -1,5 +1,5 @@
-// CUDA backend: device memory and pinned host memory, cuBLAS SGEMM and bf16 GEMM, cuBLASLt GEMMs
-// with fused epilogues (lt_gemm.cuh), streams and
+// CUDA backend: device memory from the job's own stream-ordered pool (job_memory.cuh) and pinned
+// host memory, cuBLAS SGEMM and bf16 GEMM, cuBLASLt GEMMs with fused epilogues (lt_gemm.cuh), streams and
 // events, and graphs captured from a stream in CUDA's thread-local capture mode (device/graph.hpp).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -13,6 +13,7 @@
 
 #include "device/backend.hpp"
 #include "device/cuda/check.cuh"
+#include "device/cuda/job_memory.cuh"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/lt_gemm.cuh"
 
@@ -27,16 +28,25 @@ int cuda_stream_priority(int p) {
   return p <= 0 ? least : std::max(greatest, least - p);
 }
 
+// A stream of the backend's, listed among its live streams (cuda::LiveStreams) while it lives, so
+// that the job's frees are ordered after its work. Its end waits for its work first.
 class CudaStream final : public Stream {
  public:
-  explicit CudaStream(int priority) {
+  CudaStream(int priority, std::shared_ptr<cuda::LiveStreams> live) : live_(std::move(live)) {
     RECMIX_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, cuda_stream_priority(priority)));
+    live_->add(stream_);
   }
-  ~CudaStream() override { cudaStreamDestroy(stream_); }
+  ~CudaStream() override {
+    cudaStreamSynchronize(stream_);
+    live_->remove(stream_);
+    cudaStreamDestroy(stream_);
+    (void)cudaGetLastError();
+  }
   void do_synchronize() override { RECMIX_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* native() override { return stream_; }
 
  private:
+  std::shared_ptr<cuda::LiveStreams> live_;
   cudaStream_t stream_{};
 };
 
@@ -99,15 +109,19 @@ class CudaBackend final : public Backend {
       throw DeviceError(std::string("no CUDA device available (") +
                         (st == cudaSuccess ? "0 devices" : cudaGetErrorString(st)) + ")");
     RECMIX_CUDA_CHECK(cudaGetDevice(&device_));
+    memory_ = std::make_unique<cuda::JobMemory>(device_, live_streams_);
     RECMIX_CUBLAS_CHECK(cublasCreate(&handle_));
-    RECMIX_CUDA_CHECK(cudaMalloc(&workspace_, kCublasWorkspace));
+    workspace_ = memory_->allocate(kCublasWorkspace);
     lt_ = std::make_unique<cuda::LtGemm>(workspace_, kCublasWorkspace);
   }
   ~CudaBackend() override {
     lt_.reset();
     if (handle_) cublasDestroy(handle_);
-    if (workspace_) cudaFree(workspace_);
+    if (workspace_) memory_->deallocate(workspace_);
   }
+  // The job's pool keeps up to its share for reuse once freed (cuda/job_memory.cuh).
+  void on_device_memory_share(std::size_t bytes) override { memory_->keep_up_to(bytes); }
+  bool stream_ordered_memory() const override { return memory_->stream_ordered(); }
   bool supports_graphs() const override { return true; }
   bool graphs_by_default() const override { return true; }
   // TF32 tensor-op math for cublasSgemm (the operands' significands rounded to 10 bits, fp32
@@ -187,17 +201,18 @@ class CudaBackend final : public Backend {
   }
   void* do_allocate(std::size_t bytes, Tier tier) override {
     void* p = nullptr;
-    if (tier == Tier::device)
-      RECMIX_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
-    else
-      RECMIX_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(bytes, 1)));
+    if (tier == Tier::device) return memory_->allocate(bytes);
+    RECMIX_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(bytes, 1)));
     return p;
   }
   // A free refused during a capture (noted by Backend::deallocate, reported at end_capture) must
   // not stay behind as the thread's last error for the next launch to report.
+  // Device memory goes back to the job's pool in stream order (no wait on the device). Pinned host
+  // memory is freed at once: cudaFreeHost may wait for the device, which the jobs' setup and end
+  // only do.
   void do_deallocate(void* ptr, Tier tier) noexcept override {
-    const cudaError_t st = tier == Tier::device ? cudaFree(ptr) : cudaFreeHost(ptr);
-    if (st != cudaSuccess) (void)cudaGetLastError();
+    if (tier == Tier::device) return memory_->deallocate(ptr);
+    if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
   }
   void do_copy(void* dst, const void* src, std::size_t bytes, Stream& s) override {
     RECMIX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
@@ -206,7 +221,9 @@ class CudaBackend final : public Backend {
   void do_fill_zero(void* dst, std::size_t bytes, Stream& s) override {
     RECMIX_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(s.native())));
   }
-  std::unique_ptr<Stream> do_create_stream() override { return std::make_unique<CudaStream>(stream_priority()); }
+  std::unique_ptr<Stream> do_create_stream() override {
+    return std::make_unique<CudaStream>(stream_priority(), live_streams_);
+  }
   std::unique_ptr<Event> do_create_event() override { return std::make_unique<CudaEvent>(); }
 
   void do_gemm(Stream& s, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -267,6 +284,9 @@ class CudaBackend final : public Backend {
     workspace_set_ = true;
   }
 
+  // Declared first, so destroyed last: the streams' list, then the pool every buffer came from.
+  std::shared_ptr<cuda::LiveStreams> live_streams_ = std::make_shared<cuda::LiveStreams>();
+  std::unique_ptr<cuda::JobMemory> memory_;
   cublasHandle_t handle_{};
   void* workspace_ = nullptr;
   cudaStream_t cublas_stream_{};

@@ -66,3 +66,43 @@ TEST(CudaBackend, L2WindowIsSetAndAGraphUnderItReplays) {
   EXPECT_EQ(backend->set_l2_window(*stream, w, 0), 0u);
   backend->deallocate(w, Tier::device);
 }
+
+// Co-located jobs on one GPU: each job's backend allocates from a stream-ordered pool of its own
+// (device/cuda/job_memory.cuh), so one job's free is queued behind that job's own work and does
+// not wait for the device. With cudaFree it would: job B's GEMMs would have finished by the time
+// job A's free returned.
+TEST(CudaBackend, OneJobsFreeDoesNotWaitForAnotherJobsWork) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  auto job_a = make_backend(BackendKind::cuda);
+  auto job_b = make_backend(BackendKind::cuda);
+  ASSERT_TRUE(job_a->stream_ordered_memory()) << "the device has no memory pools";
+  auto stream_a = job_a->create_stream();
+  auto stream_b = job_b->create_stream();
+  // Job B: ten fp32 GEMMs of 8192^3, about 11 TFLOP, so a tenth of a second or more on any GPU.
+  const int n = 8192;
+  const std::size_t bytes = std::size_t(n) * n * sizeof(float);
+  auto* x = static_cast<float*>(job_b->allocate(bytes, Tier::device));
+  auto* y = static_cast<float*>(job_b->allocate(bytes, Tier::device));
+  job_b->fill_zero(x, bytes, *stream_b);
+  for (int i = 0; i < 10; ++i) job_b->gemm(*stream_b, false, false, n, n, n, 1.f, x, n, x, n, 0.f, y, n);
+  auto b_done = job_b->create_event();
+  b_done->record(*stream_b);
+  // Job A: a buffer made, used and freed, then made again, while B's GEMMs run.
+  void* p = job_a->allocate(std::size_t(1) << 20, Tier::device);
+  job_a->fill_zero(p, std::size_t(1) << 20, *stream_a);
+  job_a->deallocate(p, Tier::device);
+  void* q = job_a->allocate(std::size_t(1) << 20, Tier::device);
+  EXPECT_FALSE(b_done->query()) << "job A's free or allocation waited for job B's work";
+  job_a->fill_zero(q, std::size_t(1) << 20, *stream_a);
+  stream_a->synchronize();
+  job_a->deallocate(q, Tier::device);
+  b_done->synchronize();
+  job_b->deallocate(x, Tier::device);
+  job_b->deallocate(y, Tier::device);
+}
+
+// The CPU backends have no such pool (and need none: their frees wait for nothing).
+TEST(CudaBackend, OnlyCudaHasStreamOrderedMemory) {
+  EXPECT_FALSE(make_backend(BackendKind::cpu)->stream_ordered_memory());
+  EXPECT_FALSE(make_backend(BackendKind::cpu_strict)->stream_ordered_memory());
+}
