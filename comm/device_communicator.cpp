@@ -15,7 +15,7 @@ std::unique_ptr<Communicator> device_communicator(Communicator& host, device::Ba
                                                   std::unique_ptr<Communicator> early, bool shared) {
   std::unique_ptr<Communicator> c = std::move(early);
   if (!c && !device::device_memory_is_host(backend)) c = make_staged_communicator(host, backend);
-  if (c && shared) c = make_epoch_communicator(std::move(c), host, backend.device_index());
+  if (c && shared) c = make_epoch_communicator(std::move(c), host, backend.device_index(), &backend);
   return c;
 }
 

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "core/error.hpp"
 #include "core/random.hpp"
+#include "device/backend.hpp"
 #include "device/stream.hpp"
 
 namespace recmix::comm {
@@ -18,6 +20,11 @@ namespace {
 struct DeviceLock {
   std::mutex mutex;
   std::atomic<long long> retries{0};
+  // The last stream-ordered collective queued on the device by any job of the process, and whose
+  // it was: the next one of another job is queued behind it (its stream waits for this event), so
+  // the device runs them in the order the epochs gave them. Guarded by mutex.
+  std::shared_ptr<device::Event> last;
+  const void* last_owner = nullptr;
 };
 
 DeviceLock& device_lock(int device_index) {
@@ -36,11 +43,17 @@ class DoneRequest final : public Request {
 
 class EpochCommunicator final : public Communicator {
  public:
-  EpochCommunicator(std::unique_ptr<Communicator> device, Communicator& host, int device_index)
+  EpochCommunicator(std::unique_ptr<Communicator> device, Communicator& host, int device_index,
+                    device::Backend* backend)
       : device_(std::move(device)), host_(host), lock_(device_lock(device_index)), seed_(next_seed_++) {
     RECMIX_REQUIRE(device_ != nullptr, CommError, "epoch communicator: no device communicator");
     RECMIX_REQUIRE(host_.size() == device_->size() && host_.rank() == device_->rank(), CommError,
                    "epoch communicator: the host communicator's ranks differ from the device communicator's");
+    if (backend != nullptr && device_->orders_on_stream()) queued_ = backend->create_event();
+  }
+  ~EpochCommunicator() override {
+    std::lock_guard lock(lock_.mutex);
+    if (lock_.last_owner == this) lock_.last_owner = nullptr;  // the event stays valid to wait on
   }
 
   int rank() const override { return device_->rank(); }
@@ -59,8 +72,8 @@ class EpochCommunicator final : public Communicator {
   std::unique_ptr<Request> iall_reduce_sum(const void* send, void* recv, std::size_t count, DataType type,
                                            device::Stream* stream) override {
     Epoch e(*this, stream);
-    device_->iall_reduce_sum(send, recv, count, type, stream)->wait();
-    return std::make_unique<DoneRequest>();
+    auto request = device_->iall_reduce_sum(send, recv, count, type, stream);
+    return e.queued() ? std::move(request) : done(std::move(request));
   }
   void broadcast(void* buffer, std::size_t count, DataType type, int root, device::Stream* stream) override {
     Epoch e(*this, stream);
@@ -82,8 +95,9 @@ class EpochCommunicator final : public Communicator {
                                          std::span<const std::size_t> recv_displs, DataType type,
                                          device::Stream* stream) override {
     Epoch e(*this, stream);
-    device_->iall_to_all_v(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, stream)->wait();
-    return std::make_unique<DoneRequest>();
+    auto request =
+        device_->iall_to_all_v(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, stream);
+    return e.queued() ? std::move(request) : done(std::move(request));
   }
   std::unique_ptr<Communicator> split(int color, int key) override { return device_->split(color, key); }
   [[noreturn]] void abort(int code, const std::string& why) override {
@@ -92,20 +106,43 @@ class EpochCommunicator final : public Communicator {
   }
 
  private:
+  // A collective that finished on the host before its epoch ends (MPI, the staged communicator).
+  static std::unique_ptr<Request> done(std::unique_ptr<Request> request) {
+    request->wait();
+    return std::make_unique<DoneRequest>();
+  }
+
   // One device collective's epoch: every rank of the job holds its device's lock from the
-  // agreement until the collective finished on this rank (its stream synchronised).
+  // agreement until the collective is queued on this rank's device behind the one queued there
+  // last (stream-ordered, NCCL), or has finished (the others). The host never waits for the
+  // device here: the device itself keeps the epochs' order.
   class Epoch {
    public:
-    Epoch(EpochCommunicator& c, device::Stream* stream) : c_(c), stream_(stream) { c_.acquire(); }
+    Epoch(EpochCommunicator& c, device::Stream* stream)
+        : c_(c), stream_(c.queued_ != nullptr ? stream : nullptr) {
+      c_.acquire();
+      try {
+        if (stream_ != nullptr && c_.lock_.last != nullptr && c_.lock_.last_owner != &c_)
+          c_.lock_.last->wait(*stream_);
+      } catch (...) {
+        c_.lock_.mutex.unlock();
+        throw;
+      }
+    }
     ~Epoch() {
       try {
-        if (stream_ != nullptr) stream_->synchronize();
+        if (stream_ != nullptr) {
+          c_.queued_->record(*stream_);
+          c_.lock_.last = c_.queued_;
+          c_.lock_.last_owner = &c_;
+        }
       } catch (...) {  // a failed device reports at the job's next call; the lock is freed regardless
       }
       c_.lock_.mutex.unlock();
     }
     Epoch(const Epoch&) = delete;
     Epoch& operator=(const Epoch&) = delete;
+    bool queued() const { return stream_ != nullptr; }
 
    private:
     EpochCommunicator& c_;
@@ -137,14 +174,15 @@ class EpochCommunicator final : public Communicator {
   DeviceLock& lock_;
   std::uint64_t seed_;  // apart for every communicator of the process, so their pauses differ
   std::uint64_t draws_ = 0;
+  std::shared_ptr<device::Event> queued_;  // marks where this job's last collective was queued
   static inline std::atomic<std::uint64_t> next_seed_{1};
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> make_epoch_communicator(std::unique_ptr<Communicator> device, Communicator& host,
-                                                      int device_index) {
-  return std::make_unique<EpochCommunicator>(std::move(device), host, device_index);
+                                                      int device_index, device::Backend* backend) {
+  return std::make_unique<EpochCommunicator>(std::move(device), host, device_index, backend);
 }
 
 long long epoch_retries(int device_index) { return device_lock(device_index).retries.load(); }

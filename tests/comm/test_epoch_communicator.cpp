@@ -3,7 +3,8 @@
 // collective takes the process's "GPU" and keeps it while it waits for the same collective on the
 // job's other ranks, as a spinning NCCL kernel occupies its device. Unordered, two jobs deadlock
 // as soon as two ranks start them in different orders; through the wrapper every collective
-// completes with the right result, whatever order the threads arrive in. Verdicts summed over ranks.
+// completes with the right result, whatever order the threads arrive in, and the host never waits
+// for the device in an epoch. Verdicts summed over ranks.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -16,6 +17,7 @@
 
 #include "comm/epoch/epoch_communicator.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
+#include "device/backend.hpp"
 #include "core/error.hpp"
 
 namespace recmix::comm {
@@ -26,9 +28,12 @@ std::atomic<int> on_gpu{0};      // kernels on it now (never more than one)
 std::atomic<int> most_on_gpu{0};
 
 // NCCL's part as a GPU shows it: the collective holds the device until every rank joined.
+// ordered: it says it orders its collectives on the stream given, as NCCL does, so the epoch
+// queues them (a stream wait and an event) instead of finishing them under the lock.
 class OneKernelDevice final : public Communicator {
  public:
-  explicit OneKernelDevice(std::unique_ptr<Communicator> wire) : wire_(std::move(wire)) {}
+  OneKernelDevice(std::unique_ptr<Communicator> wire, bool ordered) : wire_(std::move(wire)), ordered_(ordered) {}
+  bool orders_on_stream() const override { return ordered_; }
   int rank() const override { return wire_->rank(); }
   int size() const override { return wire_->size(); }
   void barrier() override { all_reduce_sum(nullptr, nullptr, 0, DataType::i32, nullptr); }
@@ -61,6 +66,7 @@ class OneKernelDevice final : public Communicator {
 
  private:
   std::unique_ptr<Communicator> wire_;
+  bool ordered_;
 };
 
 std::int64_t sum_over_world(std::int64_t local) {
@@ -69,18 +75,30 @@ std::int64_t sum_over_world(std::int64_t local) {
   return total;
 }
 
-TEST(EpochCommunicator, TwoJobsSharingDevicesNeverDeadlock) {
+// Two jobs, each on its own backend (the strict emulator's) and stream; `ordered` picks whether
+// their device communicators order collectives on the stream (NCCL's way) or finish them in the
+// call.
+class EpochJobs : public ::testing::TestWithParam<bool> {};
+
+TEST_P(EpochJobs, TwoJobsSharingDevicesNeverDeadlockNorWaitForTheDevice) {
+  const bool ordered = GetParam();
   auto world = make_mpi_world_communicator();
   const int n = world->size();
   std::vector<int> all(n);
   std::iota(all.begin(), all.end(), 0);
   // Per job: a host communicator (the agreement) and the device's wire; created in one order.
   constexpr int kJobs = 2, kOps = 300;
+  const int tag = ordered ? 30 : 10;
+  std::vector<std::unique_ptr<device::Backend>> backends;
+  std::vector<std::unique_ptr<device::Stream>> streams;
   std::vector<std::unique_ptr<Communicator>> hosts, devices;
   for (int j = 0; j < kJobs; ++j) {
-    hosts.push_back(make_mpi_group_communicator(*world, all, 10 + 2 * j));
+    backends.push_back(device::make_backend(device::BackendKind::cpu_strict));
+    streams.push_back(backends.back()->create_stream());
+    hosts.push_back(make_mpi_group_communicator(*world, all, tag + 2 * j));
     devices.push_back(make_epoch_communicator(
-        std::make_unique<OneKernelDevice>(make_mpi_group_communicator(*world, all, 11 + 2 * j)), *hosts.back(), 0));
+        std::make_unique<OneKernelDevice>(make_mpi_group_communicator(*world, all, tag + 1 + 2 * j), ordered),
+        *hosts.back(), 0, backends.back().get()));
   }
   std::vector<std::int64_t> errors(kJobs, 0);
   std::vector<std::thread> threads;
@@ -92,17 +110,22 @@ TEST(EpochCommunicator, TwoJobsSharingDevicesNeverDeadlock) {
         // at the device in every order.
         std::this_thread::sleep_for(std::chrono::microseconds((op * 7 + c.rank() * 13 + j * 29) % 50));
         std::int64_t v[3] = {op, c.rank(), j};
-        c.all_reduce_sum(v, v, 3, DataType::i64, nullptr);
+        c.all_reduce_sum(v, v, 3, DataType::i64, streams[j].get());
         errors[j] += v[0] != std::int64_t{op} * n || v[1] != std::int64_t{n} * (n - 1) / 2 || v[2] != std::int64_t{j} * n;
       }
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(sum_over_world(errors[0] + errors[1]), 0);
   EXPECT_LE(most_on_gpu.load(), 1);
+  // The epochs order the device, not the host: no stream or event wait in any of them.
+  for (int j = 0; j < kJobs; ++j) EXPECT_EQ(backends[j]->counters().snapshot().host_syncs, 0u) << "job " << j;
   if (world->rank() == 0)
-    std::printf("%d ranks: %d x %d device collectives, %lld retries of the agreement on rank 0\n", n, kJobs, kOps,
-                epoch_retries(0));
+    std::printf("%d ranks, %s: %d x %d device collectives, %lld retries of the agreement on rank 0 so far\n", n,
+                ordered ? "stream-ordered" : "finished in the call", kJobs, kOps, epoch_retries(0));
 }
+
+INSTANTIATE_TEST_SUITE_P(Device, EpochJobs, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "StreamOrdered" : "FinishedInTheCall"; });
 
 TEST(EpochCommunicator, RejectsMismatchedHostCommunicator) {
   auto world = make_mpi_world_communicator();
