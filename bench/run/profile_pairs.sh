@@ -4,8 +4,11 @@
 # on 2 ranks with recmix run, each one-rank shape alone on its rank beside a busy rank, then recmix
 # pairs over the 24 run directories: the pair file that recmix sim --pairs reads (each shape's solo
 # step time and its parts, each pair's slowdown, each shape's slowdown beside a busy rank).
-#   bench/run/profile_pairs.sh <recmix binary> [work dir] [pairs csv]
+#   bench/run/profile_pairs.sh [--device cuda|cpu-strict] <recmix binary> [work dir] [pairs csv]
 #   bench/run/profile_pairs.sh --specs-only <recmix binary> [work dir]   # datasets only (live_vs_sim.sh)
+# --device cuda measures the pairs on one GPU: every job on the device (recmix run --device), one
+# rank (one GPU holds one rank), so the one-rank shapes only and no busy-neighbour runs. cpu-strict
+# is its dry run.
 # Work dir default /tmp/recmix-profile-pairs; the pair file default <work dir>/pairs.csv. The
 # shipped file bench/run/data/measured_pairs_xeon.csv is this output (bench/run/data/README.md).
 #
@@ -18,13 +21,23 @@
 # The jobs of a pair take about as long alone, so they overlap for most of the run; whatever
 # runs after its partner finished is sampled alone.
 set -euo pipefail
-specs_only=0
+specs_only=0 device=cpu
 if [[ ${1:-} == --specs-only ]]; then specs_only=1; shift; fi
+if [[ ${1:-} == --device ]]; then device=$2; shift 2; fi
+case $device in cpu|cuda|cpu-strict) ;; *) echo "--device: cpu, cuda or cpu-strict, not '$device'" >&2; exit 2 ;; esac
 out=${3:-}
 source "$(dirname "$0")/bench_env.sh" "$1" "${2:-/tmp/recmix-profile-pairs}"
 source "$src/bench/run/pair_shapes.sh"
 (( specs_only )) && exit 0
 out=${out:-$work/pairs.csv}
+ranks=2 device_args=()
+if [[ $device != cpu ]]; then
+  ranks=1 device_args=(--device "$device")
+  [[ $device == cuda ]] && { nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU: skipped"; exit 77; }; }
+  one_rank=()
+  for a in "${shapes[@]}"; do (( $(shape_field "$a" ranks) == 1 )) && one_rank+=("$a"); done
+  shapes=("${one_rank[@]}")
+fi
 
 header() {
   printf '[scheduler]\npolicy = "memory-first"\nround_interval_s = 0.5\ncolocation_limit = 2\n'
@@ -33,14 +46,15 @@ header() {
 run() {  # run <name>: runs <name>.toml into pp-<name>
   rm -rf "pp-$1"
   local t0 t1; t0=$(now)
-  "${mpirun[@]}" -np 2 "$recmix" run "$1.toml" --run-dir "pp-$1" -q > "pp-$1.out" 2>&1 || {
+  "${mpirun[@]}" -np "$ranks" "$recmix" run "$1.toml" --run-dir "pp-$1" -q "${device_args[@]}" > "pp-$1.out" 2>&1 || {
     cat "pp-$1.out"; echo "run $1 failed" >&2; exit 1; }
   t1=$(now)
   awk -v n="$1" -v a="$t0" -v b="$t1" 'BEGIN { printf "  %-20s %6.1f s\n", n, b - a }'
   dirs+=("pp-$1")
 }
 
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; 2 ranks x 1 core; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $ranks rank(s) x 1 core; device $device; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+[[ $device == cuda ]] && echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 start=$(now)
 dirs=()
 for a in "${shapes[@]}"; do
@@ -63,7 +77,7 @@ done
 # Each one-rank shape alone on its rank while the other rank is busy: the shape twice, one job a
 # rank (cores_per_rank = 1); recmix pairs gives its "*" line (slowdown beside a busy rank).
 for a in "${shapes[@]}"; do
-  (( $(shape_field "$a" ranks) == 1 )) || continue
+  (( ranks == 2 && $(shape_field "$a" ranks) == 1 )) || continue
   { header | sed -e 's/^cores_per_rank = 2$/cores_per_rank = 1/' -e 's/^colocation_limit = 2$/colocation_limit = 1/'; job_table "$a" "$a.1" 0; job_table "$a" "$a.2" 0; } \
     > "busy-$a.toml"
   run "busy-$a"
