@@ -1,15 +1,19 @@
 // The guarded communicator (comm/guarded): a rank that fails at any point of a sequence of
-// collectives of different shapes (so it cannot post its peers' next one) ends the job on every
-// rank: its peers throw PeerFailedError in their next collective, having completed exactly the
-// collectives the failing rank completed, and nothing hangs. A non-blocking collective the failing
-// rank posted but never waited for still completes everywhere. Another job sharing the ranks,
-// running at the same time from another thread, is unaffected. Verdicts are summed over ranks.
+// collectives of every kind the Communicator interface has (so it cannot post its peers' next one)
+// ends the job on every rank: its peers throw PeerFailedError in their next collective, having
+// completed exactly the collectives the failing rank completed, and nothing hangs. A non-blocking
+// collective the failing rank posted but never waited for still completes everywhere. Another job
+// sharing the ranks, running at the same time from another thread, is unaffected. Verdicts are
+// summed over ranks. Besides, each kind is checked alone over an inner communicator whose peer
+// rank is simulated: one status word ahead of the collective, and none of it once a peer failed.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,56 +37,100 @@ std::vector<int> all_ranks(int n) {
   return r;
 }
 
-constexpr int kOpsPerRound = 6;
+// Collective number `op` of a job's sequence is of kind op % kOpsPerRound: one of each
+// collective of the Communicator interface per round.
+constexpr int kOpsPerRound = 8;
+const char* const kKindNames[kOpsPerRound] = {"all_reduce_sum", "all_to_all_v", "iall_reduce_sum", "broadcast",
+                                              "all_gather",     "barrier",      "iall_to_all_v",   "split"};
 
-// Collective number `op` of a job's sequence: six kinds, shapes that depend on op, results
-// checked. Returns the number of wrong elements. A pending non-blocking all-reduce is left in
-// `pending` for the next call to wait for (as a step overlaps its gradient all-reduce).
-std::int64_t collective(Communicator& comm, int job, int op, std::unique_ptr<Request>& pending,
-                        std::vector<std::int64_t>& pending_buf) {
-  const int p = comm.size(), me = comm.rank();
-  std::int64_t errors = 0;
-  const auto value = [&](int rank, std::size_t i) { return 1000003LL * job + 10007LL * rank + 101LL * op + std::int64_t(i); };
-  if (pending) {
-    pending->wait();
-    pending.reset();
-    for (std::size_t i = 0; i < pending_buf.size(); ++i) errors += pending_buf[i] % p != 0;
+// Element i that rank `rank` contributes to collective `op` of job `job`.
+std::int64_t value(int job, int op, int rank, std::size_t i) {
+  return 1000003LL * job + 10007LL * rank + 101LL * op + static_cast<std::int64_t>(i);
+}
+
+// Rank me's part of the all-to-all of collective `op`: rank r sends 1 + (3r + q + op) % 4
+// elements to rank q (what a rank sends to q differs from what it receives from q);
+// `expected` is what rank me must receive.
+struct Exchange {
+  std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
+  std::vector<std::int64_t> send, expected;
+};
+
+Exchange exchange_for(int p, int me, int job, int op) {
+  Exchange x;
+  const auto count = [op](int from, int to) { return static_cast<std::size_t>(1 + (3 * from + to + op) % 4); };
+  std::size_t st = 0, rt = 0;
+  for (int q = 0; q < p; ++q) {
+    x.send_counts.push_back(count(me, q));
+    x.send_displs.push_back(st);
+    st += x.send_counts.back();
+    x.recv_counts.push_back(count(q, me));
+    x.recv_displs.push_back(rt);
+    rt += x.recv_counts.back();
   }
+  for (int q = 0; q < p; ++q) {
+    for (std::size_t i = 0; i < x.send_counts[q]; ++i) x.send.push_back(value(job, op, me, 100 * q + i));
+    for (std::size_t i = 0; i < x.recv_counts[q]; ++i) x.expected.push_back(value(job, op, q, 100 * me + i));
+  }
+  return x;
+}
+
+// A non-blocking collective posted by one collective() and waited for by the next (as a step
+// overlaps its gradient all-reduce and its embedding exchange), with what it must deliver. The
+// request is declared last so it is destroyed first: a request dropped unfinished (on the way
+// out, as a step's would be) waits for its transfer, which still uses the buffers.
+struct Pending {
+  Exchange exchange;  // an all-to-all's counts, displacements and send buffer
+  std::vector<std::int64_t> recv, expected;
+  std::unique_ptr<Request> request;
+};
+
+// Waits for the pending collective, if any; returns its wrong elements.
+std::int64_t finish(Pending& pending) {
+  if (!pending.request) return 0;
+  pending.request->wait();
+  pending.request.reset();
+  std::int64_t errors = pending.recv.size() != pending.expected.size();
+  for (std::size_t i = 0; i < pending.recv.size() && i < pending.expected.size(); ++i)
+    errors += pending.recv[i] != pending.expected[i];
+  return errors;
+}
+
+// Collective number `op` of a job's sequence, shapes that depend on op, results checked; wrong
+// elements are added to `errors` (also those of the pending collective it waits for first, when
+// the collective itself then throws).
+void collective(Communicator& comm, int job, int op, Pending& pending, std::int64_t& errors) {
+  const int p = comm.size(), me = comm.rank();
+  errors += finish(pending);
   switch (op % kOpsPerRound) {
     case 0: {
       std::vector<std::int64_t> v(3 + op % 5);
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = value(me, i);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = value(job, op, me, i);
       comm.all_reduce_sum(v.data(), v.data(), v.size(), DataType::i64);
       for (std::size_t i = 0; i < v.size(); ++i) {
         std::int64_t expected = 0;
-        for (int r = 0; r < p; ++r) expected += value(r, i);
+        for (int r = 0; r < p; ++r) expected += value(job, op, r, i);
         errors += v[i] != expected;
       }
       break;
     }
-    case 1: {  // rank r sends r + q + 1 + op elements to q
-      std::vector<std::size_t> sc(p), sd(p), rc(p), rd(p);
-      std::size_t st = 0, rt = 0;
-      for (int q = 0; q < p; ++q) {
-        sc[q] = me + q + 1 + op;
-        sd[q] = st;
-        st += sc[q];
-        rc[q] = q + me + 1 + op;
-        rd[q] = rt;
-        rt += rc[q];
-      }
-      std::vector<std::int64_t> send(st), recv(rt, -1);
-      for (int q = 0; q < p; ++q)
-        for (std::size_t i = 0; i < sc[q]; ++i) send[sd[q] + i] = value(me, 100 * q + i);
-      comm.all_to_all_v(send.data(), sc, sd, recv.data(), rc, rd, DataType::i64);
-      for (int q = 0; q < p; ++q)
-        for (std::size_t i = 0; i < rc[q]; ++i) errors += recv[rd[q] + i] != value(q, 100 * me + i);
+    case 1: {
+      const Exchange x = exchange_for(p, me, job, op);
+      std::vector<std::int64_t> recv(x.expected.size(), -1);
+      comm.all_to_all_v(x.send.data(), x.send_counts, x.send_displs, recv.data(), x.recv_counts, x.recv_displs,
+                        DataType::i64);
+      for (std::size_t i = 0; i < recv.size(); ++i) errors += recv[i] != x.expected[i];
       break;
     }
     case 2: {  // posted here, waited for at the next collective
-      pending_buf.assign(64 + op, me + 1);
-      for (auto& x : pending_buf) x = p;  // sums to p * p: a multiple of p
-      pending = comm.iall_reduce_sum(pending_buf.data(), pending_buf.data(), pending_buf.size(), DataType::i64);
+      pending.recv.resize(64 + op);
+      pending.expected.assign(pending.recv.size(), 0);
+      for (std::size_t i = 0; i < pending.recv.size(); ++i) {
+        pending.recv[i] = value(job, op, me, i);
+        for (int r = 0; r < p; ++r) pending.expected[i] += value(job, op, r, i);
+      }
+      pending.request =
+          comm.iall_reduce_sum(pending.recv.data(), pending.recv.data(), pending.recv.size(), DataType::i64);
       break;
     }
     case 3: {
@@ -98,10 +146,41 @@ std::int64_t collective(Communicator& comm, int job, int op, std::unique_ptr<Req
       for (int r = 0; r < p; ++r) errors += all[r] != 7 * r + op;
       break;
     }
-    default:
+    case 5:
       comm.barrier();
+      break;
+    case 6: {  // posted here, waited for at the next collective
+      pending.exchange = exchange_for(p, me, job, op);
+      const Exchange& x = pending.exchange;
+      pending.expected = x.expected;
+      pending.recv.assign(x.expected.size(), -1);
+      pending.request = comm.iall_to_all_v(x.send.data(), x.send_counts, x.send_displs, pending.recv.data(),
+                                           x.recv_counts, x.recv_displs, DataType::i64);
+      break;
+    }
+    case 7: {  // parts of two consecutive ranks, highest rank first; one rank in four sits out
+      const int round = op / kOpsPerRound;
+      const auto color = [&](int r) { return (r + round) % 4 == 3 ? -1 : r / 2; };
+      const std::unique_ptr<Communicator> part = comm.split(color(me), -me);
+      if (color(me) < 0) {
+        errors += part != nullptr;
+        break;
+      }
+      std::vector<std::int32_t> members;  // ordered by key -r
+      for (int r = p - 1; r >= 0; --r)
+        if (color(r) == color(me)) members.push_back(r);
+      if (part == nullptr || part->size() != static_cast<int>(members.size())) {
+        ++errors;
+        break;
+      }
+      errors += members[part->rank()] != me;
+      std::int32_t mine = me;
+      std::vector<std::int32_t> gathered(members.size(), -1);
+      part->all_gather(&mine, gathered.data(), 1, DataType::i32);
+      errors += gathered != members;
+      break;
+    }
   }
-  return errors;
 }
 
 // A job of `ops` collectives; rank `fail_rank` throws instead of collective `fail_at`.
@@ -115,23 +194,21 @@ struct Outcome {
 
 Outcome run_job(GuardedCommunicator& comm, int job, int ops, int fail_rank, int fail_at) {
   Outcome out;
-  {
-    // The buffer outlives the request: a request destroyed unfinished (on the way out, as a
-    // step's would be) waits for its transfer, which still writes into the buffer.
-    std::vector<std::int64_t> pending_buf;
-    std::unique_ptr<Request> pending;
-    try {
-      for (int op = 0; op < ops; ++op) {
-        if (comm.rank() == fail_rank && op == fail_at) throw DataError("injected failure");
-        out.errors += collective(comm, job, op, pending, pending_buf);
-        ++out.completed;
-      }
-    } catch (const PeerFailedError&) {
-      out.peer_failed = true;
-    } catch (const DataError&) {
-      out.failed_here = true;
+  Pending pending;
+  try {
+    for (int op = 0; op < ops; ++op) {
+      if (comm.rank() == fail_rank && op == fail_at) throw DataError("injected failure");
+      collective(comm, job, op, pending, out.errors);
+      ++out.completed;
     }
+  } catch (const PeerFailedError&) {
+    out.peer_failed = true;
+  } catch (const DataError&) {
+    out.failed_here = true;
   }
+  // A non-blocking collective left behind (the failing rank's, posted before it failed) completes
+  // with the right data: every rank posted it.
+  out.errors += finish(pending);
   out.failed_ranks = comm.close(out.failed_here);
   return out;
 }
@@ -155,10 +232,11 @@ TEST(GuardedCommunicator, OneRankFailingAnywhereEndsTheJobOnEveryRank) {
   const int n = world->size();
   int launch = 10;
   for (int fail_rank = 0; fail_rank < n; ++fail_rank)
-    for (int fail_at : {0, 1, 2, 3, 4, 5, 8, 13}) {
+    for (int fail_at : {0, 1, 2, 3, 4, 5, 6, 7, 9, 14, 15}) {  // instead of every kind, and later
       GuardedCommunicator comm(make_mpi_group_communicator(*world, all_ranks(n), ++launch));
       const Outcome out = run_job(comm, 2, 3 * kOpsPerRound, fail_rank, fail_at);
-      SCOPED_TRACE(testing::Message() << "rank " << fail_rank << " fails at collective " << fail_at);
+      SCOPED_TRACE(testing::Message() << "rank " << fail_rank << " fails instead of collective " << fail_at
+                                      << " (" << kKindNames[fail_at % kOpsPerRound] << ")");
       EXPECT_EQ(sum_over_world(out.errors), 0);
       EXPECT_EQ(out.completed, fail_at);  // every rank left after the same collectives
       EXPECT_EQ(out.failed_here, world->rank() == fail_rank);
@@ -174,12 +252,11 @@ TEST(GuardedCommunicator, TwoRanksFailingAtDifferentPoints) {
   GuardedCommunicator comm(make_mpi_group_communicator(*world, all_ranks(n), 3));
   Outcome out;
   const int at = comm.rank() == 0 ? 4 : comm.rank() == 1 ? 7 : 100;  // rank 0 first: rank 1 never gets there
+  Pending pending;
   try {
-    std::unique_ptr<Request> pending;
-    std::vector<std::int64_t> buf;
     for (int op = 0; op < 2 * kOpsPerRound; ++op) {
       if (op == at) throw DataError("injected");
-      out.errors += collective(comm, 3, op, pending, buf);
+      collective(comm, 3, op, pending, out.errors);
       ++out.completed;
     }
   } catch (const PeerFailedError&) {
@@ -187,6 +264,7 @@ TEST(GuardedCommunicator, TwoRanksFailingAtDifferentPoints) {
   } catch (const DataError&) {
     out.failed_here = true;
   }
+  out.errors += finish(pending);
   out.failed_ranks = comm.close(out.failed_here);
   EXPECT_EQ(out.completed, 4);
   EXPECT_EQ(out.failed_here, comm.rank() == 0);
@@ -210,6 +288,126 @@ TEST(GuardedCommunicator, AFailingJobLeavesAnotherJobOnTheSameRanksAlone) {
   EXPECT_EQ(out_b.completed, 40 * kOpsPerRound);
   EXPECT_EQ(out_b.failed_ranks, 0);
   EXPECT_EQ(sum_over_world(out_a.errors + out_b.errors), 0);
+}
+
+// The inner communicator of rank 0 of a two-rank job whose rank 1 is simulated: a status word
+// (the all-reduce of two int32, failed and closing) gets rank 1's `peer_word` added; every call
+// is logged by name ("status" for a status word), so a test sees what the guard posted, in order.
+// Payloads are not moved: their results are checked over MPI above.
+class SimulatedPeer final : public Communicator {
+ public:
+  SimulatedPeer(std::vector<std::string>& log, std::int32_t peer_failed, std::int32_t peer_closing)
+      : log_(log), peer_word_{peer_failed, peer_closing} {}
+
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+
+  void barrier() override { log_.push_back("barrier"); }
+  void all_reduce_sum(const void* send, void* recv, std::size_t count, DataType type, device::Stream*) override {
+    if (count != 2 || type != DataType::i32) {
+      log_.push_back("all_reduce_sum");
+      return;
+    }
+    log_.push_back("status");
+    const auto* in = static_cast<const std::int32_t*>(send);
+    auto* out = static_cast<std::int32_t*>(recv);
+    for (int i = 0; i < 2; ++i) out[i] = in[i] + peer_word_[i];
+  }
+  std::unique_ptr<Request> iall_reduce_sum(const void*, void*, std::size_t, DataType, device::Stream*) override {
+    log_.push_back("iall_reduce_sum");
+    return std::make_unique<Done>();
+  }
+  void broadcast(void*, std::size_t, DataType, int, device::Stream*) override { log_.push_back("broadcast"); }
+  void all_gather(const void*, void*, std::size_t, DataType, device::Stream*) override {
+    log_.push_back("all_gather");
+  }
+  void all_to_all_v(const void*, std::span<const std::size_t>, std::span<const std::size_t>, void*,
+                    std::span<const std::size_t>, std::span<const std::size_t>, DataType, device::Stream*) override {
+    log_.push_back("all_to_all_v");
+  }
+  std::unique_ptr<Request> iall_to_all_v(const void*, std::span<const std::size_t>, std::span<const std::size_t>,
+                                         void*, std::span<const std::size_t>, std::span<const std::size_t>, DataType,
+                                         device::Stream*) override {
+    log_.push_back("iall_to_all_v");
+    return std::make_unique<Done>();
+  }
+  std::unique_ptr<Communicator> split(int color, int) override {
+    log_.push_back("split");
+    if (color < 0) return nullptr;
+    return std::make_unique<SimulatedPeer>(log_, 0, 0);
+  }
+  [[noreturn]] void abort(int, const std::string& why) override { throw CommError("abort: " + why); }
+
+ private:
+  struct Done final : Request {
+    bool test() override { return true; }
+    void wait() override {}
+  };
+  std::vector<std::string>& log_;
+  std::int32_t peer_word_[2];
+};
+
+// Each collective of the Communicator interface, called once with valid arguments for two ranks.
+struct CollectiveKind {
+  std::string name;
+  std::function<bool(Communicator&)> call;  // false when it gave back no request or no part
+};
+
+std::vector<CollectiveKind> every_collective_kind() {
+  static std::int32_t i32[2] = {1, 2}, i32_out[4];
+  static double f64[3] = {1, 2, 3};
+  static const std::size_t counts[2] = {1, 1}, displs[2] = {0, 1};
+  return {
+      {"barrier", [](Communicator& c) { c.barrier(); return true; }},
+      {"all_reduce_sum", [](Communicator& c) { c.all_reduce_sum(f64, f64, 3, DataType::f64); return true; }},
+      {"iall_reduce_sum",
+       [](Communicator& c) { return c.iall_reduce_sum(f64, f64, 3, DataType::f64) != nullptr; }},
+      {"broadcast", [](Communicator& c) { c.broadcast(f64, 3, DataType::f64, 1); return true; }},
+      {"all_gather", [](Communicator& c) { c.all_gather(i32, i32_out, 2, DataType::i32); return true; }},
+      {"all_to_all_v",
+       [](Communicator& c) {
+         c.all_to_all_v(i32, counts, displs, i32_out, counts, displs, DataType::i32);
+         return true;
+       }},
+      {"iall_to_all_v",
+       [](Communicator& c) {
+         return c.iall_to_all_v(i32, counts, displs, i32_out, counts, displs, DataType::i32) != nullptr;
+       }},
+      {"split", [](Communicator& c) { return c.split(0, 0) != nullptr; }},
+  };
+}
+
+TEST(GuardedCommunicator, EveryCollectiveKindIsPrecededByOneStatusWord) {
+  for (const CollectiveKind& kind : every_collective_kind()) {
+    SCOPED_TRACE(kind.name);
+    std::vector<std::string> log;
+    GuardedCommunicator comm(std::make_unique<SimulatedPeer>(log, 0, 0));
+    EXPECT_TRUE(kind.call(comm));
+    EXPECT_EQ(log, (std::vector<std::string>{"status", kind.name}));
+    EXPECT_EQ(comm.status_words(), 1);
+    EXPECT_FALSE(comm.closed());
+    comm.close(false);  // the job's last word
+    EXPECT_EQ(log, (std::vector<std::string>{"status", kind.name, "status"}));
+  }
+}
+
+// A peer that failed (or ended) is met in the status word of whichever collective comes next: that
+// collective throws PeerFailedError and is not posted, and the guard sends nothing more.
+TEST(GuardedCommunicator, EveryCollectiveKindStopsWhenAPeerFailedOrEnded) {
+  for (const CollectiveKind& kind : every_collective_kind())
+    for (const bool peer_failed : {true, false}) {
+      SCOPED_TRACE(testing::Message() << kind.name << (peer_failed ? ", peer failed" : ", peer ended"));
+      std::vector<std::string> log;
+      GuardedCommunicator comm(std::make_unique<SimulatedPeer>(log, peer_failed ? 1 : 0, 1));
+      EXPECT_THROW(kind.call(comm), PeerFailedError);
+      EXPECT_EQ(log, std::vector<std::string>{"status"});
+      EXPECT_TRUE(comm.closed());
+      for (const CollectiveKind& next : every_collective_kind()) EXPECT_THROW(next.call(comm), PeerFailedError);
+      if (peer_failed) {
+        EXPECT_EQ(comm.close(false), 1);
+      }
+      EXPECT_EQ(log, std::vector<std::string>{"status"});
+    }
 }
 
 }  // namespace

@@ -100,5 +100,80 @@ TEST(CriteoParser, MalformedLines) {
   EXPECT_EQ(row.category[25], 1931228757u);
 }
 
+// Integer features are 64-bit signed: every value from INT64_MIN to INT64_MAX is a number (the
+// negative ones clamped to 0, as the reference preprocessing does), one past either end is
+// bad_integer. Checked in the first and the last integer field, around the 18-digit fast path.
+TEST(CriteoParser, IntegerFeatureRangeIsInt64) {
+  Row row;
+  for (int field : {1, 13}) {
+    SCOPED_TRACE(testing::Message() << "field " << field_name(field));
+    const int d = field - 1;
+    // 18 digits (the longest the fast path reads): log(1e18 + 1) = 18 ln 10 = 41.446532
+    ASSERT_EQ(parse_line(replace_field(kLine1, field, "999999999999999999"), '\t', row).error, LineError::none);
+    EXPECT_NEAR(row.dense[d], 41.446532, 1e-4);
+    // INT64_MAX = 2^63 - 1, 19 digits: accepted, log(2^63) = 63 ln 2 = 43.668272
+    ASSERT_EQ(parse_line(replace_field(kLine1, field, "9223372036854775807"), '\t', row).error, LineError::none);
+    EXPECT_NEAR(row.dense[d], 43.668272, 1e-4);
+    EXPECT_EQ(row.dense_missing >> d & 1u, 0u);
+    // INT64_MIN: a number, negative, so clamped to 0 (and not missing)
+    ASSERT_EQ(parse_line(replace_field(kLine1, field, "-9223372036854775808"), '\t', row).error, LineError::none);
+    EXPECT_EQ(row.dense[d], 0.0f);
+    EXPECT_EQ(row.dense_missing >> d & 1u, 0u);
+    // One past either end, and a 19-digit value that fits 64 bits unsigned but not signed
+    for (const char* out_of_range : {"9223372036854775808", "-9223372036854775809", "9999999999999999999",
+                                     "18446744073709551616"}) {
+      SCOPED_TRACE(out_of_range);
+      const LineResult r = parse_line(replace_field(kLine1, field, out_of_range), '\t', row);
+      EXPECT_EQ(r.error, LineError::bad_integer);
+      EXPECT_EQ(r.field, field);
+    }
+  }
+}
+
+// The label is 0 or 1 (written as an integer, or as a float in the CSV variant); nothing else.
+TEST(CriteoParser, LabelIsZeroOrOne) {
+  Row row;
+  ASSERT_EQ(parse_line(replace_field(kLine1, 0, "1"), '\t', row).error, LineError::none);
+  EXPECT_EQ(row.label, 1.0f);
+  ASSERT_EQ(parse_line(replace_field(kLine1, 0, "0"), '\t', row).error, LineError::none);
+  EXPECT_EQ(row.label, 0.0f);
+  ASSERT_EQ(parse_line(replace_field(kLine1, 0, "1.0"), '\t', row).error, LineError::none);
+  EXPECT_EQ(row.label, 1.0f);
+  for (const char* bad : {"10", "11", "-1", "0.5", "1.5", "x"}) {
+    SCOPED_TRACE(bad);
+    const LineResult r = parse_line(replace_field(kLine1, 0, bad), '\t', row);
+    EXPECT_EQ(r.error, LineError::bad_label);
+    EXPECT_EQ(r.field, 0);
+  }
+}
+
+// A categorical feature is 1 to 16 hexadecimal digits (any 64-bit value), or empty (missing).
+// Checked in the first and the last field (the last one ends the line, not at a delimiter).
+TEST(CriteoParser, CategoryIsOneToSixteenHexDigits) {
+  Row row;
+  for (int field : {14, 39}) {
+    SCOPED_TRACE(testing::Message() << "field " << field_name(field));
+    const int c = field - 1 - kNumDense;
+    ASSERT_EQ(parse_line(replace_field(kLine1, field, "ffffffffffffffff"), '\t', row).error, LineError::none);
+    EXPECT_EQ(row.category[c], 0xffffffffffffffffu);
+    ASSERT_EQ(parse_line(replace_field(kLine1, field, "FEDCBA9876543210"), '\t', row).error, LineError::none);
+    EXPECT_EQ(row.category[c], 0xfedcba9876543210u);
+    // one digit, and zero: a value, not missing
+    ASSERT_EQ(parse_line(replace_field(kLine1, field, "0"), '\t', row).error, LineError::none);
+    EXPECT_EQ(row.category[c], 0u);
+    EXPECT_EQ(row.category_missing >> c & 1u, 0u);
+    ASSERT_EQ(parse_line(replace_field(kLine1, field, ""), '\t', row).error, LineError::none);
+    EXPECT_EQ(row.category[c], 0u);
+    EXPECT_EQ(row.category_missing >> c & 1u, 1u);
+    // 17 digits, even when the value would fit 64 bits
+    for (const char* too_long : {"10000000000000000", "0ffffffffffffffff", "00000000000000001"}) {
+      SCOPED_TRACE(too_long);
+      const LineResult r = parse_line(replace_field(kLine1, field, too_long), '\t', row);
+      EXPECT_EQ(r.error, LineError::bad_category);
+      EXPECT_EQ(r.field, field);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace recmix::data::criteo
