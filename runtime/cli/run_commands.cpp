@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "comm/mpi/mpi_communicator.hpp"
@@ -84,8 +87,29 @@ void print_summary(const nlohmann::json& s) {
   std::fflush(stdout);
 }
 
+// For tests of moving apart (RunOptions::injected_slowdown):
+// RECMIX_SLOWDOWN_INJECTION="<job>:<factor>[,<job>:<factor>...]".
+std::map<std::string, double> injected_slowdown() {
+  std::map<std::string, double> out;
+  const char* env = std::getenv("RECMIX_SLOWDOWN_INJECTION");
+  if (env == nullptr || *env == '\0') return out;
+  std::stringstream items(env);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const auto colon = item.rfind(':');
+    char* end = nullptr;
+    const double factor = colon == std::string::npos ? 0.0 : std::strtod(item.c_str() + colon + 1, &end);
+    RECMIX_REQUIRE(colon != std::string::npos && colon > 0 && end != nullptr && *end == '\0' && factor >= 1.0,
+                   ConfigError,
+                   fmt::format("RECMIX_SLOWDOWN_INJECTION: '{}' is not <job>:<factor> with a factor of 1 or more", item));
+    out[item.substr(0, colon)] = factor;
+  }
+  return out;
+}
+
 void run_run(const RunArgs& a) {
   runtime::ensure_mpi();
+  auto slowdowns = injected_slowdown();  // a malformed value fails before any work
   auto world = comm::make_mpi_world_communicator();
   if (a.demo && !a.jobs_file.empty()) throw ConfigError("run: give either a jobs file or --demo, not both");
   if (!a.demo && a.jobs_file.empty()) throw ConfigError("run: a jobs file (TOML) is required, or --demo for the built-in example");
@@ -153,6 +177,7 @@ void run_run(const RunArgs& a) {
   options.terminate = &terminate;
   options.resume = resume;
   options.stay_open = a.stay_open;
+  options.injected_slowdown = std::move(slowdowns);
   std::fprintf(stderr, "recmix run: %zu job(s) on %d rank(s) of %d core(s), policy %s, run directory %s\n",
                options.jobs.jobs.size(), plane.size(), options.cores_per_rank, options.jobs.scheduler.policy.c_str(),
                run_dir.c_str());

@@ -109,7 +109,6 @@ std::vector<std::string> SchedulerService::partners_of(const Record& r) const {
   return out;
 }
 
-
 void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   const double t = now();
   r.ranks = ranks;
@@ -444,7 +443,9 @@ void SchedulerService::handle(const Message& m) {
     const bool colocated = !partners.empty();
     const bool first_rank = rank == r.ranks.front();
     if (first_rank) {
-      const double step_s = m.body.at("step_s").get<double>();
+      double step_s = m.body.at("step_s").get<double>();
+      for (const auto& p : partners)
+        if (auto f = options_.injected_slowdown.find(p); f != options_.injected_slowdown.end()) step_s *= f->second;
       (colocated ? r.shared_sum : r.alone_sum) += step_s;
       ++(colocated ? r.shared_n : r.alone_n);
       if (!colocated) r.alone_steps.push_back(step_s);

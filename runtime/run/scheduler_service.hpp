@@ -42,6 +42,11 @@ struct RunOptions {
   // The run does not end when its last job does: it waits for `recmix close` (a "close" file in
   // the spool), so that jobs can still be submitted to it; it then ends once every job has.
   bool stay_open = false;
+  // For tests of moving apart, so that the decision does not hang on the machine's load: the step
+  // times a job samples while it shares a rank with a job named here count as that many times
+  // longer (RECMIX_SLOWDOWN_INJECTION="<job>:<factor>,..."; recmix run reads it): the named job
+  // is a noisy neighbour of the given strength.
+  std::map<std::string, double> injected_slowdown;
 };
 
 class SchedulerService {
