@@ -118,6 +118,18 @@ std::vector<Case> cases() {
     }
   out.push_back({"dim1_single_row_table", {{1, 1}, {2, 1}}, 6, 3, false, false, "sgd", false});
   out.push_back({"dim33_mean_rowwise_adagrad", {{20, 33}}, 8, 6, false, true, "rowwise_adagrad", true});
+  // Rows that fill or cross the update's chunks of 64 elements (kernels::UpdateRows::kChunk): one
+  // whole chunk, one and a bit, just under two, two, two and a bit; every optimizer (row-wise
+  // Adagrad sums the whole row's squares before it steps any chunk), on the direct path (whole
+  // tables), the general path (row ranges) and the one-hot path.
+  for (int dim : {64, 65, 127, 128, 130})
+    for (const char* opt : {"rowwise_adagrad", "adagrad", "sgd"}) {
+      const std::string name = "dim" + std::to_string(dim) + "_";
+      const std::vector<TableSpec> two{{20, dim}, {9, dim}};
+      out.push_back({name + "multihot_sum_" + opt + "_tablewise", two, 8, 5, false, false, opt, false});
+      out.push_back({name + "multihot_mean_" + opt + "_rowwise", two, 8, 5, false, true, opt, true});
+      out.push_back({name + "onehot_" + opt + "_tablewise", two, 12, 1, true, false, opt, false});
+    }
   // Large enough to run the kernels on two threads.
   out.push_back({"two_threads_sgd", {{3000, 8}, {2000, 8}}, 4000, 2, false, false, "sgd", false, 2});
   out.push_back({"two_threads_adagrad_rowwise", {{3000, 8}}, 3000, 3, false, true, "adagrad", true, 2});

@@ -5,6 +5,8 @@
 // a checkpoint without checksums (format version 1) still loads.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/error.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/checkpoint_write.hpp"
@@ -222,6 +224,96 @@ TEST(CheckpointChecksums, AChangedValueIsCaughtAndNamed) {
   });
   EXPECT_NE(load_error(spec, bad).find("/dense/bottom.1.bias has no checksums"), std::string::npos)
       << load_error(spec, bad);
+}
+
+// A float array of a checkpoint: its path and shape.
+struct Array {
+  std::string name;
+  hsize_t rows, cols;
+};
+
+// Every float array of a checkpoint (not the checksums), in name order.
+std::vector<Array> float_arrays(const std::string& path) {
+  auto file = h5::open_file(path);
+  std::vector<Array> out;
+  for (const auto& t : read_all(path)) {
+    const auto dims = h5::shape(h5::open_dataset(file, t.name));
+    out.push_back({t.name, dims.at(0), dims.size() > 1 ? dims[1] : 1});
+  }
+  return out;
+}
+
+// Which part of the model an array holds (docs/checkpoint-format.md).
+std::string group_of(const std::string& name) {
+  if (name.rfind("dense/", 0) == 0) return "dense weights";
+  if (name.rfind("dense_optimizer/", 0) == 0) return "dense optimizer state";
+  if (name.rfind("embedding/", 0) == 0)
+    return name.size() > 8 && name.compare(name.size() - 8, 8, "/weights") == 0 ? "embedding tables"
+                                                                                : "sparse optimizer state";
+  return "other: " + name;
+}
+
+// Changing one value of any one array, whichever part of the model it holds, is caught on load
+// and named, with the rows of its block: each array in turn, a value of its first row and one of
+// its last (the last column), each by the last bit of its mantissa. For Adam's two moments and
+// Adagrad's sum as the dense state, Adagrad's and row-wise Adagrad's as the tables'.
+TEST(CheckpointChecksums, AChangeInAnyArrayIsCaughtAndNamed) {
+  const struct {
+    const char* dense;
+    const char* sparse;
+  } optimizers[] = {{"adam", "adagrad"}, {"adagrad", "rowwise_adagrad"}};
+  for (const auto& o : optimizers) {
+    auto spec = adagrad_spec(fmt::format("every-array-{}-{}", o.dense, o.sparse), false);
+    spec.optimizer.dense = o.dense;
+    spec.optimizer.sparse = o.sparse;
+    spec.train.steps = 3;
+    spec.checkpoint.interval = 0;
+    const std::string good = Trainer(spec, *world->comm).train(quiet()).last_checkpoint;
+    const auto arrays = float_arrays(good);
+    // Every part of the model is there: 4 tables and their state, the MLPs' 8 arrays and their state.
+    std::map<std::string, int> groups;
+    for (const auto& a : arrays) ++groups[group_of(a.name)];
+    const int dense_state = std::string(o.dense) == "adam" ? 16 : 8;
+    EXPECT_EQ(groups, (std::map<std::string, int>{{"dense weights", 8},
+                                                  {"dense optimizer state", dense_state},
+                                                  {"embedding tables", 4},
+                                                  {"sparse optimizer state", 4}}))
+        << o.dense << " / " << o.sparse;
+    // Rank 0 loads the whole model alone, again and again (the load is the same on every rank:
+    // AChangedValueIsCaughtAndNamed loads on each).
+    auto self = world->comm->split(world->comm->rank(), 0);
+    if (world->comm->rank() != 0) continue;
+    auto own = spec;
+    own.run_dir = run_dir("every-array-load");
+    Trainer loader(own, *self);
+    EXPECT_NO_THROW(loader.load(good));
+    const std::string bad = world->dir + "/changed-array.h5";
+    for (const Array& a : arrays)
+      for (hsize_t row : {hsize_t{0}, a.rows - 1}) {
+        fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
+        {
+          auto file = h5::open_file(bad, true);
+          auto d = h5::open_dataset(file, a.name);
+          std::vector<float> values(a.cols);
+          h5::read_rows(d, row, 1, values.data());
+          std::uint32_t bits;
+          std::memcpy(&bits, &values.back(), 4);
+          bits ^= 1;
+          std::memcpy(&values.back(), &bits, 4);
+          h5::write_rows(d, row, 1, values.data());
+        }
+        std::string error;
+        try {
+          loader.load(bad);
+        } catch (const DataError& e) {
+          error = e.what();
+        }
+        // Every array here is one block of 4096 rows.
+        EXPECT_NE(error.find(fmt::format("{}: /{} rows 0..{} do not match their checksum", bad, a.name, a.rows - 1)),
+                  std::string::npos)
+            << group_of(a.name) << " " << a.name << " row " << row << ": " << (error.empty() ? "loaded" : error);
+      }
+  }
 }
 
 }  // namespace
