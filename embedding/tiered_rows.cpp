@@ -87,8 +87,12 @@ void TransitRows::resize(std::size_t floats) {
   if (!pinned_pool_) {
     plain_.resize(floats);
   } else if (floats > pinned_.size()) {
+    // The first size is the one asked for (the staging slots', as the memory estimator counts
+    // it); a later growth takes a quarter more, so that a slightly larger batch does not
+    // allocate again.
+    const std::size_t size = pinned_.size() == 0 ? floats : floats + floats / 4;
     pinned_ = {};  // the old one first: the two never coexist
-    pinned_ = device::Buffer<float>(*pinned_pool_, floats + floats / 4, what_);
+    pinned_ = device::Buffer<float>(*pinned_pool_, size, what_);
   }
 }
 

@@ -254,6 +254,23 @@ TEST(TieredRows, RowsMovedByReRanksKeepTheirOptimizerState) {
 // 4 x 2 + 4 x 4 + 8 = 32 B, the 512 B the estimator's TieredHalfTablesCountTheLocalRowOfEverySlot
 // works out; and the owned shards' layout for the 16-bit kernels, 20 B a shard (which the
 // estimator counts with the device index arrays).
+// Where the device tier is not host memory, the host pool holds the host tier and the staged rows
+// in transit: three copies (gathered ahead, in the copy, written back) of the staging slots' rows
+// with their state, as the memory estimator counts them (sched/memory_estimator.cpp), and no more.
+TEST(TieredRows, HostPoolHoldsTheHostTierAndThreeTransitCopiesOfTheStagingSlots) {
+  LayerSetup setup;
+  setup.optimizer = "adagrad";
+  setup.backend = device::BackendKind::cpu_strict;
+  setup.tables = {{10, 4}, {6, 4}};
+  setup.global_batch = 6;
+  Layer l(fraction(0.5), 0, setup);
+  const std::size_t row = 4 * sizeof(float) + 4 * sizeof(float);  // weights and Adagrad state
+  EXPECT_EQ(l.emb->host_tier_bytes(), 16u * row);
+  const std::size_t slots = l.pool.current_bytes() / row;  // hot and staging slots of the device tier
+  const std::size_t staging = slots - 8;                   // half of the 16 rows hot
+  EXPECT_EQ(l.host_pool.current_bytes(), 16u * row + 3u * staging * row) << staging << " staging slots";
+}
+
 TEST(TieredRows, HalfTablesDeviceTierHoldsEverySlotsLocalRow) {
   for (half::Storage type : {half::Storage::fp16, half::Storage::bf16}) {
     LayerSetup setup;
