@@ -183,7 +183,7 @@ void collective(Communicator& comm, int job, int op, Pending& pending, std::int6
   }
 }
 
-// A job of `ops` collectives; rank `fail_rank` throws instead of collective `fail_at`.
+// A job of `ops` collectives; this rank throws instead of collective `fail_here` (-1: never).
 struct Outcome {
   int completed = 0;   // collectives completed before leaving
   bool peer_failed = false;
@@ -192,12 +192,12 @@ struct Outcome {
   std::int64_t errors = 0;
 };
 
-Outcome run_job(GuardedCommunicator& comm, int job, int ops, int fail_rank, int fail_at) {
+Outcome run_job(GuardedCommunicator& comm, int job, int ops, int fail_here) {
   Outcome out;
   Pending pending;
   try {
     for (int op = 0; op < ops; ++op) {
-      if (comm.rank() == fail_rank && op == fail_at) throw DataError("injected failure");
+      if (op == fail_here) throw DataError("injected failure");
       collective(comm, job, op, pending, out.errors);
       ++out.completed;
     }
@@ -216,7 +216,7 @@ Outcome run_job(GuardedCommunicator& comm, int job, int ops, int fail_rank, int 
 TEST(GuardedCommunicator, HealthyJobRunsAndCloses) {
   auto world = make_mpi_world_communicator();
   GuardedCommunicator comm(make_mpi_group_communicator(*world, all_ranks(world->size()), 1));
-  const Outcome out = run_job(comm, 1, 5 * kOpsPerRound, -1, -1);
+  const Outcome out = run_job(comm, 1, 5 * kOpsPerRound, -1);
   EXPECT_EQ(sum_over_world(out.errors), 0);
   EXPECT_EQ(out.completed, 5 * kOpsPerRound);
   EXPECT_FALSE(out.peer_failed);
@@ -234,7 +234,7 @@ TEST(GuardedCommunicator, OneRankFailingAnywhereEndsTheJobOnEveryRank) {
   for (int fail_rank = 0; fail_rank < n; ++fail_rank)
     for (int fail_at : {0, 1, 2, 3, 4, 5, 6, 7, 9, 14, 15}) {  // instead of every kind, and later
       GuardedCommunicator comm(make_mpi_group_communicator(*world, all_ranks(n), ++launch));
-      const Outcome out = run_job(comm, 2, 3 * kOpsPerRound, fail_rank, fail_at);
+      const Outcome out = run_job(comm, 2, 3 * kOpsPerRound, world->rank() == fail_rank ? fail_at : -1);
       SCOPED_TRACE(testing::Message() << "rank " << fail_rank << " fails instead of collective " << fail_at
                                       << " (" << kKindNames[fail_at % kOpsPerRound] << ")");
       EXPECT_EQ(sum_over_world(out.errors), 0);
@@ -250,22 +250,8 @@ TEST(GuardedCommunicator, TwoRanksFailingAtDifferentPoints) {
   const int n = world->size();
   if (n < 2) GTEST_SKIP() << "needs two ranks";
   GuardedCommunicator comm(make_mpi_group_communicator(*world, all_ranks(n), 3));
-  Outcome out;
-  const int at = comm.rank() == 0 ? 4 : comm.rank() == 1 ? 7 : 100;  // rank 0 first: rank 1 never gets there
-  Pending pending;
-  try {
-    for (int op = 0; op < 2 * kOpsPerRound; ++op) {
-      if (op == at) throw DataError("injected");
-      collective(comm, 3, op, pending, out.errors);
-      ++out.completed;
-    }
-  } catch (const PeerFailedError&) {
-    out.peer_failed = true;
-  } catch (const DataError&) {
-    out.failed_here = true;
-  }
-  out.errors += finish(pending);
-  out.failed_ranks = comm.close(out.failed_here);
+  const int at = comm.rank() == 0 ? 4 : comm.rank() == 1 ? 7 : -1;  // rank 0 first: rank 1 never gets there
+  const Outcome out = run_job(comm, 3, 2 * kOpsPerRound, at);
   EXPECT_EQ(out.completed, 4);
   EXPECT_EQ(out.failed_here, comm.rank() == 0);
   EXPECT_EQ(out.failed_ranks, 1);
@@ -279,8 +265,8 @@ TEST(GuardedCommunicator, AFailingJobLeavesAnotherJobOnTheSameRanksAlone) {
   GuardedCommunicator a(make_mpi_group_communicator(*world, all_ranks(n), 4));
   GuardedCommunicator b(make_mpi_group_communicator(*world, all_ranks(n), 5));
   Outcome out_a, out_b;
-  std::thread ta([&] { out_a = run_job(a, 4, 40 * kOpsPerRound, n - 1, 17); });
-  std::thread tb([&] { out_b = run_job(b, 5, 40 * kOpsPerRound, -1, -1); });
+  std::thread ta([&] { out_a = run_job(a, 4, 40 * kOpsPerRound, a.rank() == n - 1 ? 17 : -1); });
+  std::thread tb([&] { out_b = run_job(b, 5, 40 * kOpsPerRound, -1); });
   ta.join();
   tb.join();
   EXPECT_EQ(out_a.completed, 17);
