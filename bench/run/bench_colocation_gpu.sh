@@ -18,7 +18,7 @@
 # makespans are wall times, start-up and every job's final checkpoint included (the
 # embedding-heavy job's is 6.6 GB); the jobs' outputs are removed once read.
 # At steps scale 1 the steps are chosen, from the GPU step times in bench/RESULTS.md, for about
-# 150 s in all on an H100 or H200; the script has not run on a GPU yet.
+# 150 s in all on an H100 or H200 (106 s measured on an H200, bench/RESULTS.md "Co-location on a GPU").
 # --device cpu-strict is a dry run of the same mixes under the strict device emulator on the CPU:
 # steps scale 0.01 unless given (at least 3 steps a job), batches / 16, tables of 1/1000 the rows,
 # 20k-row datasets; about a minute on two cores. Its figures say nothing of a GPU.
