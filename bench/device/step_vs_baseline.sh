@@ -25,12 +25,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
   { echo "no GPU: skipped"; exit 77; }
 common=(--device cuda --batch 2048 --batch 16384 --reps 3 --min-seconds 0.3)
 {
-  for round in 1 2; do
+  for round in $(seq "${RECMIX_AB_ROUNDS:-2}"); do
     echo "--- round $round: baseline (fp32 eager, and bf16 GEMMs eager)"
     timeout 60 "$baseline" "${common[@]}" --only "bf16 GEMMs" 2>&1 | grep -E '^\| (fp32|bf16)|batch|rank'
     echo "--- round $round: this build (fp32 and tf32, eager and with graphs)"
-    timeout 90 "$bin/bench_precision" "${common[@]}" --graphs-ab --only "tf32 GEMMs" 2>&1 |
-      grep -E '^\| (fp32|tf32)|batch|rank'
+    timeout 90 "$bin/bench_precision" "${common[@]}" --graphs-ab 2>&1 | grep -E '^\| (fp32|tf32)|batch|rank'
   done
 } > "$OUT/ab.txt" 2>&1
 
@@ -55,12 +54,15 @@ TOML
     "$bin/recmix" train i.toml --device cuda --run-dir "idle-run$r" 2>&1 | grep 'done after'
   done
   nsys=$(command -v nsys || find /usr/local /opt -name nsys -type f -perm -u+x 2>/dev/null | head -1)
-  if [[ -n $nsys ]] && timeout 90 "$nsys" profile -o "$work/p" --force-overwrite true --stats=true \
-      "$bin/recmix" train i.toml --device cuda --steps 300 --run-dir idle-nsys > nsys.txt 2>&1; then
-    echo "nsys: $nsys"
-    grep -A 40 'cuda_gpu_kern_sum\|cuda_api_sum' nsys.txt | head -90
-  else
-    echo "no nsys here; ncu over launches 1000-1499 (caches and clocks left as they run)"
+  if [[ -n $nsys ]]; then
+    echo "nsys ($nsys), 300 steps: the kernels' summary (every kernel of the run, start-up included)"
+    timeout 90 "$nsys" profile -o "$work/p" --force-overwrite true --stats=true \
+      "$bin/recmix" train i.toml --device cuda --steps 300 --run-dir idle-nsys > "$OUT/nsys.txt" 2>&1
+    grep 'done after' "$OUT/nsys.txt"
+    grep -A 12 'cuda_gpu_kern_sum' "$OUT/nsys.txt" | head -14
+  fi
+  if command -v ncu >/dev/null; then
+    echo "ncu over launches 1000-1499 (caches and clocks left as they run)"
     timeout 120 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
       --print-summary per-kernel --launch-skip 1000 --launch-count 500 \
       "$bin/recmix" train i.toml --device cuda --steps 60 --run-dir idle-ncu > ncu.txt 2>&1
