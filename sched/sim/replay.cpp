@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "sched/run_events.hpp"
 #include "sched/sim/ground_truth.hpp"
 
 namespace recmix::sched {
@@ -36,22 +37,13 @@ RunReplay read_run_events(const std::string& events_path) {
     running_since.erase(it);
   };
   bool started = false;
-  std::string line;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty()) continue;
-    nlohmann::json e;
-    try {
-      e = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& x) {
-      throw DataError(fmt::format("{}:{}: not JSON ({})", events_path, number, x.what()));
-    }
-    const std::string kind = e.value("event", std::string());
-    const double t = e.value("t", 0.0);
+  read_event_lines(in, events_path, BadLines::fail, [&](const RunEvent& event) {
+    const nlohmann::json& e = event.fields;
+    const std::string& kind = event.kind;
+    const double t = event.t;
     try {
       if (kind == "run_start") {
-        if (started) break;  // a later run in the same directory (--resume): replay the first one
+        if (started) return AfterEvent::stop;  // a later run in the same directory (--resume): replay the first one
         started = true;
         run.cluster.nodes = 1;
         run.cluster.gpus_per_node = e.at("ranks").get<int>();
@@ -69,7 +61,7 @@ RunReplay read_run_events(const std::string& events_path) {
         if (run.names.size() <= static_cast<std::size_t>(id)) run.names.resize(static_cast<std::size_t>(id) + 1);
         run.names[static_cast<std::size_t>(id)] = e.at("job").get<std::string>();
         ids[e.at("job").get<std::string>()] = id;
-        if (kind == "rejected") continue;
+        if (kind == "rejected") return AfterEvent::read_on;
         Job job;
         job.id = id;
         job.name = e.at("job").get<std::string>();
@@ -126,11 +118,12 @@ RunReplay read_run_events(const std::string& events_path) {
         end_segment(ids.at(e.at("job").get<std::string>()), t);
       }
     } catch (const nlohmann::json::exception& x) {
-      throw DataError(fmt::format("{}:{}: '{}' event lacks a field ({})", events_path, number, kind, x.what()));
+      throw DataError(fmt::format("{}:{}: '{}' event lacks a field ({})", events_path, event.line, kind, x.what()));
     } catch (const std::out_of_range&) {
-      throw DataError(fmt::format("{}:{}: '{}' event names a job that was never submitted", events_path, number, kind));
+      throw DataError(fmt::format("{}:{}: '{}' event names a job that was never submitted", events_path, event.line, kind));
     }
-  }
+    return AfterEvent::read_on;
+  });
   if (!started) throw DataError(fmt::format("{}: no run_start event: not the event log of a recmix run", events_path));
   // Jobs still running when the log ends (an interrupted run) keep what they had.
   return run;
