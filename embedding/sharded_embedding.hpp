@@ -87,7 +87,7 @@ class ShardedEmbedding {
   void backward_finish(device::Stream& stream);
   // Whether the coming backward_start() is device work alone, with the same pointers and sizes
   // for every batch of its shape, so that a step may capture it once and replay it (a step
-  // piece, runtime/step_graphs.hpp): one rank, whole untiered fp32 tables in device memory, a
+  // piece, runtime/train/step_graphs.hpp): one rank, whole untiered fp32 tables in device memory, a
   // one-hot batch. (16-bit tables pass the step, which keys their rounding, by value.)
   bool backward_capturable() const;
   // The host side of backward_start() for a step that replays a graph captured from an earlier

@@ -7,6 +7,7 @@
 #include <queue>
 
 #include "core/error.hpp"
+#include "core/hot_rows.hpp"
 
 namespace recmix::embedding {
 
@@ -96,10 +97,7 @@ std::vector<std::int64_t> hot_rows_per_shard(std::int64_t budget_rows, const std
 std::int64_t hot_rows_for_fraction(std::int64_t rows, double hot_fraction) {
   RECMIX_REQUIRE(hot_fraction > 0 && hot_fraction <= 1, ConfigError,
                  fmt::format("'embedding.hot_fraction' = {} is outside (0, 1]", hot_fraction));
-  if (rows <= 0) return 0;
-  // Rounded up, but not past a product that is a whole number but for rounding (0.1 x 1000).
-  const double want = hot_fraction * static_cast<double>(rows) * (1 - 1e-12);
-  return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(want)), 1, rows);
+  return hot_rows_of_fraction(rows, hot_fraction);
 }
 
 }  // namespace recmix::embedding

@@ -1,4 +1,4 @@
-// Structured fuzz target for the checkpoint loader (runtime/checkpoint.hpp): a valid checkpoint
+// Structured fuzz target for the checkpoint loader (runtime/checkpoint/checkpoint.hpp): a valid checkpoint
 // of the small model in fuzz/checkpoint_model.hpp is written at start; each input is a list of
 // edits made to a copy through the HDF5 API (fuzz/h5_edits.hpp). The input's first byte says
 // whether the block checksums are then recomputed over the edited arrays, so that edits reach
@@ -22,7 +22,7 @@
 #include "fuzz/checkpoint_model.hpp"
 #include "fuzz/fuzz_files.hpp"
 #include "fuzz/h5_edits.hpp"
-#include "runtime/checkpoint_checksum.hpp"
+#include "runtime/checkpoint/checkpoint_checksum.hpp"
 
 namespace {
 

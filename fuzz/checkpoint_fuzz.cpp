@@ -1,4 +1,4 @@
-// Fuzz target for the checkpoint loader (runtime/checkpoint.hpp): the input is written to a file,
+// Fuzz target for the checkpoint loader (runtime/checkpoint/checkpoint.hpp): the input is written to a file,
 // read with read_checkpoint_meta and loaded with load_checkpoint into a small model (1 MPI rank,
 // CPU backend, tables of 10 and 30 rows, 3 dense features: the shape of the corpus's valid
 // checkpoints). A damaged file must be a recmix::Error (DataError, IoError) naming it; anything

@@ -12,9 +12,9 @@
 #include "comm/mpi/mpi_communicator.hpp"
 #include "device/memory_pool.hpp"
 #include "embedding/sharding_plan.hpp"
-#include "runtime/checkpoint.hpp"
-#include "runtime/dlrm_model.hpp"
-#include "runtime/job_spec.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/job_spec.hpp"
 
 namespace recmix::fuzz {
 

@@ -1,4 +1,4 @@
-// Fuzz target for the job-spec parser (runtime/job_spec.hpp): the input is TOML text. A spec is
+// Fuzz target for the job-spec parser (runtime/train/job_spec.hpp): the input is TOML text. A spec is
 // either parsed or refused with a recmix::Error (a ConfigError naming the key); anything else (a
 // crash, a sanitizer report, another exception such as std::out_of_range) is a finding. A spec
 // that parses must hold what the parser promises (docs/job-spec.md).
@@ -10,7 +10,7 @@
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
-#include "runtime/job_spec.hpp"
+#include "runtime/train/job_spec.hpp"
 
 namespace {
 

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/hot_rows.hpp"
 
 namespace recmix::sched {
 
@@ -48,14 +49,6 @@ double sparse_row_bytes(const JobSpec& spec) {
   return d * static_cast<double>(spec.table_bytes) + sparse_state_per_row(spec.sparse_optimizer, d) * kFloatBytes;
 }
 
-// The hot rows of a shard of `rows` rows for a hot fraction, as the runtime rounds it
-// (embedding::hot_rows_for_fraction): up, but not past a product that is whole but for rounding.
-std::int64_t hot_rows_for_fraction(std::int64_t rows, double hot_fraction) {
-  if (rows <= 0) return 0;
-  const double want = hot_fraction * static_cast<double>(rows) * (1 - 1e-12);
-  return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(want)), 1, rows);
-}
-
 // `hot` rows shared over the shard's entries in proportion to their rows: entry i gets the
 // difference of floor(hot x rows up to and including i / all rows) and the same up to i - 1.
 std::vector<std::int64_t> share_by_rows(std::int64_t hot, const RankShard& shard) {
@@ -92,7 +85,7 @@ DeviceTier device_tier(const JobSpec& spec, const RankShard& shard) {
   const std::int64_t step_rows = static_cast<std::int64_t>(spec.local_batch()) * spec.ranks * spec.shape.pooling;
   if (spec.tiering.device_budget == 0) {
     for (const auto& [table, rows] : shard.rows) {
-      tier.hot_rows.push_back(hot_rows_for_fraction(rows, spec.tiering.hot_fraction));
+      tier.hot_rows.push_back(hot_rows_of_fraction(rows, spec.tiering.hot_fraction));
       tier.staging_rows += std::min(rows - tier.hot_rows.back(), step_rows);
     }
     return tier;

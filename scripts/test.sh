@@ -7,9 +7,16 @@
 # without --reduced runs every test). This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh --with-slurm
-scripts/build.sh
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600)
-scripts/test-sanitizers.sh asan --reduced
-scripts/test-sanitizers.sh tsan
-scripts/test-sanitizers.sh fuzz
+# stage <command...>: runs it and says how long it took (CI's time budget is spent here).
+stage() {
+  local t0=$SECONDS
+  "$@"
+  echo "test.sh: '$*' took $((SECONDS - t0)) s"
+}
+stage scripts/install-deps.sh --with-slurm
+stage scripts/build.sh
+stage bash -c 'cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600'
+stage scripts/test-sanitizers.sh asan --reduced
+stage scripts/test-sanitizers.sh tsan
+stage scripts/test-sanitizers.sh fuzz
+echo "test.sh: every stage passed in ${SECONDS} s"

@@ -31,8 +31,8 @@
 #include "embedding/sharded_embedding.hpp"
 #include "embedding/sharding_plan.hpp"
 #include "mlp/mlp.hpp"
-#include "runtime/dlrm_model.hpp"
-#include "runtime/job_spec.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/job_spec.hpp"
 
 using namespace recmix;
 

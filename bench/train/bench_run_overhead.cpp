@@ -20,8 +20,8 @@
 #include "comm/mpi/mpi_communicator.hpp"
 #include "device/cpu/omp_wait_policy.hpp"
 #include "device/memory_pool.hpp"
-#include "runtime/dlrm_model.hpp"
-#include "runtime/job_spec.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/job_spec.hpp"
 
 using namespace recmix;
 

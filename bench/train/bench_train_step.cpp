@@ -20,8 +20,8 @@
 #include "device/cpu/omp_wait_policy.hpp"
 #include "device/memory_pool.hpp"
 #include "mlp/cpu/linear.hpp"
-#include "runtime/dlrm_model.hpp"
-#include "runtime/job_spec.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/job_spec.hpp"
 
 using namespace recmix;
 

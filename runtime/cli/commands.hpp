@@ -13,6 +13,6 @@ void add_sim_command(CLI::App& app);     // sim                 (sim_command.cpp
 void add_run_commands(CLI::App& app);    // run, submit, status (run_commands.cpp)
 void add_pairs_command(CLI::App& app);   // pairs               (pairs_command.cpp)
 void add_init_checkpoint_command(CLI::App& app);  // init-checkpoint (init_checkpoint_command.cpp)
-void add_report_command(CLI::App& app);  // report              (runtime/report/report_command.cpp)
+void add_report_command(CLI::App& app);  // report              (report_command.cpp)
 
 }  // namespace recmix::cli

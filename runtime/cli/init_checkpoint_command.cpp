@@ -9,11 +9,11 @@
 
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
-#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/cli/commands.hpp"
-#include "runtime/job_spec.hpp"
-#include "runtime/mpi_session.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/train/job_spec.hpp"
+#include "runtime/cli/mpi_session.hpp"
+#include "runtime/train/trainer.hpp"
 
 namespace recmix::cli {
 namespace {

@@ -9,13 +9,13 @@
 
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
-#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/stop_signals.hpp"
-#include "runtime/demo.hpp"
-#include "runtime/job_spec.hpp"
-#include "runtime/mpi_session.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/train/demo.hpp"
+#include "runtime/train/job_spec.hpp"
+#include "runtime/cli/mpi_session.hpp"
+#include "runtime/train/trainer.hpp"
 
 namespace recmix::cli {
 namespace {
@@ -72,6 +72,7 @@ void run_train(const TrainArgs& a) {
   options.resume = a.resume_latest ? "latest" : a.resume;
   options.stop_after = a.stop_after;
   options.allow_changes = a.allow_changes;
+  options.faults = runtime::TrainFaults::from_environment(spec.name, comm->rank());
   // A stop signal on any rank stops every rank at the same step (the trainer's status word), with
   // a checkpoint; the command then exits with kStoppedBySignal.
   const std::atomic<bool>& stop = install_stop_signals();

@@ -40,7 +40,7 @@ void Executor::handle(const Message& m) {
                                  {"error", std::string(e.kind()) + ": " + e.what()}}});
     }
   } else if (m.kind == "stop" || m.kind == "io_grant") {
-    const auto it = runners_.find(m.body.at("launch").get<int>());
+    const auto it = runners_.find(launch_of(m));
     if (it == runners_.end()) return;  // ended already
     if (m.kind == "stop")
       it->second->request_stop();

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/job_spec.hpp"
+#include "runtime/train/job_spec.hpp"
 
 namespace recmix::runtime {
 

@@ -11,9 +11,9 @@
 
 #include "core/error.hpp"
 #include "device/gpu_usage.hpp"
-#include "runtime/dlrm_model.hpp"
-#include "runtime/job_spec.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/job_spec.hpp"
+#include "runtime/train/trainer.hpp"
 
 namespace recmix::runtime::run {
 namespace {
@@ -27,32 +27,6 @@ double thread_cpu_seconds() {
 }
 
 }  // namespace
-
-nlohmann::json JobPlacement::to_json() const {
-  return {{"job", job},           {"launch", launch},     {"name", name},       {"spec_text", spec_text},
-          {"origin", origin},     {"base_dir", base_dir}, {"run_dir", run_dir}, {"ranks", ranks},
-          {"threads", threads},   {"device_kind", device_kind}, {"memory_share", memory_share}, {"priority", priority}, {"resume", resume},
-          {"sample_interval_s", sample_interval_s}};
-}
-
-JobPlacement JobPlacement::from_json(const nlohmann::json& j) {
-  JobPlacement p;
-  p.job = j.at("job").get<std::int64_t>();
-  p.launch = j.at("launch").get<int>();
-  p.name = j.at("name").get<std::string>();
-  p.spec_text = j.at("spec_text").get<std::string>();
-  p.origin = j.at("origin").get<std::string>();
-  p.base_dir = j.at("base_dir").get<std::string>();
-  p.run_dir = j.at("run_dir").get<std::string>();
-  p.ranks = j.at("ranks").get<std::vector<int>>();
-  p.threads = j.at("threads").get<int>();
-  p.device_kind = j.at("device_kind").get<std::string>();
-  p.memory_share = j.at("memory_share").get<std::uint64_t>();
-  p.priority = j.value("priority", 0);
-  p.resume = j.at("resume").get<bool>();
-  p.sample_interval_s = j.at("sample_interval_s").get<double>();
-  return p;
-}
 
 JobRunner::JobRunner(ControlPlane& plane, JobPlacement placement, std::unique_ptr<comm::Communicator> comm)
     : plane_(plane),
@@ -83,7 +57,7 @@ void JobRunner::gated_write(const std::function<void()>& write) {
     std::unique_lock lock(io_mutex_);
     io_granted_ = false;
     lock.unlock();
-    plane_.send_to_scheduler({"io_request", placement_.job, -1, {{"launch", placement_.launch}}});
+    plane_.send_to_scheduler(launch_message("io_request", placement_.job, placement_.launch));
     lock.lock();
     io_cv_.wait(lock, [&] { return io_granted_; });
   }
@@ -95,7 +69,7 @@ void JobRunner::gated_write(const std::function<void()>& write) {
     failure = std::current_exception();
   }
   comm_->barrier();
-  if (leader) plane_.send_to_scheduler({"io_release", placement_.job, -1, {{"launch", placement_.launch}}});
+  if (leader) plane_.send_to_scheduler(launch_message("io_release", placement_.job, placement_.launch));
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -157,6 +131,7 @@ void JobRunner::main() {
     if (p.resume) options.resume = "auto";  // a job stopped before its first checkpoint starts again
     options.stop_requested = [this] { return stop_.load(); };
     options.collective_io = [this](const std::function<void()>& write) { gated_write(write); };
+    options.faults = TrainFaults::from_environment(trainer.spec().name, comm_->rank());
     // Samples: means over sample_interval_s of the step time and its data wait, the pool's
     // bytes, and the share of the interval the job's thread was busy on a core.
     auto window_start = Clock::now();

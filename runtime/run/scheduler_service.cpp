@@ -18,7 +18,7 @@
 #include "sched/dlrm_profile.hpp"
 #include "sched/machine_model.hpp"
 #include "sched/memory_estimator.hpp"
-#include "runtime/run/job_runner.hpp"
+#include "runtime/run/messages.hpp"
 #include "runtime/run/scheduler_record.hpp"
 
 namespace recmix::runtime::run {
@@ -219,7 +219,7 @@ void SchedulerService::grant_next_io() {
     auto it = by_launch_.find(launch);
     if (it == by_launch_.end()) continue;  // the job ended meanwhile
     io_holder_ = launch;
-    plane_.send_to_executor(it->second->ranks.front(), {"io_grant", it->second->sjob.id, -1, {{"launch", launch}}});
+    plane_.send_to_executor(it->second->ranks.front(), launch_message("io_grant", it->second->sjob.id, launch));
   }
 }
 
@@ -276,7 +276,7 @@ void SchedulerService::stop_job(Record& r, nlohmann::json e) {
   e["ranks"] = r.ranks;
   e["launch"] = r.launch;
   event(e);
-  for (int g : r.ranks) plane_.send_to_executor(g, {"stop", r.sjob.id, -1, {{"launch", r.launch}}});
+  for (int g : r.ranks) plane_.send_to_executor(g, launch_message("stop", r.sjob.id, r.launch));
 }
 
 // The first sample a job's first rank takes alone replaces the roofline's compute share in its
@@ -412,7 +412,7 @@ void SchedulerService::note_failure(Record& r, int rank, const nlohmann::json& b
 }
 
 void SchedulerService::handle(const Message& m) {
-  const int launch = m.body.value("launch", -1);
+  const int launch = launch_of(m);
   if (m.kind == "io_release") {
     if (io_holder_ == launch) io_holder_ = -1;
     grant_next_io();

@@ -20,7 +20,7 @@
 #include "sched/dlrm_profile.hpp"
 #include "sched/machine_model.hpp"
 #include "sched/memory_estimator.hpp"
-#include "runtime/run/job_runner.hpp"
+#include "runtime/run/messages.hpp"
 #include "runtime/run/scheduler_record.hpp"
 
 namespace recmix::runtime::run {

@@ -9,7 +9,7 @@
 
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
-#include "runtime/mpi_session.hpp"
+#include "runtime/cli/mpi_session.hpp"
 
 int main(int argc, char** argv) {
   const bool non_blocking = argc > 1 && std::strcmp(argv[1], "nonblocking") == 0;

@@ -7,7 +7,7 @@
 
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
-#include "runtime/mpi_session.hpp"
+#include "runtime/cli/mpi_session.hpp"
 
 int main() {
   try {

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "core/error.hpp"
-#include "runtime/checkpoint.hpp"
-#include "runtime/checkpoint_write.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint_write.hpp"
 #include "trainer_test_support.hpp"
 
 namespace recmix::runtime {

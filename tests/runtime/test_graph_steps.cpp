@@ -15,7 +15,7 @@
 
 #include "core/error.hpp"
 #include "device/backend.hpp"
-#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 #include "trainer_test_support.hpp"
 
 using namespace recmix;

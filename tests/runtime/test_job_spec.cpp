@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "runtime/job_spec.hpp"
+#include "runtime/train/job_spec.hpp"
 
 using namespace recmix;
 using namespace recmix::runtime;

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/metrics.hpp"
+#include "runtime/train/metrics.hpp"
 
 using namespace recmix::runtime;
 

@@ -15,10 +15,10 @@
 #include "core/error.hpp"
 #include "device/memory_pool.hpp"
 #include "embedding/sharding_plan.hpp"
-#include "runtime/checkpoint.hpp"
-#include "runtime/checkpoint_write.hpp"
-#include "runtime/dlrm_model.hpp"
-#include "runtime/job_spec.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint_write.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/job_spec.hpp"
 
 namespace recmix::runtime {
 namespace {

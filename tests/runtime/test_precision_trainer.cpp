@@ -15,7 +15,7 @@
 #include "core/half.hpp"
 #include "data/h5.hpp"
 #include "embedding/half_kernels.hpp"
-#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 #include "trainer_test_support.hpp"
 
 using namespace recmix;

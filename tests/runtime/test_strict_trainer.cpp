@@ -9,7 +9,7 @@
 #include <mpi.h>
 
 #include "mlp/cpu/linear.hpp"
-#include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 #include "trainer_test_support.hpp"
 
 using namespace recmix;

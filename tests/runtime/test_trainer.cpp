@@ -17,9 +17,9 @@
 #include "data/h5.hpp"
 #include "data/reader.hpp"
 #include "data/synth.hpp"
-#include "runtime/checkpoint.hpp"
-#include "runtime/dlrm_model.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/trainer.hpp"
 #include "trainer_test_support.hpp"
 
 using namespace recmix;

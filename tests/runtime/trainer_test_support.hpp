@@ -15,8 +15,8 @@
 #include "data/h5.hpp"
 #include "data/reader.hpp"
 #include "data/synth.hpp"
-#include "runtime/dlrm_model.hpp"
-#include "runtime/trainer.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/trainer.hpp"
 
 namespace recmix::runtime::testing_support {
 

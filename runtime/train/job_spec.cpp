@@ -1,0 +1,338 @@
+#include "runtime/train/job_spec.hpp"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "core/error.hpp"
+
+namespace recmix::runtime {
+namespace {
+
+// Reads values from one TOML table, remembering which keys were used so that the rest can be
+// reported as unknown.
+class Section {
+ public:
+  Section(const toml::table* table, std::string path, std::string origin)
+      : table_(table), path_(std::move(path)), origin_(std::move(origin)) {}
+
+  std::string key_name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw ConfigError(fmt::format("{}: '{}' {}", origin_, key_name(key), what));
+  }
+
+  const toml::node* find(const std::string& key) {
+    used_.insert(key);
+    return table_ ? table_->get(key) : nullptr;
+  }
+
+  void read(const std::string& key, std::string& out) {
+    if (auto* n = find(key)) {
+      auto v = n->value<std::string>();
+      if (!v || !n->is_string()) fail(key, "must be a string");
+      out = *v;
+    }
+  }
+  void read(const std::string& key, bool& out) {
+    if (auto* n = find(key)) {
+      if (!n->is_boolean()) fail(key, "must be true or false");
+      out = *n->value<bool>();
+    }
+  }
+  // true, false or the string "auto", kept as "true", "false" or "auto".
+  void read_switch(const std::string& key, std::string& out) {
+    if (auto* n = find(key)) {
+      if (n->is_boolean())
+        out = *n->value<bool>() ? "true" : "false";
+      else if (n->is_string() && *n->value<std::string>() == "auto")
+        out = "auto";
+      else
+        fail(key, "must be true, false or \"auto\"");
+    }
+  }
+  template <class Int>
+    requires std::is_integral_v<Int>
+  void read_int(const std::string& key, Int& out, std::int64_t lo, std::int64_t hi) {
+    if (auto* n = find(key)) {
+      if (!n->is_integer()) fail(key, "must be an integer");
+      std::int64_t v = *n->value<std::int64_t>();
+      if (v < lo || v > hi) fail(key, fmt::format("must be between {} and {} (got {})", lo, hi, v));
+      out = static_cast<Int>(v);
+    }
+  }
+  void read_float(const std::string& key, float& out, double lo, double hi) {
+    double d = out;
+    read_double(key, d, lo, hi);
+    out = static_cast<float>(d);
+  }
+  void read_double(const std::string& key, double& out, double lo, double hi) {
+    if (auto* n = find(key)) {
+      if (!n->is_number()) fail(key, "must be a number");
+      double v = *n->value<double>();
+      if (!(v >= lo && v <= hi)) fail(key, fmt::format("must be between {} and {} (got {})", lo, hi, v));
+      out = v;
+    }
+  }
+  void read_bytes(const std::string& key, std::uint64_t& out) {
+    if (auto* n = find(key)) {
+      if (n->is_integer()) {
+        std::int64_t v = *n->value<std::int64_t>();
+        if (v < 0) fail(key, "must not be negative");
+        out = static_cast<std::uint64_t>(v);
+      } else if (n->is_string()) {
+        out = parse_byte_size(*n->value<std::string>(), key_name(key));
+      } else {
+        fail(key, "must be a byte count such as 4294967296 or \"4GiB\"");
+      }
+    }
+  }
+  template <class Int>
+  void read_int_list(const std::string& key, std::vector<Int>& out, std::int64_t lo) {
+    if (auto* n = find(key)) {
+      auto* arr = n->as_array();
+      if (!arr) fail(key, "must be a list of integers");
+      out.clear();
+      for (std::size_t i = 0; i < arr->size(); ++i) {
+        auto* e = arr->get(i);
+        if (!e->is_integer()) fail(key, fmt::format("element {} must be an integer", i));
+        std::int64_t v = *e->value<std::int64_t>();
+        if (v < lo) fail(key, fmt::format("element {} must be at least {} (got {})", i, lo, v));
+        if (v > std::numeric_limits<Int>::max())
+          fail(key, fmt::format("element {} must be at most {} (got {})", i, std::numeric_limits<Int>::max(), v));
+        out.push_back(static_cast<Int>(v));
+      }
+    }
+  }
+  void read_string_list(const std::string& key, std::vector<std::string>& out) {
+    if (auto* n = find(key)) {
+      if (n->is_string()) {
+        out = {*n->value<std::string>()};
+        return;
+      }
+      auto* arr = n->as_array();
+      if (!arr) fail(key, "must be a file name or a list of file names");
+      out.clear();
+      for (std::size_t i = 0; i < arr->size(); ++i) {
+        auto* e = arr->get(i);
+        if (!e->is_string()) fail(key, fmt::format("element {} must be a string", i));
+        out.push_back(*e->value<std::string>());
+      }
+    }
+  }
+  void one_of(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
+    for (const char* a : allowed)
+      if (value == a) return;
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    fail(key, fmt::format("must be one of {} (got \"{}\")", list, value));
+  }
+  Section sub(const std::string& key) {
+    const toml::node* n = find(key);
+    if (n && !n->is_table()) fail(key, "must be a table ([" + key_name(key) + "])");
+    return Section(n ? n->as_table() : nullptr, key_name(key), origin_);
+  }
+  // Every key present but never asked for is an error.
+  void reject_unknown() const {
+    if (!table_) return;
+    for (auto&& [k, v] : *table_) {
+      std::string key(k.str());
+      if (!used_.count(key))
+        throw ConfigError(fmt::format("{}: unknown key '{}'", origin_, key_name(key)));
+    }
+  }
+
+ private:
+  const toml::table* table_;
+  std::string path_, origin_;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+std::string resolve_path(const std::string& path, const std::string& base_dir) {
+  if (base_dir.empty() || path.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(base_dir) / path).lexically_normal().string();
+}
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("cannot open {} '{}'", what, path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::uint64_t parse_byte_size(const std::string& text, const std::string& key) {
+  // digits with at most one '.', then an optional unit: no sign, exponent, NaN or infinity
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  const std::string number = text.substr(0, i);
+  if (number.empty() || number == "." || number.find('.') != number.rfind('.'))
+    throw ConfigError(fmt::format("'{}': \"{}\" is not a byte size (example: \"4GiB\")", key, text));
+  const std::string too_large = fmt::format("'{}': \"{}\" is too large (it must be under 16 EiB)", key, text);
+  double value = 0;
+  try {
+    value = std::stod(number);
+  } catch (const std::out_of_range&) {
+    throw ConfigError(too_large);
+  }
+  std::string unit = text.substr(i);
+  unit.erase(0, unit.find_first_not_of(' '));
+  double scale = 1;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KiB" || unit == "K") scale = 1024.0;
+  else if (unit == "MiB" || unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB" || unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "KB") scale = 1e3;
+  else if (unit == "MB") scale = 1e6;
+  else if (unit == "GB") scale = 1e9;
+  else if (unit == "TB") scale = 1e12;
+  else throw ConfigError(fmt::format("'{}': unknown unit \"{}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB)", key, unit));
+  const double bytes = value * scale;
+  if (!(bytes < 18446744073709551616.0))  // 2^64: the conversion below would not be defined
+    throw ConfigError(too_large);
+  return static_cast<std::uint64_t>(bytes);
+}
+
+JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, const std::string& base_dir) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    throw ConfigError(fmt::format("{}:{}:{}: {}", origin, where.line, where.column, e.description()));
+  }
+  JobSpec spec;
+  spec.source_text = toml_text;
+  Section top(&root, "", origin);
+  top.read("name", spec.name);
+  if (spec.name.empty() || spec.name.find('/') != std::string::npos) top.fail("name", "must be a non-empty name without '/'");
+  top.read_int("seed", spec.seed, 0, INT64_MAX);
+  top.read("run_dir", spec.run_dir);
+  top.read("sharding", spec.sharding);
+
+  auto model = top.sub("model");
+  ModelSpec& m = spec.model;
+  model.read_int_list("tables", m.table_rows, 1);
+  model.read_int("embedding_dim", m.embedding_dim, 1, 4096);
+  model.read_int_list("bottom_mlp", m.bottom_mlp, 1);
+  model.read_int_list("top_mlp", m.top_mlp, 1);
+  model.read("interaction", m.interaction);
+  model.one_of("interaction", m.interaction, {"dot", "cat"});
+  model.read("pooling", m.pooling);
+  model.one_of("pooling", m.pooling, {"sum", "mean"});
+  if (m.bottom_mlp.empty()) model.fail("bottom_mlp", "must name at least one layer");
+  if (m.bottom_mlp.back() != m.embedding_dim)
+    model.fail("bottom_mlp", fmt::format("must end in embedding_dim = {} (the dot interaction stacks it with the embeddings; got {})",
+                                         m.embedding_dim, m.bottom_mlp.back()));
+  if (m.top_mlp.empty() || m.top_mlp.back() != 1) model.fail("top_mlp", "must end in a layer of width 1 (the click probability)");
+  model.reject_unknown();
+
+  auto emb = top.sub("embedding");
+  EmbeddingSpec& e = spec.embedding;
+  if (auto* n = emb.find("hot_fraction")) {
+    if (!n->is_number()) emb.fail("hot_fraction", "must be a number");
+    e.hot_fraction = *n->value<double>();
+    if (!(e.hot_fraction > 0 && e.hot_fraction <= 1))
+      emb.fail("hot_fraction", fmt::format("must be in (0, 1] (got {})", e.hot_fraction));
+  }
+  emb.read_bytes("device_budget", e.device_budget);
+  if (emb.find("device_budget") && e.device_budget == 0) emb.fail("device_budget", "must be above 0 bytes");
+  if (e.hot_fraction > 0 && e.device_budget > 0)
+    emb.fail("device_budget", "and 'embedding.hot_fraction' are alternatives: give one of them");
+  emb.read("hot_set", e.hot_set);
+  emb.one_of("hot_set", e.hot_set, {"counts", "lfu"});
+  emb.read_int("rerank_interval", e.rerank_interval, 0, INT64_MAX);
+  emb.read("cold_update", e.cold_update);
+  emb.one_of("cold_update", e.cold_update, {"device", "host"});
+  emb.reject_unknown();
+
+  auto opt = top.sub("optimizer");
+  OptimizerSpec& o = spec.optimizer;
+  opt.read("dense", o.dense);
+  opt.one_of("dense", o.dense, {"sgd", "adagrad", "adam"});
+  opt.read("sparse", o.sparse);
+  opt.one_of("sparse", o.sparse, {"sgd", "adagrad", "rowwise_adagrad"});
+  opt.read_float("lr", o.lr, 1e-12, 1e6);
+  opt.read_float("sparse_lr", o.sparse_lr, 1e-12, 1e6);
+  opt.read_float("eps", o.eps, 0, 1);
+  opt.read_float("initial_accumulator", o.initial_accumulator, 0, 1e6);
+  opt.reject_unknown();
+
+  auto data = top.sub("data");
+  data.read_string_list("train", spec.data.train);
+  data.read_string_list("eval", spec.data.eval);
+  data.read("shuffle", spec.data.shuffle);
+  data.read_int("shuffle_window", spec.data.shuffle_window, 0, INT64_MAX);
+  data.read_int("prefetch", spec.data.prefetch, 0, 64);
+  data.reject_unknown();
+  if (spec.data.train.empty()) throw ConfigError(origin + ": 'data.train' is required (one HDF5 file or a list)");
+  for (auto& f : spec.data.train) f = resolve_path(f, base_dir);
+  for (auto& f : spec.data.eval) f = resolve_path(f, base_dir);
+
+  auto train = top.sub("train");
+  TrainSpec& t = spec.train;
+  train.read_int("batch_size", t.batch_size, 1, 1 << 24);
+  train.read_int("steps", t.steps, 0, INT64_MAX);
+  train.read_int("epochs", t.epochs, 1, 1 << 20);
+  train.read_int("eval_interval", t.eval_interval, 0, INT64_MAX);
+  train.read_int("eval_batches", t.eval_batches, 0, INT64_MAX);
+  train.read_double("log_interval_s", t.log_interval_s, 0, 86400);
+  train.reject_unknown();
+
+  auto ckpt = top.sub("checkpoint");
+  ckpt.read("dir", spec.checkpoint.dir);
+  ckpt.read_int("interval", spec.checkpoint.interval, 0, INT64_MAX);
+  ckpt.read_int("keep", spec.checkpoint.keep, 1, 1000);
+  ckpt.read("async", spec.checkpoint.async);
+  ckpt.read("when_busy", spec.checkpoint.when_busy);
+  ckpt.one_of("when_busy", spec.checkpoint.when_busy, {"wait", "skip"});
+  ckpt.reject_unknown();
+
+  auto dev = top.sub("device");
+  dev.read("kind", spec.device.kind);
+  dev.one_of("kind", spec.device.kind, {"cpu", "cuda", "cpu-strict"});
+  dev.read_int("threads", spec.device.threads, 1, 1024);
+  dev.read("dense_replicas", spec.device.dense_replicas);
+  dev.one_of("dense_replicas", spec.device.dense_replicas, {"auto", "on", "off"});
+  dev.read("gemm", spec.device.gemm);
+  dev.one_of("gemm", spec.device.gemm, {"auto", "openblas", "onednn"});
+  dev.read_switch("graphs", spec.device.graphs);
+  dev.read_switch("l2_window", spec.device.l2_window);
+  dev.read_bytes("memory_capacity", spec.device.memory_capacity);
+  dev.read_bytes("host_memory_capacity", spec.device.host_memory_capacity);
+  dev.reject_unknown();
+
+  auto prec = top.sub("precision");
+  PrecisionSpec& pr = spec.precision;
+  prec.read("dense", pr.dense);
+  prec.one_of("dense", pr.dense, {"fp32", "tf32", "bf16", "auto"});
+  prec.read("embedding", pr.embedding);
+  prec.one_of("embedding", pr.embedding, {"fp32", "fp16", "bf16"});
+  prec.read("rounding", pr.rounding);
+  prec.one_of("rounding", pr.rounding, {"stochastic", "nearest"});
+  prec.reject_unknown();
+
+  top.reject_unknown();
+
+  if (spec.run_dir.empty()) spec.run_dir = "runs/" + spec.name;
+  spec.run_dir = resolve_path(spec.run_dir, base_dir);
+  if (spec.checkpoint.dir.empty()) spec.checkpoint.dir = (std::filesystem::path(spec.run_dir) / "checkpoints").string();
+  else spec.checkpoint.dir = resolve_path(spec.checkpoint.dir, base_dir);
+  return spec;
+}
+
+JobSpec load_job_spec(const std::string& path) {
+  auto base = std::filesystem::path(path).parent_path().string();
+  return parse_job_spec(read_text_file(path, "job spec"), path, base);
+}
+
+}  // namespace recmix::runtime

@@ -1,0 +1,58 @@
+#include "runtime/train/train_faults.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace recmix::runtime {
+namespace {
+
+template <class T>
+bool parse_number(std::string_view s, T& out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+}  // namespace
+
+TrainFaults TrainFaults::parse(std::string_view text, std::string_view job, int rank) {
+  const auto bad = [&](std::string_view why) {
+    return ConfigError(fmt::format("RECMIX_FAULT_INJECTION='{}': {} (expected <job>:<step>:<rank>[:after|mid|"
+                                   "checkpoint|nan|stall])", text, why));
+  };
+  TrainFaults f;
+  std::string_view rest = text;
+  using namespace std::string_view_literals;
+  for (const auto& [suffix, where] : {std::pair{":mid"sv, Where::mid}, std::pair{":checkpoint"sv, Where::checkpoint},
+                                      std::pair{":nan"sv, Where::nan}, std::pair{":stall"sv, Where::stall},
+                                      std::pair{":after"sv, Where::after}})
+    if (rest.size() > suffix.size() && rest.ends_with(suffix)) {
+      f.where = where;
+      rest.remove_suffix(suffix.size());
+      break;
+    }
+  // The job's name may itself hold colons: the step and the rank are the last two fields.
+  const auto a = rest.rfind(':');
+  const auto b = a == std::string_view::npos || a == 0 ? std::string_view::npos : rest.rfind(':', a - 1);
+  if (b == std::string_view::npos || b == 0) throw bad("not <job>:<step>:<rank>");
+  std::int64_t step = 0;
+  int fault_rank = 0;
+  if (!parse_number(rest.substr(b + 1, a - b - 1), step) || step < 1) throw bad("the step is not a whole number >= 1");
+  if (!parse_number(rest.substr(a + 1), fault_rank) || fault_rank < 0)
+    throw bad("the rank is not a whole number >= 0 (or the place is not one of after, mid, checkpoint, nan, stall)");
+  if (rest.substr(0, b) != job || fault_rank != rank) return TrainFaults{};
+  f.step = step;
+  return f;
+}
+
+TrainFaults TrainFaults::from_environment(std::string_view job, int rank) {
+  const char* text = std::getenv("RECMIX_FAULT_INJECTION");
+  return text == nullptr || *text == '\0' ? TrainFaults{} : parse(text, job, rank);
+}
+
+}  // namespace recmix::runtime
