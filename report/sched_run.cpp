@@ -11,6 +11,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "sched/run_events.hpp"
 
 namespace recmix::report {
 
@@ -19,7 +20,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr int kReasonsShown = 3;
 
 double number_or_nan(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
@@ -55,6 +55,258 @@ struct JobTrack {
   std::vector<std::size_t> open;  // its placements not yet ended
 };
 
+// A SchedRun built from events.jsonl, one event at a time, one method per kind of event; each
+// job's figures are kept in its track until the events end.
+class RunFromEvents {
+ public:
+  explicit RunFromEvents(SchedRun& run) : run_(run) {}
+
+  // Reads the file into the run; its lines that are not events are skipped and noted.
+  void read(const fs::path& events_path) {
+    std::ifstream in(events_path);
+    if (!in) throw IoError(fmt::format("{}: cannot read", events_path.string()));
+    const sched::EventLines read =
+        sched::read_event_lines(in, events_path.string(), sched::BadLines::skip, [&](const sched::RunEvent& e) {
+          add(e);
+          return sched::AfterEvent::read_on;
+        });
+    run_.event_lines = read.lines;
+    run_.skipped_lines = read.skipped;
+    if (read.skipped > 0)
+      run_.notes.push_back(fmt::format("{}: skipped {} of {} lines ({}{})", events_path.string(), read.skipped,
+                                       read.lines, join(read.reasons, "; "),
+                                       read.skipped > static_cast<std::int64_t>(read.reasons.size()) ? "; ..." : ""));
+  }
+
+  // After the last event: the span, placements still open drawn to its end, slots, the jobs' figures.
+  void finish(const fs::path& events_path) {
+    run_.span_s = std::isfinite(run_end_) ? std::max(run_end_, last_t_) : last_t_;
+    for (Placement& p : run_.placements)
+      if (p.ended_by == "running") p.end_s = run_.span_s;
+    if (!std::isfinite(run_end_) && !run_.placements.empty())
+      run_.notes.push_back(fmt::format("{}: no run_end event (the run is going on, or was interrupted); jobs still "
+                                       "running are drawn to the last event, at {:.1f} s",
+                                       events_path.string(), last_t_));
+    assign_slots(run_.placements);
+    for (const auto& name : run_.job_names) run_.jobs.push_back(tracks_[name].figures);
+  }
+
+ private:
+  void add(const sched::RunEvent& e) {
+    last_t_ = std::max(last_t_, e.t);
+    if (e.kind == "run_start") return run_start(e);
+    if (e.kind == "run_end") return run_end(e);
+    if (e.job.empty()) return;  // rejected files, terminating
+    if (e.kind == "submitted") return submitted(e);
+    if (e.kind == "arrival") return arrival(e);
+    if (e.kind == "start") return start(e);
+    if (e.kind == "sample") return sample(e);
+    if (e.kind == "preempt" || e.kind == "move_apart" || e.kind == "stop") return stop_asked(e);
+    if (e.kind == "stopped") return stopped(e);
+    if (e.kind == "finished" || e.kind == "failed" || e.kind == "stuck" || e.kind == "memory_restart") return ended(e);
+  }
+
+  void run_start(const sched::RunEvent& e) {
+    run_.ranks = std::max(run_.ranks, e.fields.value("ranks", 0));
+    run_.policy = string_or_empty(e.fields, "policy");
+    run_.memory_capacity_bytes = number_or_nan(e.fields, "memory_capacity_bytes");
+  }
+
+  void run_end(const sched::RunEvent& e) {
+    run_end_ = number_or_nan(e.fields, "makespan_s");
+    if (!std::isfinite(run_end_)) run_end_ = e.t;
+  }
+
+  void submitted(const sched::RunEvent& e) {
+    JobTrack& tr = track(e.job);
+    tr.figures.estimate_bytes = number_or_nan(e.fields, "estimate_bytes");
+    if (e.fields.contains("ranks") && e.fields["ranks"].is_number_integer())
+      tr.figures.ranks = std::to_string(e.fields["ranks"].get<int>());
+  }
+
+  void arrival(const sched::RunEvent& e) {
+    JobTrack& tr = track(e.job);
+    tr.figures.arrival_s = e.t;
+    tr.queued_since = e.t;
+  }
+
+  // A placement opens on each of its ranks.
+  void start(const sched::RunEvent& e) {
+    JobTrack& tr = track(e.job);
+    const std::vector<int> ranks = int_list(e.fields, "ranks");
+    if (!std::isfinite(tr.figures.first_start_s)) tr.figures.first_start_s = e.t;
+    if (std::isfinite(tr.queued_since)) tr.figures.queued_s += e.t - tr.queued_since;
+    tr.queued_since = kNaN;
+    tr.figures.state = "running";
+    if (std::isfinite(number_or_nan(e.fields, "estimate_bytes")))
+      tr.figures.estimate_bytes = number_or_nan(e.fields, "estimate_bytes");
+    std::vector<std::string> names;
+    for (int r : ranks) {
+      names.push_back(std::to_string(r));
+      Placement p;
+      p.job = e.job;
+      p.rank = r;
+      p.begin_s = p.end_s = e.t;
+      p.ended_by = "running";
+      p.resumed = e.fields.value("resume", false);
+      tr.open.push_back(run_.placements.size());
+      run_.placements.push_back(p);
+      run_.ranks = std::max(run_.ranks, r + 1);
+    }
+    tr.figures.ranks = join(names, ",");
+  }
+
+  void sample(const sched::RunEvent& e) {
+    track(e.job);
+    RankSample s;
+    s.t = e.t;
+    s.job = static_cast<int>(std::find(run_.job_names.begin(), run_.job_names.end(), e.job) - run_.job_names.begin());
+    s.rank = e.fields.value("rank", 0);
+    s.busy_share = number_or_nan(e.fields, "busy_share");
+    s.pool_current_bytes = number_or_nan(e.fields, "pool_current_bytes");
+    s.pool_peak_bytes = number_or_nan(e.fields, "pool_peak_bytes");
+    s.gpu_util = number_or_nan(e.fields, "gpu_util");
+    run_.samples.push_back(s);
+    run_.ranks = std::max(run_.ranks, s.rank + 1);
+  }
+
+  // preempt, move_apart, stop: the job runs on until its checkpoint ("stopped").
+  void stop_asked(const sched::RunEvent& e) {
+    JobTrack& tr = track(e.job);
+    end_open(tr, e.t, e.kind, false);
+    tr.stopping = true;
+    ++tr.figures.preemptions;
+  }
+
+  void stopped(const sched::RunEvent& e) {
+    JobTrack& tr = track(e.job);
+    end_open(tr, e.t, "stop", true);
+    tr.stopping = false;
+    tr.figures.state = "queued";
+    tr.queued_since = e.t;
+  }
+
+  // finished, failed, stuck, memory_restart (which queues the job again).
+  void ended(const sched::RunEvent& e) {
+    JobTrack& tr = track(e.job);
+    end_open(tr, e.t, e.kind, true);
+    if (e.kind == "memory_restart") {
+      tr.figures.state = "queued";
+      tr.queued_since = e.t;
+      return;
+    }
+    tr.figures.state = e.kind == "stuck" ? "failed" : e.kind;
+    tr.figures.steps = e.fields.value("step", tr.figures.steps);
+    if (std::isfinite(number_or_nan(e.fields, "measured_peak_bytes")))
+      tr.figures.measured_peak_bytes = number_or_nan(e.fields, "measured_peak_bytes");
+    if (e.fields.contains("error") && e.fields["error"].is_string())
+      tr.figures.error = e.fields["error"].get<std::string>();
+    if (std::isfinite(tr.figures.arrival_s)) tr.figures.jct_s = e.t - tr.figures.arrival_s;
+  }
+
+  // The job's track, a new one (queued, figures unknown) at its first event.
+  JobTrack& track(const std::string& name) {
+    auto it = tracks_.find(name);
+    if (it != tracks_.end()) return it->second;
+    run_.job_names.push_back(name);
+    JobTrack& t = tracks_[name];
+    t.figures.name = name;
+    t.figures.state = "queued";
+    t.figures.arrival_s = t.figures.first_start_s = t.figures.jct_s = kNaN;
+    t.figures.estimate_bytes = t.figures.measured_peak_bytes = kNaN;
+    t.figures.samples_per_s_alone = t.figures.samples_per_s_colocated = kNaN;
+    return t;
+  }
+
+  // Ends the job's open placements at `at`; `why` is kept by those that no earlier event ended.
+  void end_open(JobTrack& t, double at, const std::string& why, bool close) {
+    for (std::size_t i : t.open) {
+      Placement& p = run_.placements[i];
+      if (p.ended_by == "running") {
+        p.ended_by = why;
+        p.ended_at_s = at;
+      }
+      p.end_s = at;
+    }
+    if (close) t.open.clear();
+  }
+
+  SchedRun& run_;
+  std::map<std::string, JobTrack> tracks_;
+  double last_t_ = 0, run_end_ = kNaN;
+};
+
+// One job of summary.json's "jobs": its figures replace those from the events.
+void add_summary_job(const nlohmann::json& j, SchedRun& run) {
+  const std::string name = string_or_empty(j, "name");
+  auto it = std::find_if(run.jobs.begin(), run.jobs.end(), [&](const JobFigures& f) { return f.name == name; });
+  if (it == run.jobs.end()) {
+    run.job_names.push_back(name);
+    JobFigures f;
+    f.name = name;
+    f.arrival_s = f.first_start_s = kNaN;
+    run.jobs.push_back(f);
+    it = run.jobs.end() - 1;
+  }
+  JobFigures& f = *it;
+  f.state = string_or_empty(j, "state");
+  std::vector<std::string> ranks;
+  for (int r : int_list(j, "ranks")) ranks.push_back(std::to_string(r));
+  if (!ranks.empty()) f.ranks = join(ranks, ",");
+  f.steps = j.value("steps", f.steps);
+  f.queued_s = number_or_nan(j, "queued_s");
+  f.jct_s = number_or_nan(j, "jct_s");
+  if (f.jct_s < 0) f.jct_s = kNaN;
+  f.samples_per_s_alone = number_or_nan(j, "samples_per_s_alone");
+  f.samples_per_s_colocated = number_or_nan(j, "samples_per_s_colocated");
+  f.estimate_bytes = number_or_nan(j, "estimate_bytes");
+  f.measured_peak_bytes = number_or_nan(j, "measured_peak_bytes");
+  f.preemptions = j.value("preemptions", f.preemptions);
+  std::vector<std::string> partners;
+  if (j.contains("partners") && j["partners"].is_array())
+    for (const auto& p : j["partners"])
+      if (p.is_string()) partners.push_back(p.get<std::string>());
+  f.partners = join(partners, ", ");
+  if (j.contains("error") && j["error"].is_string()) f.error = j["error"].get<std::string>();
+}
+
+// summary.json: the scheduler's own figures, where the run wrote them.
+void read_summary(const fs::path& summary_path, SchedRun& run) {
+  if (!fs::is_regular_file(summary_path)) {
+    run.notes.push_back(fmt::format("{}: absent (the run is going on, or was interrupted); the per-job figures come "
+                                    "from the events", summary_path.string()));
+    return;
+  }
+  std::ifstream in(summary_path);
+  const nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
+  if (s.is_discarded() || !s.is_object()) {
+    run.notes.push_back(fmt::format("{}: not JSON (truncated?); the per-job figures come from the events",
+                                    summary_path.string()));
+    return;
+  }
+  run.have_summary = true;
+  if (run.policy.empty()) run.policy = string_or_empty(s, "policy");
+  run.ranks = std::max(run.ranks, s.value("ranks", 0));
+  if (s.contains("jobs") && s["jobs"].is_array())
+    for (const auto& j : s["jobs"])
+      if (j.is_object()) add_summary_job(j, run);
+  if (s.contains("rank_usage") && s["rank_usage"].is_array())
+    for (const auto& r : s["rank_usage"])
+      if (r.is_object())
+        run.rank_figures.push_back({r.value("rank", 0), number_or_nan(r, "busy_share"), number_or_nan(r, "peak_bytes")});
+}
+
+// Each job's own training run, under jobs/<name>/.
+void read_job_runs(const std::string& dir, SchedRun& run) {
+  for (const auto& name : run.job_names) {
+    const fs::path job_dir = fs::path(dir) / "jobs" / name;
+    if (is_training_run(job_dir.string()))
+      run.job_runs.push_back(read_training_run(job_dir.string(), name));
+    else
+      run.notes.push_back(fmt::format("{}: no metrics.jsonl or train.log; no curves for job '{}'", job_dir.string(), name));
+  }
+}
+
 }  // namespace
 
 bool is_sched_run(const std::string& dir) {
@@ -85,220 +337,14 @@ SchedRun read_sched_run(const std::string& dir) {
   run.dir = dir;
   if (!is_sched_run(dir)) throw IoError(fmt::format("{}: not a recmix run directory (no events.jsonl or summary.json)", dir));
   const fs::path events_path = fs::path(dir) / "events.jsonl", summary_path = fs::path(dir) / "summary.json";
-
-  std::map<std::string, JobTrack> tracks;
-  auto track = [&](const std::string& name) -> JobTrack& {
-    auto it = tracks.find(name);
-    if (it != tracks.end()) return it->second;
-    run.job_names.push_back(name);
-    JobTrack& t = tracks[name];
-    t.figures.name = name;
-    t.figures.state = "queued";
-    t.figures.arrival_s = t.figures.first_start_s = t.figures.jct_s = kNaN;
-    t.figures.estimate_bytes = t.figures.measured_peak_bytes = kNaN;
-    t.figures.samples_per_s_alone = t.figures.samples_per_s_colocated = kNaN;
-    return t;
-  };
-  auto end_open = [&](JobTrack& t, double at, const std::string& why, bool close) {
-    for (std::size_t i : t.open) {
-      Placement& p = run.placements[i];
-      if (p.ended_by == "running") {
-        p.ended_by = why;
-        p.ended_at_s = at;
-      }
-      p.end_s = at;
-    }
-    if (close) t.open.clear();
-  };
-
-  double last_t = 0, run_end = kNaN;
-  if (fs::is_regular_file(events_path)) {
-    std::ifstream in(events_path);
-    if (!in) throw IoError(fmt::format("{}: cannot read", events_path.string()));
-    std::string line;
-    std::vector<std::string> reasons;
-    while (std::getline(in, line)) {
-      ++run.event_lines;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-      const bool usable = !e.is_discarded() && e.is_object() && e.contains("event") && e["event"].is_string() &&
-                          e.contains("t") && e["t"].is_number();
-      if (!usable) {
-        ++run.skipped_lines;
-        if (reasons.size() < kReasonsShown)
-          reasons.push_back(fmt::format("line {}: {}", run.event_lines,
-                                        e.is_discarded() ? "not JSON (truncated?)" : "not an event (no \"event\" or \"t\")"));
-        continue;
-      }
-      try {  // a field of another type than the event kind documents: the line is skipped
-        const std::string kind = e["event"].get<std::string>();
-        const double t = e["t"].get<double>();
-        last_t = std::max(last_t, t);
-        const std::string job = string_or_empty(e, "job");
-        if (kind == "run_start") {
-          run.ranks = std::max(run.ranks, e.value("ranks", 0));
-          run.policy = string_or_empty(e, "policy");
-          run.memory_capacity_bytes = number_or_nan(e, "memory_capacity_bytes");
-        } else if (kind == "run_end") {
-          run_end = number_or_nan(e, "makespan_s");
-          if (!std::isfinite(run_end)) run_end = t;
-        } else if (job.empty()) {
-          continue;  // rejected files, terminating
-        } else if (kind == "submitted") {
-          JobTrack& tr = track(job);
-          tr.figures.estimate_bytes = number_or_nan(e, "estimate_bytes");
-          if (e.contains("ranks") && e["ranks"].is_number_integer()) tr.figures.ranks = std::to_string(e["ranks"].get<int>());
-        } else if (kind == "arrival") {
-          JobTrack& tr = track(job);
-          tr.figures.arrival_s = t;
-          tr.queued_since = t;
-        } else if (kind == "start") {
-          JobTrack& tr = track(job);
-          const std::vector<int> ranks = int_list(e, "ranks");
-          if (!std::isfinite(tr.figures.first_start_s)) tr.figures.first_start_s = t;
-          if (std::isfinite(tr.queued_since)) tr.figures.queued_s += t - tr.queued_since;
-          tr.queued_since = kNaN;
-          tr.figures.state = "running";
-          if (std::isfinite(number_or_nan(e, "estimate_bytes"))) tr.figures.estimate_bytes = number_or_nan(e, "estimate_bytes");
-          std::vector<std::string> names;
-          for (int r : ranks) {
-            names.push_back(std::to_string(r));
-            Placement p;
-            p.job = job;
-            p.rank = r;
-            p.begin_s = p.end_s = t;
-            p.ended_by = "running";
-            p.resumed = e.value("resume", false);
-            tr.open.push_back(run.placements.size());
-            run.placements.push_back(p);
-            run.ranks = std::max(run.ranks, r + 1);
-          }
-          tr.figures.ranks = join(names, ",");
-        } else if (kind == "sample") {
-          JobTrack& tr = track(job);
-          (void)tr;
-          RankSample s;
-          s.t = t;
-          s.job = static_cast<int>(std::find(run.job_names.begin(), run.job_names.end(), job) - run.job_names.begin());
-          s.rank = e.value("rank", 0);
-          s.busy_share = number_or_nan(e, "busy_share");
-          s.pool_current_bytes = number_or_nan(e, "pool_current_bytes");
-          s.pool_peak_bytes = number_or_nan(e, "pool_peak_bytes");
-          s.gpu_util = number_or_nan(e, "gpu_util");
-          run.samples.push_back(s);
-          run.ranks = std::max(run.ranks, s.rank + 1);
-        } else if (kind == "preempt" || kind == "move_apart" || kind == "stop") {
-          JobTrack& tr = track(job);
-          end_open(tr, t, kind, false);  // the job runs on until its checkpoint ("stopped")
-          tr.stopping = true;
-          ++tr.figures.preemptions;
-        } else if (kind == "stopped") {
-          JobTrack& tr = track(job);
-          end_open(tr, t, "stop", true);
-          tr.stopping = false;
-          tr.figures.state = "queued";
-          tr.queued_since = t;
-        } else if (kind == "finished" || kind == "failed" || kind == "stuck" || kind == "memory_restart") {
-          JobTrack& tr = track(job);
-          end_open(tr, t, kind, true);
-          if (kind == "memory_restart") {
-            tr.figures.state = "queued";
-            tr.queued_since = t;
-            continue;
-          }
-          tr.figures.state = kind == "stuck" ? "failed" : kind;
-          tr.figures.steps = e.value("step", tr.figures.steps);
-          if (std::isfinite(number_or_nan(e, "measured_peak_bytes")))
-            tr.figures.measured_peak_bytes = number_or_nan(e, "measured_peak_bytes");
-          if (e.contains("error") && e["error"].is_string()) tr.figures.error = e["error"].get<std::string>();
-          if (std::isfinite(tr.figures.arrival_s)) tr.figures.jct_s = t - tr.figures.arrival_s;
-        }
-      } catch (const nlohmann::json::exception& x) {
-        ++run.skipped_lines;
-        if (reasons.size() < kReasonsShown)
-          reasons.push_back(fmt::format("line {}: a field of the wrong type ({})", run.event_lines, x.what()));
-      }
-    }
-    if (in.bad()) throw IoError(fmt::format("{}: read error after line {}", events_path.string(), run.event_lines));
-    if (run.skipped_lines > 0)
-      run.notes.push_back(fmt::format("{}: skipped {} of {} lines ({}{})", events_path.string(), run.skipped_lines,
-                                      run.event_lines, join(reasons, "; "), run.skipped_lines > kReasonsShown ? "; ..." : ""));
-  } else {
+  RunFromEvents events(run);
+  if (fs::is_regular_file(events_path))
+    events.read(events_path);
+  else
     run.notes.push_back(fmt::format("{}: absent; no placements, utilisation or memory over time", events_path.string()));
-  }
-  run.span_s = std::isfinite(run_end) ? std::max(run_end, last_t) : last_t;
-  for (Placement& p : run.placements)
-    if (p.ended_by == "running") p.end_s = run.span_s;
-  if (!std::isfinite(run_end) && !run.placements.empty())
-    run.notes.push_back(fmt::format("{}: no run_end event (the run is going on, or was interrupted); jobs still running "
-                                    "are drawn to the last event, at {:.1f} s", events_path.string(), last_t));
-  assign_slots(run.placements);
-  for (const auto& name : run.job_names) run.jobs.push_back(tracks[name].figures);
-
-  // summary.json: the scheduler's own figures, where the run wrote them.
-  if (fs::is_regular_file(summary_path)) {
-    std::ifstream in(summary_path);
-    nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
-    if (s.is_discarded() || !s.is_object()) {
-      run.notes.push_back(fmt::format("{}: not JSON (truncated?); the per-job figures come from the events",
-                                      summary_path.string()));
-    } else {
-      run.have_summary = true;
-      if (run.policy.empty()) run.policy = string_or_empty(s, "policy");
-      run.ranks = std::max(run.ranks, s.value("ranks", 0));
-      if (s.contains("jobs") && s["jobs"].is_array()) {
-        for (const auto& j : s["jobs"]) {
-          if (!j.is_object()) continue;
-          const std::string name = string_or_empty(j, "name");
-          auto it = std::find_if(run.jobs.begin(), run.jobs.end(), [&](const JobFigures& f) { return f.name == name; });
-          if (it == run.jobs.end()) {
-            run.job_names.push_back(name);
-            JobTrack& tr = tracks[name];
-            tr.figures.name = name;
-            tr.figures.arrival_s = tr.figures.first_start_s = kNaN;
-            run.jobs.push_back(tr.figures);
-            it = run.jobs.end() - 1;
-          }
-          JobFigures& f = *it;
-          f.state = string_or_empty(j, "state");
-          std::vector<std::string> ranks;
-          for (int r : int_list(j, "ranks")) ranks.push_back(std::to_string(r));
-          if (!ranks.empty()) f.ranks = join(ranks, ",");
-          f.steps = j.value("steps", f.steps);
-          f.queued_s = number_or_nan(j, "queued_s");
-          f.jct_s = number_or_nan(j, "jct_s");
-          if (f.jct_s < 0) f.jct_s = kNaN;
-          f.samples_per_s_alone = number_or_nan(j, "samples_per_s_alone");
-          f.samples_per_s_colocated = number_or_nan(j, "samples_per_s_colocated");
-          f.estimate_bytes = number_or_nan(j, "estimate_bytes");
-          f.measured_peak_bytes = number_or_nan(j, "measured_peak_bytes");
-          f.preemptions = j.value("preemptions", f.preemptions);
-          std::vector<std::string> partners;
-          if (j.contains("partners") && j["partners"].is_array())
-            for (const auto& p : j["partners"])
-              if (p.is_string()) partners.push_back(p.get<std::string>());
-          f.partners = join(partners, ", ");
-          if (j.contains("error") && j["error"].is_string()) f.error = j["error"].get<std::string>();
-        }
-      }
-      if (s.contains("rank_usage") && s["rank_usage"].is_array())
-        for (const auto& r : s["rank_usage"])
-          if (r.is_object())
-            run.rank_figures.push_back({r.value("rank", 0), number_or_nan(r, "busy_share"), number_or_nan(r, "peak_bytes")});
-    }
-  } else {
-    run.notes.push_back(fmt::format("{}: absent (the run is going on, or was interrupted); the per-job figures come "
-                                    "from the events", summary_path.string()));
-  }
-
-  // Each job's own training run.
-  for (const auto& name : run.job_names) {
-    const fs::path job_dir = fs::path(dir) / "jobs" / name;
-    if (is_training_run(job_dir.string()))
-      run.job_runs.push_back(read_training_run(job_dir.string(), name));
-    else
-      run.notes.push_back(fmt::format("{}: no metrics.jsonl or train.log; no curves for job '{}'", job_dir.string(), name));
-  }
+  events.finish(events_path);
+  read_summary(summary_path, run);
+  read_job_runs(dir, run);
   return run;
 }
 

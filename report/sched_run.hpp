@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/report/training_run.hpp"
+#include "report/training_run.hpp"
 
 namespace recmix::report {
 
