@@ -1,15 +1,17 @@
 // The Criteo converter on the real rows in shared/data/criteo: row counts, values worked out by
 // hand, missing values, TSV vs CSV vs gzip giving identical files, the vocabulary mapping against
 // an independent count, splits, every malformed-input case (with --strict leaving nothing), the
-// limit on skipped lines, inputs that give no row, data after a gzip stream, and the outputs it
-// refuses (existing files without replace, inputs, devices, directories, FIFOs).
+// limit on skipped lines, inputs that give no row, data after a gzip stream, each bad option named,
+// and the outputs it refuses (existing files without replace, inputs, devices, directories, FIFOs).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <utility>
 
 #include "data/converter.hpp"
 #include "data/h5.hpp"
@@ -310,6 +312,44 @@ std::string error_of(F&& f) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Every bad option is refused with the message naming it, before anything is written.
+TEST(Converter, EachBadOptionIsNamed) {
+  ScratchDir dir;
+  const std::vector<std::pair<std::function<void(ConvertOptions&)>, std::string>> cases = {
+      {[](ConvertOptions& o) { o.inputs.clear(); }, "convert: no input files"},
+      {[](ConvertOptions& o) { o.output.clear(); }, "convert: no output file (-o)"},
+      {[](ConvertOptions& o) { o.format = "json"; }, "convert: --format must be auto, tsv or csv"},
+      {[](ConvertOptions& o) { o.mapping = "lookup"; }, "convert: --mapping must be hash or vocabulary"},
+      {[](ConvertOptions& o) { o.split = "week"; }, "convert: --split must be none, day or ratio"},
+      {[](ConvertOptions& o) { o.table_rows = {10, 10}; },
+       "convert: --table-rows needs 26 values (one per categorical feature)"},
+      {[](ConvertOptions& o) { o.table_rows.assign(26, 10), o.table_rows[25] = 0; },
+       "convert: --table-rows must be positive"},
+      {[](ConvertOptions& o) { o.hash_rows = 0; }, "convert: --hash-rows must be positive"},
+      {[](ConvertOptions& o) { o.min_count = 0; }, "convert: --min-count must be at least 1"},
+      {[](ConvertOptions& o) { o.split = "ratio", o.ratios = {0.5, 0.5}; },
+       "convert: --ratios needs three values (train, val, test)"},
+      {[](ConvertOptions& o) { o.split = "ratio", o.ratios = {1.2, -0.1, -0.1}; },
+       "convert: --ratios must be non-negative"},
+      {[](ConvertOptions& o) { o.split = "ratio", o.ratios = {0.5, 0.2, 0.2}; }, "convert: --ratios must sum to 1"},
+      {[](ConvertOptions& o) { o.split = "day"; },
+       "convert: --split day needs at least two input files (one per day)"},
+      {[](ConvertOptions& o) { o.mapping = "vocabulary", o.inputs.push_back("-"); },
+       "convert: --mapping vocabulary reads the input twice; stdin cannot be used"},
+      {[](ConvertOptions& o) { o.max_malformed_share = 1.5; },
+       "convert: --max-malformed must be a count or a share between 0% and 100%"},
+      // checked after the first pass, where the vocabulary's rows are counted
+      {[](ConvertOptions& o) { o.mapping = "vocabulary", o.table_rows.assign(26, 5), o.table_rows[3] = 1; },
+       "convert: vocabulary tables need at least 2 rows"},
+  };
+  for (const auto& [spoil, message] : cases) {
+    ConvertOptions o = options({sample_a()}, dir / "o.h5");
+    spoil(o);
+    EXPECT_EQ(error_of<ConfigError>([&] { convert_criteo(o); }), message);
+  }
+  EXPECT_TRUE(dir.entries().empty());
+}
 
 TEST(Converter, OutputsThatAreRefused) {
   ScratchDir dir;

@@ -1,13 +1,17 @@
 // The synthetic generator: Zipf draws against the exact law, the expected-AUC formula against a
 // brute-force count, determinism, stored access counts against the data, the planted signal
-// being learnable by a plain logistic model in a few hundred steps, and inspect's report.
+// being learnable by a plain logistic model in a few hundred steps, inspect's report, and each bad
+// option named.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
+#include <utility>
 
+#include "core/error.hpp"
 #include "core/random.hpp"
 #include "data/h5.hpp"
 #include "data/inspect.hpp"
@@ -160,6 +164,39 @@ double auc(const std::vector<double>& score, const std::vector<float>& label) {
     i = j;
   }
   return num / (pos * neg);
+}
+
+// Every bad option is refused with the message naming it; a table's rows are checked with its
+// exponent, table after table.
+TEST(Synth, EachBadOptionIsNamed) {
+  ScratchDir dir;
+  const std::vector<std::pair<std::function<void(SynthOptions&)>, std::string>> cases = {
+      {[](SynthOptions& o) { o.output.clear(); }, "synth: no output file (-o)"},
+      {[](SynthOptions& o) { o.rows = -1; }, "synth: --rows must be non-negative"},
+      {[](SynthOptions& o) { o.num_dense = -1; }, "synth: --dense must be non-negative"},
+      {[](SynthOptions& o) { o.zipf = {1.0, 1.1}; }, "synth: --zipf needs one exponent or one per table"},
+      {[](SynthOptions& o) { o.multi_hot = true, o.pooling_min = 3, o.pooling_max = 2; },
+       "synth: pooling sizes need 0 <= min <= max"},
+      {[](SynthOptions& o) { o.multi_hot = true, o.pooling_max = 257; }, "synth: pooling size at most 256"},
+      {[](SynthOptions& o) { o.pooling_max = 2; }, "synth: pooling sizes other than 1 need --multi-hot"},
+      {[](SynthOptions& o) { o.table_rows = {5, 0, 3}, o.zipf = {1.0, 1.0, -1.0}; },
+       "synth: every table needs at least one row"},
+      {[](SynthOptions& o) { o.table_rows = {5, 3, 0}, o.zipf = {1.0, -1.0, 1.0}; },
+       "zipf: exponent must be positive"},
+  };
+  for (const auto& [spoil, message] : cases) {
+    SynthOptions o;
+    o.output = dir / "s.h5";
+    o.rows = 10;
+    spoil(o);
+    try {
+      synthesize(o);
+      ADD_FAILURE() << "no error for: " << message;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+  EXPECT_TRUE(dir.entries().empty());
 }
 
 // The defaults plant a signal that a plain logistic model (dense weights + one weight per table
