@@ -73,6 +73,109 @@ void JobRunner::gated_write(const std::function<void()>& write) {
   if (failure) std::rethrow_exception(failure);
 }
 
+// The job's spec for this placement: the run's directory, threads, backend, priority and memory
+// share; device collectives in epochs, since other jobs may share the device.
+JobSpec JobRunner::job_spec() const {
+  const auto& p = placement_;
+  JobSpec spec = parse_job_spec(p.spec_text, p.origin, p.base_dir);
+  spec.run_dir = p.run_dir;
+  spec.checkpoint.dir = (std::filesystem::path(p.run_dir) / "checkpoints").string();
+  spec.device.threads = p.threads;
+  spec.device.kind = p.device_kind;
+  spec.device.shared = true;
+  spec.device.priority = p.priority;
+  if (p.memory_share > 0 && (spec.device.memory_capacity == 0 || spec.device.memory_capacity > p.memory_share))
+    spec.device.memory_capacity = p.memory_share;
+  return spec;
+}
+
+// Building the model allocates this rank's shards; a rank that fails here (its share is too
+// small) must not leave its peers waiting in the first step: the ranks agree first.
+std::unique_ptr<Trainer> JobRunner::build_trainer(const JobSpec& spec) {
+  std::unique_ptr<Trainer> built;
+  std::exception_ptr build_error;
+  try {
+    built = std::make_unique<Trainer>(spec, *comm_);
+  } catch (const std::exception&) {
+    build_error = std::current_exception();
+  }
+  std::int32_t failed = build_error ? 1 : 0;
+  comm_->all_reduce_sum(&failed, &failed, 1, comm::DataType::i32);
+  if (build_error) std::rethrow_exception(build_error);
+  if (failed > 0)
+    throw PeerFailedError(fmt::format("job '{}': {} other rank(s) failed to build the model", placement_.name, failed));
+  return built;
+}
+
+// The samples a job sends the scheduler: means over sample_interval_s of the step time and its
+// data wait, the phases' times, the pool's bytes, the share of the interval the job's thread was
+// busy on a core, and on a GPU the device's own view (NVML, when the driver has it: shared by
+// every job on it).
+class JobRunner::Sampler {
+ public:
+  Sampler(JobRunner& runner, Trainer& trainer) : r_(runner), trainer_(trainer) {
+    // Phase times (a stream synchronisation per phase: free on the CPU backend, where work is
+    // synchronous anyway).
+    trainer_.model().set_phase_timing(true);
+    phases_start_ = phase_groups();
+  }
+  // After each step; sends a sample when the interval is over or the job's last step is done.
+  void on_step(const StepSample& s) {
+    step_sum_ += s.step_s;
+    wait_sum_ += s.data_wait_s;
+    ++steps_;
+    peak_ = std::max(peak_, s.pool_peak_bytes);
+    const auto now = Clock::now();
+    const double wall = std::chrono::duration<double>(now - window_start_).count();
+    if (wall < r_.placement_.sample_interval_s && s.step < s.total_steps) return;
+    const double cpu = thread_cpu_seconds();
+    const auto phases = phase_groups();
+    const auto& p = r_.placement_;
+    const double n = static_cast<double>(steps_);
+    Message sample{"sample", p.job, -1,
+                   {{"launch", p.launch}, {"rank", r_.plane_.rank()}, {"step", s.step}, {"total_steps", s.total_steps},
+                    {"step_s", step_sum_ / n}, {"data_wait_s", wait_sum_ / n},
+                    {"dense_s", (phases[0] - phases_start_[0]) / n}, {"embedding_s", (phases[1] - phases_start_[1]) / n},
+                    {"allreduce_update_s", (phases[2] - phases_start_[2]) / n}, {"loss", s.loss},
+                    {"pool_current_bytes", s.pool_current_bytes}, {"pool_peak_bytes", s.pool_peak_bytes},
+                    {"busy_share", std::min(1.0, (cpu - cpu_start_) / std::max(wall, 1e-9))}}};
+    if (const auto gpu = device::read_gpu_usage(trainer_.device_pool().backend().device_index())) {
+      sample.body["gpu_util"] = gpu->utilization;
+      sample.body["gpu_memory_util"] = gpu->memory_utilization;
+      sample.body["gpu_memory_used_bytes"] = gpu->memory_used_bytes;
+    }
+    r_.plane_.send_to_scheduler(sample);
+    window_start_ = now;
+    cpu_start_ = cpu;
+    phases_start_ = phases;
+    step_sum_ = wait_sum_ = 0;
+    steps_ = 0;
+  }
+  std::size_t peak() const { return peak_; }  // the pool's peak over the samples so far
+
+ private:
+  // Seconds in the dense work, the embedding exchange and the update, over the run so far.
+  std::array<double, 3> phase_groups() const {
+    using Phase = DlrmModel::Phase;
+    const auto& t = trainer_.model().phase_seconds();
+    const double embedding = t[Phase::embedding_forward_start] + t[Phase::embedding_forward_finish] +
+                             t[Phase::embedding_backward_start] + t[Phase::embedding_backward_finish];
+    const double update = t[Phase::dense_update];
+    double total = 0;
+    for (double v : t) total += v;
+    return {total - embedding - update, embedding, update};
+  }
+
+  JobRunner& r_;
+  Trainer& trainer_;
+  Clock::time_point window_start_ = Clock::now();
+  double cpu_start_ = thread_cpu_seconds();
+  double step_sum_ = 0, wait_sum_ = 0;
+  std::int64_t steps_ = 0;
+  std::size_t peak_ = 0;
+  std::array<double, 3> phases_start_{};
+};
+
 void JobRunner::main() {
   const auto& p = placement_;
   // Bound before the job creates any thread (OpenMP's, the reader's, the replicas'), which all
@@ -84,109 +187,44 @@ void JobRunner::main() {
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   }
   nlohmann::json report = {{"launch", p.launch}, {"rank", plane_.rank()}, {"job_rank", comm_->rank()}};
-  std::size_t peak = 0;
+  std::unique_ptr<Sampler> sampler;
+  auto peak = [&] { return sampler ? sampler->peak() : std::size_t{0}; };
   std::string outcome = "failed";
   try {
-    JobSpec spec = parse_job_spec(p.spec_text, p.origin, p.base_dir);
-    spec.run_dir = p.run_dir;
-    spec.checkpoint.dir = (std::filesystem::path(p.run_dir) / "checkpoints").string();
-    spec.device.threads = p.threads;
-    spec.device.kind = p.device_kind;
-    spec.device.shared = true;  // device collectives in epochs: other jobs may share the device
-    spec.device.priority = p.priority;
-    if (p.memory_share > 0 && (spec.device.memory_capacity == 0 || spec.device.memory_capacity > p.memory_share))
-      spec.device.memory_capacity = p.memory_share;
-    // Building the model allocates this rank's shards; a rank that fails here (its share is too
-    // small) must not leave its peers waiting in the first step: the ranks agree first.
-    std::unique_ptr<Trainer> built;
-    std::exception_ptr build_error;
-    try {
-      built = std::make_unique<Trainer>(spec, *comm_);
-    } catch (const std::exception&) {
-      build_error = std::current_exception();
-    }
-    std::int32_t failed = build_error ? 1 : 0;
-    comm_->all_reduce_sum(&failed, &failed, 1, comm::DataType::i32);
-    if (build_error) std::rethrow_exception(build_error);
-    if (failed > 0)
-      throw PeerFailedError(fmt::format("job '{}': {} other rank(s) failed to build the model", p.name, failed));
-    Trainer& trainer = *built;
-    // Phase times for the samples (a stream synchronisation per phase: free on the CPU backend,
-    // where work is synchronous anyway).
-    trainer.model().set_phase_timing(true);
-    using Phase = DlrmModel::Phase;
-    auto phase_groups = [&trainer] {
-      const auto& t = trainer.model().phase_seconds();
-      const double embedding = t[Phase::embedding_forward_start] + t[Phase::embedding_forward_finish] +
-                               t[Phase::embedding_backward_start] + t[Phase::embedding_backward_finish];
-      const double update = t[Phase::dense_update];
-      double total = 0;
-      for (double v : t) total += v;
-      return std::array<double, 3>{total - embedding - update, embedding, update};
-    };
-    std::array<double, 3> phases_start = phase_groups();
-
+    const std::unique_ptr<Trainer> trainer = build_trainer(job_spec());
+    sampler = std::make_unique<Sampler>(*this, *trainer);
     TrainOptions options;
     options.quiet = true;
     if (p.resume) options.resume = "auto";  // a job stopped before its first checkpoint starts again
     options.stop_requested = [this] { return stop_.load(); };
     options.collective_io = [this](const std::function<void()>& write) { gated_write(write); };
-    options.faults = TrainFaults::from_environment(trainer.spec().name, comm_->rank());
-    // Samples: means over sample_interval_s of the step time and its data wait, the pool's
-    // bytes, and the share of the interval the job's thread was busy on a core.
-    auto window_start = Clock::now();
-    double cpu_start = thread_cpu_seconds();
-    double step_sum = 0, wait_sum = 0;
-    std::int64_t steps = 0;
-    options.on_step = [&](const StepSample& s) {
-      step_sum += s.step_s;
-      wait_sum += s.data_wait_s;
-      ++steps;
-      peak = std::max(peak, s.pool_peak_bytes);
-      const auto now = Clock::now();
-      const double wall = std::chrono::duration<double>(now - window_start).count();
-      if (wall < p.sample_interval_s && s.step < s.total_steps) return;
-      const double cpu = thread_cpu_seconds();
-      const auto phases = phase_groups();
-      Message sample{"sample", p.job, -1,
-           {{"launch", p.launch}, {"rank", plane_.rank()}, {"step", s.step}, {"total_steps", s.total_steps},
-            {"step_s", step_sum / steps}, {"data_wait_s", wait_sum / steps},
-            {"dense_s", (phases[0] - phases_start[0]) / steps}, {"embedding_s", (phases[1] - phases_start[1]) / steps},
-            {"allreduce_update_s", (phases[2] - phases_start[2]) / steps}, {"loss", s.loss},
-            {"pool_current_bytes", s.pool_current_bytes}, {"pool_peak_bytes", s.pool_peak_bytes},
-            {"busy_share", std::min(1.0, (cpu - cpu_start) / std::max(wall, 1e-9))}}};
-      // On a GPU, the device's own view (NVML, when the driver has it): shared by every job on it.
-      if (const auto gpu = device::read_gpu_usage(trainer.device_pool().backend().device_index())) {
-        sample.body["gpu_util"] = gpu->utilization;
-        sample.body["gpu_memory_util"] = gpu->memory_utilization;
-        sample.body["gpu_memory_used_bytes"] = gpu->memory_used_bytes;
-      }
-      plane_.send_to_scheduler(sample);
-      window_start = now;
-      cpu_start = cpu;
-      phases_start = phases;
-      step_sum = wait_sum = 0;
-      steps = 0;
-    };
-    const TrainResult r = trainer.train(options);
+    options.faults = TrainFaults::from_environment(trainer->spec().name, comm_->rank());
+    options.on_step = [&](const StepSample& s) { sampler->on_step(s); };
+    const TrainResult r = trainer->train(options);
     report["steps"] = r.steps;
     report["loss"] = r.last_loss;
     report["samples_per_s"] = r.samples_per_second;
     report["checkpoint"] = r.last_checkpoint;
-    report["pool_peak_bytes"] = std::max(peak, trainer.device_pool().peak_bytes());
+    report["pool_peak_bytes"] = std::max(peak(), trainer->device_pool().peak_bytes());
     if (r.eval) report["eval"] = {{"auc", r.eval->auc}, {"logloss", r.eval->log_loss}};
     outcome = r.stopped ? "stopped" : "finished";
   } catch (const Error& e) {
     report["error"] = fmt::format("{}: {}", e.kind(), e.what());
-    report["pool_peak_bytes"] = peak;
+    report["pool_peak_bytes"] = peak();
     report["out_of_memory"] = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
     report["peer"] = dynamic_cast<const PeerFailedError*>(&e) != nullptr;
   } catch (const std::exception& e) {
     report["error"] = fmt::format("error: {}", e.what());
-    report["pool_peak_bytes"] = peak;
+    report["pool_peak_bytes"] = peak();
   }
-  // The job's last status word: a rank that failed by itself says so, and a rank whose training
-  // ended well learns whether a peer failed after the last collective they shared.
+  sampler.reset();
+  finish(outcome, report);
+}
+
+// The job's last status word: a rank that failed by itself says so, and a rank whose training
+// ended well learns whether a peer failed after the last collective they shared. Then the report.
+void JobRunner::finish(std::string outcome, nlohmann::json& report) {
+  const auto& p = placement_;
   const bool failed_here = outcome == "failed" && !report.value("peer", false);
   // Said before the close, which waits for the peers' next collective: if they never get there
   // (stuck in a collective the guard does not see), the scheduler's watchdog still learns of it.

@@ -19,6 +19,11 @@
 #include "comm/guarded/guarded_communicator.hpp"
 #include "runtime/run/control_plane.hpp"
 #include "runtime/run/messages.hpp"
+#include "runtime/train/job_spec.hpp"
+
+namespace recmix::runtime {
+class Trainer;
+}
 
 namespace recmix::runtime::run {
 
@@ -38,7 +43,11 @@ class JobRunner {
   const JobPlacement& placement() const { return placement_; }
 
  private:
+  class Sampler;
   void main();
+  JobSpec job_spec() const;
+  std::unique_ptr<Trainer> build_trainer(const JobSpec& spec);
+  void finish(std::string outcome, nlohmann::json& report);
   void gated_write(const std::function<void()>& write);
 
   ControlPlane& plane_;

@@ -202,6 +202,131 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& key) {
   return static_cast<std::uint64_t>(bytes);
 }
 
+namespace {
+
+// [model]: the tables, the MLPs and how they meet.
+void read_model(Section& top, ModelSpec& m) {
+  auto model = top.sub("model");
+  model.read_int_list("tables", m.table_rows, 1);
+  model.read_int("embedding_dim", m.embedding_dim, 1, 4096);
+  model.read_int_list("bottom_mlp", m.bottom_mlp, 1);
+  model.read_int_list("top_mlp", m.top_mlp, 1);
+  model.read("interaction", m.interaction);
+  model.one_of("interaction", m.interaction, {"dot", "cat"});
+  model.read("pooling", m.pooling);
+  model.one_of("pooling", m.pooling, {"sum", "mean"});
+  if (m.bottom_mlp.empty()) model.fail("bottom_mlp", "must name at least one layer");
+  if (m.bottom_mlp.back() != m.embedding_dim)
+    model.fail("bottom_mlp", fmt::format("must end in embedding_dim = {} (the dot interaction stacks it with the embeddings; got {})",
+                                         m.embedding_dim, m.bottom_mlp.back()));
+  if (m.top_mlp.empty() || m.top_mlp.back() != 1) model.fail("top_mlp", "must end in a layer of width 1 (the click probability)");
+  model.reject_unknown();
+}
+
+// [embedding]: the hot and cold tiers.
+void read_embedding(Section& top, EmbeddingSpec& e) {
+  auto emb = top.sub("embedding");
+  if (auto* n = emb.find("hot_fraction")) {
+    if (!n->is_number()) emb.fail("hot_fraction", "must be a number");
+    e.hot_fraction = *n->value<double>();
+    if (!(e.hot_fraction > 0 && e.hot_fraction <= 1))
+      emb.fail("hot_fraction", fmt::format("must be in (0, 1] (got {})", e.hot_fraction));
+  }
+  emb.read_bytes("device_budget", e.device_budget);
+  if (emb.find("device_budget") && e.device_budget == 0) emb.fail("device_budget", "must be above 0 bytes");
+  if (e.hot_fraction > 0 && e.device_budget > 0)
+    emb.fail("device_budget", "and 'embedding.hot_fraction' are alternatives: give one of them");
+  emb.read("hot_set", e.hot_set);
+  emb.one_of("hot_set", e.hot_set, {"counts", "lfu"});
+  emb.read_int("rerank_interval", e.rerank_interval, 0, INT64_MAX);
+  emb.read("cold_update", e.cold_update);
+  emb.one_of("cold_update", e.cold_update, {"device", "host"});
+  emb.reject_unknown();
+}
+
+// [optimizer].
+void read_optimizer(Section& top, OptimizerSpec& o) {
+  auto opt = top.sub("optimizer");
+  opt.read("dense", o.dense);
+  opt.one_of("dense", o.dense, {"sgd", "adagrad", "adam"});
+  opt.read("sparse", o.sparse);
+  opt.one_of("sparse", o.sparse, {"sgd", "adagrad", "rowwise_adagrad"});
+  opt.read_float("lr", o.lr, 1e-12, 1e6);
+  opt.read_float("sparse_lr", o.sparse_lr, 1e-12, 1e6);
+  opt.read_float("eps", o.eps, 0, 1);
+  opt.read_float("initial_accumulator", o.initial_accumulator, 0, 1e6);
+  opt.reject_unknown();
+}
+
+// [data]: the files, resolved against the spec's folder.
+void read_data(Section& top, JobSpec& spec, const std::string& origin, const std::string& base_dir) {
+  auto data = top.sub("data");
+  data.read_string_list("train", spec.data.train);
+  data.read_string_list("eval", spec.data.eval);
+  data.read("shuffle", spec.data.shuffle);
+  data.read_int("shuffle_window", spec.data.shuffle_window, 0, INT64_MAX);
+  data.read_int("prefetch", spec.data.prefetch, 0, 64);
+  data.reject_unknown();
+  if (spec.data.train.empty()) throw ConfigError(origin + ": 'data.train' is required (one HDF5 file or a list)");
+  for (auto& f : spec.data.train) f = resolve_path(f, base_dir);
+  for (auto& f : spec.data.eval) f = resolve_path(f, base_dir);
+}
+
+// [train].
+void read_train(Section& top, TrainSpec& t) {
+  auto train = top.sub("train");
+  train.read_int("batch_size", t.batch_size, 1, 1 << 24);
+  train.read_int("steps", t.steps, 0, INT64_MAX);
+  train.read_int("epochs", t.epochs, 1, 1 << 20);
+  train.read_int("eval_interval", t.eval_interval, 0, INT64_MAX);
+  train.read_int("eval_batches", t.eval_batches, 0, INT64_MAX);
+  train.read_double("log_interval_s", t.log_interval_s, 0, 86400);
+  train.reject_unknown();
+}
+
+// [checkpoint].
+void read_checkpoint(Section& top, JobSpec& spec) {
+  auto ckpt = top.sub("checkpoint");
+  ckpt.read("dir", spec.checkpoint.dir);
+  ckpt.read_int("interval", spec.checkpoint.interval, 0, INT64_MAX);
+  ckpt.read_int("keep", spec.checkpoint.keep, 1, 1000);
+  ckpt.read("async", spec.checkpoint.async);
+  ckpt.read("when_busy", spec.checkpoint.when_busy);
+  ckpt.one_of("when_busy", spec.checkpoint.when_busy, {"wait", "skip"});
+  ckpt.reject_unknown();
+}
+
+// [device].
+void read_device(Section& top, JobSpec& spec) {
+  auto dev = top.sub("device");
+  dev.read("kind", spec.device.kind);
+  dev.one_of("kind", spec.device.kind, {"cpu", "cuda", "cpu-strict"});
+  dev.read_int("threads", spec.device.threads, 1, 1024);
+  dev.read("dense_replicas", spec.device.dense_replicas);
+  dev.one_of("dense_replicas", spec.device.dense_replicas, {"auto", "on", "off"});
+  dev.read("gemm", spec.device.gemm);
+  dev.one_of("gemm", spec.device.gemm, {"auto", "openblas", "onednn"});
+  dev.read_switch("graphs", spec.device.graphs);
+  dev.read_switch("l2_window", spec.device.l2_window);
+  dev.read_bytes("memory_capacity", spec.device.memory_capacity);
+  dev.read_bytes("host_memory_capacity", spec.device.host_memory_capacity);
+  dev.reject_unknown();
+}
+
+// [precision].
+void read_precision(Section& top, PrecisionSpec& pr) {
+  auto prec = top.sub("precision");
+  prec.read("dense", pr.dense);
+  prec.one_of("dense", pr.dense, {"fp32", "tf32", "bf16", "auto"});
+  prec.read("embedding", pr.embedding);
+  prec.one_of("embedding", pr.embedding, {"fp32", "fp16", "bf16"});
+  prec.read("rounding", pr.rounding);
+  prec.one_of("rounding", pr.rounding, {"stochastic", "nearest"});
+  prec.reject_unknown();
+}
+
+}  // namespace
+
 JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, const std::string& base_dir) {
   toml::table root;
   try {
@@ -219,108 +344,14 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   top.read("run_dir", spec.run_dir);
   top.read("sharding", spec.sharding);
 
-  auto model = top.sub("model");
-  ModelSpec& m = spec.model;
-  model.read_int_list("tables", m.table_rows, 1);
-  model.read_int("embedding_dim", m.embedding_dim, 1, 4096);
-  model.read_int_list("bottom_mlp", m.bottom_mlp, 1);
-  model.read_int_list("top_mlp", m.top_mlp, 1);
-  model.read("interaction", m.interaction);
-  model.one_of("interaction", m.interaction, {"dot", "cat"});
-  model.read("pooling", m.pooling);
-  model.one_of("pooling", m.pooling, {"sum", "mean"});
-  if (m.bottom_mlp.empty()) model.fail("bottom_mlp", "must name at least one layer");
-  if (m.bottom_mlp.back() != m.embedding_dim)
-    model.fail("bottom_mlp", fmt::format("must end in embedding_dim = {} (the dot interaction stacks it with the embeddings; got {})",
-                                         m.embedding_dim, m.bottom_mlp.back()));
-  if (m.top_mlp.empty() || m.top_mlp.back() != 1) model.fail("top_mlp", "must end in a layer of width 1 (the click probability)");
-  model.reject_unknown();
-
-  auto emb = top.sub("embedding");
-  EmbeddingSpec& e = spec.embedding;
-  if (auto* n = emb.find("hot_fraction")) {
-    if (!n->is_number()) emb.fail("hot_fraction", "must be a number");
-    e.hot_fraction = *n->value<double>();
-    if (!(e.hot_fraction > 0 && e.hot_fraction <= 1))
-      emb.fail("hot_fraction", fmt::format("must be in (0, 1] (got {})", e.hot_fraction));
-  }
-  emb.read_bytes("device_budget", e.device_budget);
-  if (emb.find("device_budget") && e.device_budget == 0) emb.fail("device_budget", "must be above 0 bytes");
-  if (e.hot_fraction > 0 && e.device_budget > 0)
-    emb.fail("device_budget", "and 'embedding.hot_fraction' are alternatives: give one of them");
-  emb.read("hot_set", e.hot_set);
-  emb.one_of("hot_set", e.hot_set, {"counts", "lfu"});
-  emb.read_int("rerank_interval", e.rerank_interval, 0, INT64_MAX);
-  emb.read("cold_update", e.cold_update);
-  emb.one_of("cold_update", e.cold_update, {"device", "host"});
-  emb.reject_unknown();
-
-  auto opt = top.sub("optimizer");
-  OptimizerSpec& o = spec.optimizer;
-  opt.read("dense", o.dense);
-  opt.one_of("dense", o.dense, {"sgd", "adagrad", "adam"});
-  opt.read("sparse", o.sparse);
-  opt.one_of("sparse", o.sparse, {"sgd", "adagrad", "rowwise_adagrad"});
-  opt.read_float("lr", o.lr, 1e-12, 1e6);
-  opt.read_float("sparse_lr", o.sparse_lr, 1e-12, 1e6);
-  opt.read_float("eps", o.eps, 0, 1);
-  opt.read_float("initial_accumulator", o.initial_accumulator, 0, 1e6);
-  opt.reject_unknown();
-
-  auto data = top.sub("data");
-  data.read_string_list("train", spec.data.train);
-  data.read_string_list("eval", spec.data.eval);
-  data.read("shuffle", spec.data.shuffle);
-  data.read_int("shuffle_window", spec.data.shuffle_window, 0, INT64_MAX);
-  data.read_int("prefetch", spec.data.prefetch, 0, 64);
-  data.reject_unknown();
-  if (spec.data.train.empty()) throw ConfigError(origin + ": 'data.train' is required (one HDF5 file or a list)");
-  for (auto& f : spec.data.train) f = resolve_path(f, base_dir);
-  for (auto& f : spec.data.eval) f = resolve_path(f, base_dir);
-
-  auto train = top.sub("train");
-  TrainSpec& t = spec.train;
-  train.read_int("batch_size", t.batch_size, 1, 1 << 24);
-  train.read_int("steps", t.steps, 0, INT64_MAX);
-  train.read_int("epochs", t.epochs, 1, 1 << 20);
-  train.read_int("eval_interval", t.eval_interval, 0, INT64_MAX);
-  train.read_int("eval_batches", t.eval_batches, 0, INT64_MAX);
-  train.read_double("log_interval_s", t.log_interval_s, 0, 86400);
-  train.reject_unknown();
-
-  auto ckpt = top.sub("checkpoint");
-  ckpt.read("dir", spec.checkpoint.dir);
-  ckpt.read_int("interval", spec.checkpoint.interval, 0, INT64_MAX);
-  ckpt.read_int("keep", spec.checkpoint.keep, 1, 1000);
-  ckpt.read("async", spec.checkpoint.async);
-  ckpt.read("when_busy", spec.checkpoint.when_busy);
-  ckpt.one_of("when_busy", spec.checkpoint.when_busy, {"wait", "skip"});
-  ckpt.reject_unknown();
-
-  auto dev = top.sub("device");
-  dev.read("kind", spec.device.kind);
-  dev.one_of("kind", spec.device.kind, {"cpu", "cuda", "cpu-strict"});
-  dev.read_int("threads", spec.device.threads, 1, 1024);
-  dev.read("dense_replicas", spec.device.dense_replicas);
-  dev.one_of("dense_replicas", spec.device.dense_replicas, {"auto", "on", "off"});
-  dev.read("gemm", spec.device.gemm);
-  dev.one_of("gemm", spec.device.gemm, {"auto", "openblas", "onednn"});
-  dev.read_switch("graphs", spec.device.graphs);
-  dev.read_switch("l2_window", spec.device.l2_window);
-  dev.read_bytes("memory_capacity", spec.device.memory_capacity);
-  dev.read_bytes("host_memory_capacity", spec.device.host_memory_capacity);
-  dev.reject_unknown();
-
-  auto prec = top.sub("precision");
-  PrecisionSpec& pr = spec.precision;
-  prec.read("dense", pr.dense);
-  prec.one_of("dense", pr.dense, {"fp32", "tf32", "bf16", "auto"});
-  prec.read("embedding", pr.embedding);
-  prec.one_of("embedding", pr.embedding, {"fp32", "fp16", "bf16"});
-  prec.read("rounding", pr.rounding);
-  prec.one_of("rounding", pr.rounding, {"stochastic", "nearest"});
-  prec.reject_unknown();
-
+  read_model(top, spec.model);
+  read_embedding(top, spec.embedding);
+  read_optimizer(top, spec.optimizer);
+  read_data(top, spec, origin, base_dir);
+  read_train(top, spec.train);
+  read_checkpoint(top, spec);
+  read_device(top, spec);
+  read_precision(top, spec.precision);
   top.reject_unknown();
 
   if (spec.run_dir.empty()) spec.run_dir = "runs/" + spec.name;

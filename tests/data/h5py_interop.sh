@@ -7,9 +7,8 @@ set -euo pipefail
 recmix=$1
 py=/usr/bin/python3
 "$py" -c "import h5py, numpy" 2>/dev/null || { echo "h5py_interop: python3-h5py is not installed"; exit 77; }
-work=$(mktemp -d /tmp/recmix-h5py-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/../lib.sh"
+scratch h5py
 
 "$py" - "$work" <<'PY'
 import sys, h5py, numpy as np

@@ -9,10 +9,9 @@
 # Usage: report_test.sh <recmix binary> <source dir>   (KEEP_WORK=1 keeps the pages and screenshots)
 set -euo pipefail
 recmix=$1 src=$2
-work=$(mktemp -d /tmp/recmix-report-XXXXXX)
-trap '[[ -n "${KEEP_WORK:-}" ]] && echo "kept $work" || rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
+scratch report
 py=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
 cd "$work"
 
 # --- inputs ---

@@ -5,10 +5,9 @@
 # Usage: cli_end_to_end.sh <recmix binary> <source dir> <shared dir>
 set -euo pipefail
 recmix=$1 src=$2 shared=$3
-work=$(mktemp -d /tmp/recmix-e2e-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
+scratch e2e
 mpirun=("$src/launch/recmix-mpirun")
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$recmix" data synth -o "$work/train.h5" --rows 20k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null
 "$recmix" data synth -o "$work/eval.h5" --rows 4k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 \

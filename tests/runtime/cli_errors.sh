@@ -5,8 +5,8 @@
 #   cli_errors.sh <recmix binary>
 set -uo pipefail
 recmix=$1
-work=$(mktemp -d /tmp/recmix-cli-errors.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
+scratch cli-errors
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 

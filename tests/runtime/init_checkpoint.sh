@@ -9,9 +9,8 @@ set -euo pipefail
 recmix=$1
 py=/usr/bin/python3
 "$py" -c "import h5py, numpy" 2>/dev/null || { echo "init_checkpoint: python3-h5py is not installed"; exit 77; }
-work=$(mktemp -d /tmp/recmix-init-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/../lib.sh"
+scratch init
 cd "$work"
 "$recmix" data synth -o train.h5 --rows 4k --tables 3 --table-rows 50,300,7 --dense 5 --seed 2 > /dev/null
 cat > job.toml <<TOML

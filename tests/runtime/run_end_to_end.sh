@@ -11,11 +11,10 @@
 # where everything is 5-15 times slower and the later runs' timing-based checks do not hold.
 set -euo pipefail
 recmix=$1 src=$2 part=${3:-all}
-work=$(mktemp -d /tmp/recmix-run-XXXXXX)
-trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
+scratch run
 mpirun=("$src/launch/recmix-mpirun")
 py=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
 # same_weights <message> <checkpoint> <checkpoint> [...]: each pair holds the same datasets, bit
 # for bit (weights, optimizer state; the attributes, such as the job spec text, may differ).
 same_weights() {

@@ -11,11 +11,10 @@
 # Usage: train_signals.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$1 src=$2
-work=$(mktemp -d /tmp/recmix-signals-XXXXXX)
-trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
+scratch signals
 mpirun=("$src/launch/recmix-mpirun")
 py=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
 cd "$work"
 
 "$recmix" data synth -o train.h5 --rows 20k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null

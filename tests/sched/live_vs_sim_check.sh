@@ -9,11 +9,10 @@
 # Usage: live_vs_sim_check.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$(realpath "$1") src=$(realpath "$2")
-work=$(mktemp -d /tmp/recmix-live-sim-XXXXXX)
-trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
+scratch live-sim
 cd "$work"
 pairs=$src/bench/run/data/measured_pairs_xeon.csv
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$recmix" data synth -o kaggle.h5 --rows 20k --tables 26 --table-rows 100000 --seed 1 >/dev/null
 cat > jobs.toml <<'TOML'
