@@ -17,7 +17,7 @@ struct JobPlacement {
   std::int64_t job = -1;
   int launch = 0;               // distinct per start of any job: the job communicator's tag
   std::string name;
-  std::string spec_text;        // the job's TOML (runtime/job_spec)
+  std::string spec_text;        // the job's TOML (runtime/train/job_spec.hpp)
   std::string origin;
   std::string base_dir;
   std::string run_dir;          // RUN_DIR/jobs/<name>
