@@ -35,20 +35,7 @@ dataset(f"{work}/float_rows.h5", 64, [50, 300, 7], float_rows=True)
 PY
 
 "$recmix" data inspect "$work/train.h5" > "$work/inspect.out" 2>&1 || { cat "$work/inspect.out"; fail "inspect rejects an h5py dataset"; }
-cat > "$work/job.toml" <<TOML
-name = "h5py"
-run_dir = "run"
-[model]
-embedding_dim = 8
-bottom_mlp = [16, 8]
-top_mlp = [16, 1]
-[data]
-train = "train.h5"
-eval = "eval.h5"
-[train]
-batch_size = 256
-steps = 16
-TOML
+job_toml name=h5py run_dir=run eval=eval.h5 batch_size=256 steps=16 > "$work/job.toml"
 "$recmix" train "$work/job.toml" > "$work/train.out" 2>&1 || { cat "$work/train.out"; fail "training on an h5py dataset failed"; }
 ckpt=$(ls "$work"/run/checkpoints/ckpt-*.h5 | tail -1)
 

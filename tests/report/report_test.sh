@@ -17,30 +17,8 @@ cd "$work"
 # --- inputs ---
 "$recmix" data synth -o train.h5 --rows 20k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null
 job() {  # job <name> <seed> <lr> <run dir>
-  cat > "$1.toml" <<TOML
-name = "$1"
-seed = $2
-run_dir = "$4"
-[model]
-embedding_dim = 8
-bottom_mlp = [16, 8]
-top_mlp = [16, 1]
-[optimizer]
-dense = "adagrad"
-sparse = "rowwise_adagrad"
-lr = $3
-[data]
-train = "train.h5"
-eval = "train.h5"
-[train]
-batch_size = 128
-steps = 150
-log_interval_s = 0
-eval_interval = 50
-eval_batches = 10
-[checkpoint]
-interval = 50
-TOML
+  job_toml name="$1" seed="$2" run_dir="$4" lr="$3" eval=train.h5 steps=150 log_interval_s=0 eval_interval=50 \
+    eval_batches=10 checkpoint=50 > "$1.toml"
 }
 job a 1 0.05 runs/a
 job b 2 0.02 runs/b
@@ -49,27 +27,8 @@ job b 2 0.02 runs/b
 
 # A recmix run on 2 ranks: las preempts the two-rank job for the others, which resume it later.
 sched_job() {  # sched_job <name> <seed> <ranks> <arrival> <steps>
-  cat > "s-$1.toml" <<TOML
-name = "$1"
-seed = $2
-ranks = $3
-arrival = $4
-[model]
-embedding_dim = 8
-bottom_mlp = [128, 64, 8]
-top_mlp = [128, 1]
-[data]
-train = "train.h5"
-eval = "train.h5"
-[train]
-batch_size = 128
-steps = $5
-log_interval_s = 0.05
-eval_interval = 300
-eval_batches = 4
-[checkpoint]
-interval = 300
-TOML
+  job_toml name="$1" seed="$2" ranks="$3" arrival="$4" bottom_mlp="[128, 64, 8]" top_mlp="[128, 1]" eval=train.h5 \
+    steps="$5" log_interval_s=0.05 eval_interval=300 eval_batches=4 checkpoint=300 > "s-$1.toml"
 }
 sched_job alpha 1 2 0 1500
 sched_job beta 2 1 0 1200

@@ -13,26 +13,7 @@ mpirun=("$src/launch/recmix-mpirun")
 "$recmix" data synth -o "$work/eval.h5" --rows 4k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 \
   --first-row 20000 >/dev/null 2>&1 || cp "$work/train.h5" "$work/eval.h5"
 
-cat > "$work/job.toml" <<TOML
-name = "e2e"
-run_dir = "run"
-[model]
-embedding_dim = 8
-bottom_mlp = [16, 8]
-top_mlp = [16, 1]
-[optimizer]
-dense = "adagrad"
-sparse = "rowwise_adagrad"
-lr = 0.05
-[data]
-train = "train.h5"
-eval = "eval.h5"
-[train]
-batch_size = 128
-steps = 120
-[checkpoint]
-interval = 60
-TOML
+job_toml name=e2e run_dir=run lr=0.05 eval=eval.h5 steps=120 checkpoint=60 > "$work/job.toml"
 
 # Train on 2 ranks: progress, metrics, checkpoints, final evaluation.
 "${mpirun[@]}" -np 2 "$recmix" train "$work/job.toml" > "$work/train.out" 2> "$work/train.err" || {

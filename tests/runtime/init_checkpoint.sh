@@ -13,19 +13,7 @@ source "$(dirname "$0")/../lib.sh"
 scratch init
 cd "$work"
 "$recmix" data synth -o train.h5 --rows 4k --tables 3 --table-rows 50,300,7 --dense 5 --seed 2 > /dev/null
-cat > job.toml <<TOML
-name = "imported"
-run_dir = "run"
-[model]
-embedding_dim = 8
-bottom_mlp = [16, 8]
-top_mlp = [16, 1]
-[data]
-train = "train.h5"
-[train]
-batch_size = 128
-steps = 8
-TOML
+job_toml name=imported run_dir=run steps=8 > job.toml
 
 # The state_dict of the reference DLRM (dlrm_s_pytorch.py: emb_l.<t>.weight; bot_l and top_l are
 # nn.Sequential with a Linear at every even index), exported by the documented mapping.

@@ -57,27 +57,8 @@ $py -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); f['dense'][100, 2] =
 
 # One job spec per job, usable by recmix train alone and by include.
 job() {  # job <name> <seed> <bottom> <top> <batch> <steps> [extra toml]
-  cat > "$1.toml" <<TOML
-name = "$1"
-seed = $2
-run_dir = "solo/$1"
-[model]
-embedding_dim = 8
-bottom_mlp = $3
-top_mlp = $4
-[optimizer]
-dense = "adagrad"
-sparse = "rowwise_adagrad"
-lr = 0.05
-[data]
-train = "train.h5"
-[train]
-batch_size = $5
-steps = $6
-[checkpoint]
-interval = 300
-${7:-}
-TOML
+  { job_toml name="$1" seed="$2" run_dir="solo/$1" bottom_mlp="$3" top_mlp="$4" lr=0.05 batch_size="$5" steps="$6" \
+      checkpoint=300; echo "${7:-}"; } > "$1.toml"
 }
 # run_spec <name> <keys>: run-<name>.toml, the job spec with the run's keys (ranks, arrival) first.
 run_spec() { printf '%b\n' "$2" | cat - "$1.toml" > "run-$1.toml"; }

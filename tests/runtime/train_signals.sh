@@ -18,26 +18,8 @@ py=/usr/bin/python3
 cd "$work"
 
 "$recmix" data synth -o train.h5 --rows 20k --tables 4 --table-rows 100,2000,30,500 --dense 5 --seed 3 >/dev/null
-cat > job.toml <<'TOML'
-name = "sig"
-seed = 7
-[model]
-embedding_dim = 8
-bottom_mlp = [64, 32, 8]
-top_mlp = [64, 1]
-[optimizer]
-dense = "adagrad"
-sparse = "rowwise_adagrad"
-lr = 0.05
-[data]
-train = "train.h5"
-[train]
-batch_size = 64
-steps = 20000
-log_interval_s = 0.2
-[checkpoint]
-interval = 0
-TOML
+job_toml name=sig seed=7 bottom_mlp="[64, 32, 8]" top_mlp="[64, 1]" lr=0.05 batch_size=64 steps=20000 \
+  log_interval_s=0.2 checkpoint=0 > job.toml
 final=checkpoints/ckpt-000020000.h5
 
 "${mpirun[@]}" -np 2 "$recmix" train job.toml --run-dir full > full.out 2>&1 || { cat full.out; fail "the uninterrupted run"; }
