@@ -8,6 +8,7 @@
 #   bench/device/bench_gpu_train.sh <recmix binary> [work dir] [cpu threads]
 # Needs a build with the CUDA backend and a visible GPU; exits 77 (skipped) without one.
 set -euo pipefail
+source "$(dirname "$0")/../lib.sh"
 recmix=$(realpath "$1")
 work=${2:-/tmp/recmix-bench-gpu}
 threads=${3:-$(nproc)}
@@ -21,19 +22,7 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads"
 rate() { sed -n 's/^done after .*: \([0-9]*\) samples\/s.*/\1/p' "$1"; }
 for batch in 2048 16384; do
   steps=$((6000000 / batch))
-  cat > "k$batch.toml" <<TOML
-name = "k$batch"
-[model]
-embedding_dim = 16
-bottom_mlp = [512, 256, 64, 16]
-top_mlp = [512, 256, 1]
-[data]
-train = "d.h5"
-[train]
-batch_size = $batch
-steps = $steps
-log_interval_s = 5.0
-TOML
+  kaggle_job "k$batch" d.h5 "$batch" "$steps" 5.0 > "k$batch.toml"
   for run in cuda cpu cuda2; do
     device=${run%2}
     "$recmix" train "k$batch.toml" --device "$device" --threads "$threads" --run-dir "r-$batch-$run" > "$run-$batch.out" 2>&1 ||

@@ -11,6 +11,7 @@
 #             and clocks as in the run, not flushed or locked) over 7 steps. ncu serialises
 #             kernels, so overlapping kernels count twice and the idle share it gives is a floor.
 set -uo pipefail
+source "$(dirname "$0")/../lib.sh"
 bundle=$(realpath "$1")
 baseline=$(realpath "$2")
 OUT=${OUT:-/tmp/recmix-step-vs-baseline}
@@ -35,19 +36,7 @@ common=(--device cuda --batch 2048 --batch 16384 --reps 3 --min-seconds 0.3)
 
 cd "$work"
 [[ -f i.h5 ]] || "$bin/recmix" data synth -o i.h5 --rows 400000 --tables 26 --table-rows 100000 | tail -1
-cat > i.toml <<TOML
-name = "idle"
-[model]
-embedding_dim = 16
-bottom_mlp = [512, 256, 64, 16]
-top_mlp = [512, 256, 1]
-[data]
-train = "i.h5"
-[train]
-batch_size = 2048
-steps = 600
-log_interval_s = 5.0
-TOML
+kaggle_job idle i.h5 2048 600 5.0 > i.toml
 {
   echo "the step alone (recmix train, fp32, graphs auto = on):"
   for r in 1 2; do

@@ -6,6 +6,7 @@
 #   bench/run/bench_policies.sh <recmix binary> [work dir]
 # Uses the datasets bench_colocation.sh generates in the same work dir (generated here if absent).
 set -euo pipefail
+source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/bench_env.sh"
 
 # The mix: six jobs of three shapes on 1 or 2 ranks, arriving over 4 seconds.
@@ -42,18 +43,7 @@ PY
 done
 
 # One job alone: recmix run (control plane, samples, the per-step status word) vs recmix train.
-cat > alone.toml <<TOML
-name = "alone"
-[model]
-bottom_mlp = [512, 256, 64, 16]
-top_mlp = [512, 256, 1]
-[data]
-train = "kaggle.h5"
-[train]
-batch_size = 128
-steps = 2000
-log_interval_s = 100
-TOML
+kaggle_job alone kaggle.h5 128 2000 100 > alone.toml
 printf 'include = ["alone-run.toml"]\n[scheduler]\nround_interval_s = 1.0\n' > alone-jobs.toml
 { printf 'ranks = 2\n'; cat alone.toml; } > alone-run.toml
 echo "--- one Kaggle-shape job, batch 128, 2000 steps on 2 ranks x 1 thread (3 alternating pairs)"
