@@ -25,6 +25,32 @@ T* DeviceGrouping::grow(device::Buffer<T>& buffer, std::int64_t count, const cha
   return buffer.data();
 }
 
+std::size_t DeviceGrouping::cub_temp_bytes(device::Stream& stream, std::int64_t n, int key_bits) {
+#ifdef RECMIX_HAVE_CUDA
+  if (device::runs_kernels_on_host(backend_) || n <= 0) return 0;
+  // A query: with no scratch, CUB only says how much it needs.
+  return std::max(cuda::sort_pairs(stream.native(), nullptr, 0, keys_[0].data(), keys_[1].data(), vals_[0].data(),
+                                   vals_[1].data(), n, std::max(key_bits, 1)),
+                  cuda::exclusive_sum(stream.native(), nullptr, 0, counts_.data(), counts_.data(), n));
+#else
+  (void)stream, (void)n, (void)key_bits;
+  return 0;
+#endif
+}
+
+void DeviceGrouping::reserve(device::Stream& stream, std::int64_t entries, int key_bits, bool scaled) {
+  const std::int64_t n = entries;
+  for (auto* b : {&keys_[0], &keys_[1], &vals_[0], &vals_[1], &bag_of_, &unique_, &entry_grad_, &head_, &group_})
+    grow(*b, n, "embedding grouping");
+  grow(entry_offsets_, n + 1, "embedding entry offsets");
+  grow(counts_, std::clamp<std::int64_t>(n / kEntriesPerBlock, 1, kMaxBlocks) * kernels::kRadixSize,
+       "embedding grouping counts");
+  grow(groups_, 1, "embedding unique row count");
+  if (scaled) grow(entry_scale_, n, "embedding entry scales");
+  if (const std::size_t temp = cub_temp_bytes(stream, n, key_bits); temp > 0)
+    grow(temp_, static_cast<std::int64_t>(temp), "embedding grouping scratch");
+}
+
 void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, const std::int64_t* rows,
                            std::int64_t n_bags, std::int64_t entries, int key_bits, const float* bag_scale) {
   entries_ = entries;
@@ -51,8 +77,7 @@ void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, 
   void* temp = nullptr;
   std::size_t temp_bytes = 0;
   if (cub) {
-    temp_bytes = std::max(cuda::sort_pairs(stream.native(), nullptr, 0, keys[0], keys[1], vals[0], vals[1], n, bits),
-                          cuda::exclusive_sum(stream.native(), nullptr, 0, counts, counts, n));
+    temp_bytes = cub_temp_bytes(stream, n, bits);
     temp = grow(temp_, static_cast<std::int64_t>(temp_bytes), "embedding grouping scratch");
     cuda::sort_pairs(stream.native(), temp, temp_bytes, keys[0], keys[1], vals[0], vals[1], n, bits);
     backend_.note_launch();

@@ -7,6 +7,7 @@
 // each row once with its entries summed in the same order either way, so the weights are the same
 // bits. No host synchronisation: the number of groups stays on the device (UpdateRows::unique_count).
 // Internal to recmix_embedding.
+#include <cstddef>
 #include <cstdint>
 
 #include "device/backend.hpp"
@@ -23,6 +24,9 @@ class DeviceGrouping {
   // [n_bags] or null (per-entry scales then stay unset). Enqueued on stream.
   void group(device::Stream& stream, const std::int64_t* offsets, const std::int64_t* rows, std::int64_t n_bags,
              std::int64_t entries, int key_bits, const float* bag_scale);
+  // Makes every buffer of group() at its size for up to `entries` entries now (rows below
+  // 2^key_bits; `scaled`: with bag scales), so that such a group() allocates nothing.
+  void reserve(device::Stream& stream, std::int64_t entries, int key_bits, bool scaled);
   // Points f's grouping fields at the result; launch f over launch_size() items.
   void fill(kernels::UpdateRows& f) const;
   std::int64_t launch_size() const { return entries_; }
@@ -32,6 +36,8 @@ class DeviceGrouping {
  private:
   template <class T>
   T* grow(device::Buffer<T>& buffer, std::int64_t count, const char* what);
+  // CUB's scratch bytes for n entries (0 where the backend runs its kernels on the host).
+  std::size_t cub_temp_bytes(device::Stream& stream, std::int64_t n, int key_bits);
 
   device::Backend& backend_;
   device::MemoryPool& pool_;

@@ -22,6 +22,39 @@ EnvSwitch& exchange_stream_switch() {
 bool exchange_stream_enabled() { return exchange_stream_switch().on(); }
 void set_exchange_stream_enabled(bool on) { exchange_stream_switch().set(on); }
 
+// The largest step's buffers (ShardedEmbedding::reserve), by the bounds of the message layouts:
+// an owner pools at most one bag per sample of the global batch for each shard it owns (a
+// row-split table's shard gets a partial bag), and a requester receives at most one partial sum
+// per sample for each shard of the plan. The pooled vectors go one way and their gradients the
+// other, so the send and receive buffers take the larger of the two.
+void ShardedEmbedding::Impl::reserve(device::Stream& stream, int local_batch, std::int64_t global_batch,
+                                     std::int64_t bag_rows) {
+  if (on_host) return;
+  const std::size_t b = static_cast<std::size_t>(std::max(local_batch, 1)), T = num_tables;
+  const std::size_t bags = local_only ? b * T : static_cast<std::size_t>(std::max<std::int64_t>(global_batch, 1)) * owned.size();
+  const std::size_t entries = bags * static_cast<std::size_t>(std::max<std::int64_t>(bag_rows, 1));
+  const std::size_t parts = b * plan.shards().size(), out = b * T;
+  const bool mean = pooling == Pooling::mean;
+  reserve_stage(dev_own_offsets, bags + 1);
+  reserve_stage(dev_own_rows, entries);
+  if (local_only) {
+    if (mean) reserve_stage(dev_own_scale, bags);
+    if (!tiers) reserve_stage(dev_one_hot_indices, out);  // the device one-hot path
+  } else {
+    grow(dev_send, std::max(bags, parts) * dim, "embedding vectors sent");
+    grow(dev_recv, std::max(bags, parts) * dim, "embedding vectors received");
+    reserve_stage(dev_meta_i64[0], out + 1);
+    reserve_stage(dev_meta_i64[1], parts);
+    reserve_stage(dev_meta_i64[2], parts);
+    if (mean) {
+      reserve_stage(dev_meta_f32[0], out);
+      reserve_stage(dev_meta_f32[1], parts);
+    }
+  }
+  if (!grouping) grouping = std::make_unique<DeviceGrouping>(backend, pool);
+  grouping->reserve(stream, static_cast<std::int64_t>(entries), detail::bits_below(device_rows()), mean && local_only);
+}
+
 // One rank, whole tables: bag j = b * num_tables + t pools straight into output vector j, so
 // the output is written in order and the gradient of bag j is grad_out's vector j.
 void ShardedEmbedding::Impl::forward_local(device::Stream& stream, std::span<const Bags> bags,

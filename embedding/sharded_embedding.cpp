@@ -570,6 +570,10 @@ Pooling ShardedEmbedding::pooling() const { return impl_->pooling; }
 SparseOptimizerKind ShardedEmbedding::optimizer_kind() const { return impl_->kind; }
 TableStorage ShardedEmbedding::storage() const { return impl_->storage; }
 void ShardedEmbedding::set_step(std::int64_t step) { impl_->update_step = step; }
+void ShardedEmbedding::reserve(device::Stream& stream, int local_batch, std::int64_t global_batch,
+                               std::int64_t bag_rows) {
+  impl_->reserve(stream, local_batch, global_batch, bag_rows);
+}
 std::size_t ShardedEmbedding::bytes_sent_last_step() const { return impl_->bytes_sent; }
 ShardedEmbedding::Region ShardedEmbedding::hot_region() const {
   const Impl& m = *impl_;

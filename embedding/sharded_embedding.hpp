@@ -97,6 +97,13 @@ class ShardedEmbedding {
   // batch than before): graphs captured before then read freed memory and must be dropped.
   std::uint64_t device_buffers_generation() const;
 
+  // Makes every device buffer of a step at its largest now: for batches of at most `local_batch`
+  // samples on this rank and `global_batch` over all ranks, each bag of at most `bag_rows`
+  // indices, whatever share of them this rank's shards get. A later step of that kind allocates
+  // nothing (docs/device.md); a larger batch or a longer bag still grows what it needs. Nothing
+  // on the CPU backend, whose kernels read the host's arrays.
+  void reserve(device::Stream& stream, int local_batch, std::int64_t global_batch, std::int64_t bag_rows);
+
   // The lookahead of tiered tables: the next step's batch, given during this step (after its
   // forward_start()), so that its cold rows are gathered from the host tier in the background
   // while this step computes. Collective on several ranks (the next batch's indices are exchanged

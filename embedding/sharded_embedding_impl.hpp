@@ -167,6 +167,18 @@ struct ShardedEmbedding::Impl {
     }
   }
 
+  // stage()'s buffers for up to `count` elements: the device scratch and both pinned slots.
+  template <class T>
+  void reserve_stage(device::Buffer<T>& scratch, std::size_t count) {
+    grow(scratch, std::max<std::size_t>(count, 1), "embedding scratch");
+    if (!pinned_pool)
+      pinned_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding index uploads");
+    const std::size_t bytes = std::max<std::size_t>(count, 1) * sizeof(T);
+    for (auto& slot : shadows[&scratch].slot)
+      if (slot.size() < bytes) slot = device::Buffer<unsigned char>(*pinned_pool, bytes, "embedding index upload");
+  }
+  void reserve(device::Stream& stream, int local_batch, std::int64_t global_batch, std::int64_t bag_rows);
+
   // Host array -> pointer the kernels can use (itself on the CPU backend, a device copy otherwise).
   template <class T>
   const T* stage(const std::vector<T>& host, device::Buffer<T>& scratch, device::Stream& stream) {

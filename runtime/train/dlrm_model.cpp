@@ -64,7 +64,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
                      comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend,
                      device::MemoryPool& pool,
                      std::int64_t max_local_batch, const embedding::ShardingPlan& plan,
-                     embedding::TierOptions tiers)
+                     embedding::TierOptions tiers, std::int64_t bag_rows)
     : comm_(comm),
       device_comm_(device_comm),
       backend_(backend),
@@ -112,6 +112,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       comm, backend, pool, tables,
       spec.model.pooling == "mean" ? embedding::Pooling::mean : embedding::Pooling::sum, plan, sparse,
       spec.seed * 4 + 3, &device_comm, std::move(tiers), table_storage(spec.precision));
+  embedding_->reserve(*stream_, static_cast<int>(max_local_batch_), spec.train.batch_size, bag_rows);
 
   // The rows the lookups read most kept in the GPU's persisting L2 (device.l2_window; auto: on
   // wherever the backend has such a cache).

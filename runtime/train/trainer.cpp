@@ -121,7 +121,7 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   device_comm_ = comm::device_communicator(comm_, *backend_, std::move(early_device_comm), spec_.device.shared);
 
   const bool from_checkpoint = shape.has_value();
-  std::int64_t bag_rows = 1;  // the longest bag of the data (sizes the staging slots of tiered tables)
+  std::int64_t bag_rows = 1;  // the longest bag of the data (sizes the step's index buffers and tiers' staging)
   if (!shape) {
     auto info = data::open_dataset_info(spec_.data.train);
     shape = DatasetShape{info.table_rows, info.num_dense};
@@ -165,7 +165,7 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
     tiers.host_pool = host_pool_.get();
   }
   model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, device_comm_ ? *device_comm_ : comm_,
-                                       *backend_, *device_pool_, max_local, *plan_, std::move(tiers));
+                                       *backend_, *device_pool_, max_local, *plan_, std::move(tiers), bag_rows);
 }
 
 Trainer::~Trainer() = default;

@@ -78,12 +78,9 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
       EXPECT_TRUE(d.contains(key)) << key;
     EXPECT_GT(d["launches"].get<double>(), 10.0);
     if (i == 0 || i + 1 == records.size()) continue;  // start-up; the closing checkpoint
-    // One rank, one index per bag: every buffer has its final size after the first step. With
-    // several ranks (a row-split table's share varies) or multi-hot bags, the exchange and the
-    // grouping still grow to fit a larger batch than any before (docs/device.md).
-    if (comm.size() == 1 && std::string(c.data) == "train.h5") {
-      EXPECT_EQ(d["allocations"].get<double>(), 0.0) << d.dump();
-    }
+    // Every buffer of the step is made at its largest before the first step (the data's longest
+    // bag bounds the multi-hot ones), whatever share of the batch a rank's shards get.
+    EXPECT_EQ(d["allocations"].get<double>(), 0.0) << d.dump();
     // The record's own read-back (the loss total and the divergence flag) is all the host waits
     // for; the tiers add their staging wait. Nothing goes up from pageable memory.
     EXPECT_LE(d["host_syncs"].get<double>(), c.hot_fraction > 0 ? 3.0 : 2.0) << d.dump();
@@ -92,11 +89,11 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
     // later one replays the same graphs: the bottom MLP's forward and backward, the dense middle,
     // the interaction's backward and the dense optimizer's step (none at one rank with SGD: it
     // is folded into the backward); and at one rank with one-hot batches and untiered fp32
-    // tables, the embedding's sparse update (ShardedEmbedding::backward_capturable) from the third
-    // step on: its first step makes the grouping's buffers, so the second warms up again.
+    // tables, the embedding's sparse update (ShardedEmbedding::backward_capturable) from the second
+    // step on too: its buffers are made before the first step (ShardedEmbedding::reserve).
     const bool folded = comm.size() == 1 && std::string(c.dense) == "sgd";
     const bool update = comm.size() == 1 && std::string(c.data) == "train.h5" && std::string(c.tables) == "fp32" &&
-                        c.hot_fraction == 0 && i >= 2;
+                        c.hot_fraction == 0;
     EXPECT_EQ(d["graph_launches"].get<double>(), c.graphs ? (folded ? 4.0 : 5.0) + (update ? 1.0 : 0.0) : 0.0)
         << d.dump();
   }
@@ -170,9 +167,7 @@ TEST(StepColocated, ThreeJobsEachStayHostFree) {
     for (std::size_t i = 1; i + 1 < records.size(); ++i) {
       const auto& d = records[i]["device_per_step"];
       EXPECT_GT(d["launches"].get<double>(), 10.0) << d.dump();
-      if (comm.size() == 1) {  // more ranks: the exchange still grows to a larger batch (docs/device.md)
-        EXPECT_EQ(d["allocations"].get<double>(), 0.0) << d.dump();
-      }
+      EXPECT_EQ(d["allocations"].get<double>(), 0.0) << d.dump();
       EXPECT_LE(d["host_syncs"].get<double>(), tiered ? 3.0 : 2.0) << d.dump();
       EXPECT_EQ(d["pageable_copies"].get<double>(), 0.0) << d.dump();
     }
