@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "device/buffer.hpp"
 #include "mlp/cpu/kernels.hpp"
+#include "mlp/cross_net.hpp"
 #include "mlp/launch.hpp"
 
 namespace recmix::mlp {
@@ -125,17 +126,18 @@ void check_shape(const std::string& kind, int num_embeddings, int dim) {
 int interaction_out_features(const std::string& kind, int num_embeddings, int dim) {
   check_shape(kind, num_embeddings, dim);
   if (kind == "dot") return dim + (num_embeddings + 1) * num_embeddings / 2;
-  if (kind == "cat") return (num_embeddings + 1) * dim;
-  throw ConfigError(fmt::format("unknown interaction '{}' (expected 'dot' or 'cat')", kind));
+  if (kind == "cat" || kind == "dcn") return (num_embeddings + 1) * dim;
+  throw ConfigError(fmt::format("unknown interaction '{}' (expected 'dot', 'cat' or 'dcn')", kind));
 }
 
 std::unique_ptr<Interaction> make_interaction(const std::string& kind, device::Backend& backend,
                                               device::MemoryPool& pool, int num_embeddings, int dim,
-                                              int max_batch) {
+                                              int max_batch, const CrossSpec& cross) {
   interaction_out_features(kind, num_embeddings, dim);  // validates
   if (max_batch <= 0)
     throw ConfigError(fmt::format("{} interaction: max batch {} must be positive", kind, max_batch));
   if (kind == "dot") return std::make_unique<DotInteraction>(backend, pool, num_embeddings, dim, max_batch);
+  if (kind == "dcn") return make_cross_interaction(backend, pool, num_embeddings, dim, max_batch, cross);
   return std::make_unique<CatInteraction>(backend, pool, num_embeddings, dim, max_batch);
 }
 

@@ -8,6 +8,7 @@
 #include "device/fine_grained.hpp"
 #include "mlp/cpu/threading.hpp"
 #include "device/cpu/host_workers.hpp"
+#include "mlp/cross_kernels.hpp"
 #include "mlp/kernels.hpp"
 
 // Every functor type launched on CUDA; launch.cu instantiates the grid-stride kernel for each.
@@ -16,7 +17,8 @@
   X(DotInteractionForward) X(DotInteractionBackward) X(CatInteractionForward)                   \
   X(CatInteractionBackward) X(BceTerms) X(BceBackward) X(SgdStep) X(AdagradStep) X(AdamStep)    \
   X(AdamCorrections)                                                                            \
-  X(Fill) X(RoundToBf16) X(BlockSums) X(AddBlockSums) X(FlagNonFinite)
+  X(Fill) X(RoundToBf16) X(BlockSums) X(AddBlockSums) X(FlagNonFinite) X(CrossCombine)         \
+  X(CrossGradient)
 
 namespace recmix::mlp::detail {
 

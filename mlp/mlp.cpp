@@ -20,27 +20,10 @@
 #include "core/error.hpp"
 #include "mlp/cpu/bf16.hpp"
 #include "mlp/cpu/linear.hpp"
+#include "mlp/init.hpp"
 #include "mlp/launch.hpp"
 
 namespace recmix::mlp {
-namespace {
-
-// The random stream of a parameter: a hash of its name, so values do not depend on the order
-// in which parameters are built.
-std::uint64_t name_stream(const std::string& name) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-void init_normal(device::Backend& backend, device::Stream& s, float* value, std::size_t count,
-                 std::uint64_t seed, const std::string& name, double stddev) {
-  kernels::InitNormal f{value, static_cast<kernels::Index>(count), seed, name_stream(name),
-                        static_cast<float>(stddev)};
-  detail::launch(backend, s, detail::flat_blocks(f.count), f, f.count);
-}
-
-}  // namespace
 
 Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
          std::vector<int> sizes, Activation last, std::uint64_t seed, int max_batch, bool bf16_gemms)
@@ -82,9 +65,9 @@ Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
                                      prefix + " activations");
     l.grad = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * l.out,
                                    prefix + " activation gradients");
-    init_normal(backend_, *stream, l.weight, w, seed, prefix + ".weight",
+    detail::init_normal(backend_, *stream, l.weight, w, seed, prefix + ".weight",
                 std::sqrt(2.0 / (l.in + l.out)));
-    init_normal(backend_, *stream, l.bias, l.out, seed, prefix + ".bias", std::sqrt(1.0 / l.out));
+    detail::init_normal(backend_, *stream, l.bias, l.out, seed, prefix + ".bias", std::sqrt(1.0 / l.out));
     widest = std::max(widest, l.out);
   }
   backend_.fill_zero(grads_.data(), grads_.bytes(), *stream);

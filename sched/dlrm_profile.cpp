@@ -44,8 +44,9 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
   const double hit = spec.tiering.enabled ? spec.tiering.hot_hit_rate : 1.0;
   StepCost c;
   const std::vector<int> bottom(s.bottom_mlp.begin() + 1, s.bottom_mlp.end());
-  const double macs = mlp_macs(bottom, s.dense_features()) + mlp_macs(s.top_mlp, s.interaction_width()) +
-                      f * f * d / 2;
+  // The cross layers' products, or the dot interaction's pairs (also counted for cat).
+  const double interaction = s.cross_layers > 0 ? s.cross_macs() : f * f * d / 2;
+  const double macs = mlp_macs(bottom, s.dense_features()) + mlp_macs(s.top_mlp, s.interaction_width()) + interaction;
   c.gemm_flops = 3.0 * 2.0 * macs * b;  // forward, input gradient, weight gradient
   const double lookups = global * owned * s.pooling;
   // Pooling reads each row once; the sparse update reads the gradient, reads and writes the row

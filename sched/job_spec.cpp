@@ -65,7 +65,7 @@ GemmMath parse_gemm_math(std::string_view name) {
 
 int DlrmShape::interaction_width() const {
   const int f = static_cast<int>(tables.size()) + 1;
-  if (concat_interaction) return f * embedding_dim();
+  if (concat_interaction || cross_layers > 0) return f * embedding_dim();
   return embedding_dim() + f * (f - 1) / 2;
 }
 
@@ -87,10 +87,21 @@ std::int64_t mlp_params(const std::vector<int>& widths, int input) {
 }
 }  // namespace
 
+std::int64_t DlrmShape::cross_params() const {
+  const std::int64_t n = interaction_width(), r = cross_rank;
+  return cross_layers * ((r > 0 ? 2 * r * n : n * n) + n);
+}
+
+double DlrmShape::cross_macs() const {
+  const double n = interaction_width(), r = cross_rank;
+  return cross_layers * (r > 0 ? 2 * r * n : n * n);
+}
+
 std::int64_t DlrmShape::dense_params() const {
-  if (bottom_mlp.size() < 2) return mlp_params(top_mlp, interaction_width());
+  const std::int64_t cross = cross_params();
+  if (bottom_mlp.size() < 2) return mlp_params(top_mlp, interaction_width()) + cross;
   const std::vector<int> bottom_layers(bottom_mlp.begin() + 1, bottom_mlp.end());
-  return mlp_params(bottom_layers, bottom_mlp.front()) + mlp_params(top_mlp, interaction_width());
+  return mlp_params(bottom_layers, bottom_mlp.front()) + mlp_params(top_mlp, interaction_width()) + cross;
 }
 
 void validate(const JobSpec& spec) {

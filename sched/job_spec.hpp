@@ -40,13 +40,19 @@ struct DlrmShape {
   std::vector<int> top_mlp;     // layer widths excluding the interaction input: {512, 256, 1}
   int pooling = 1;              // indices per bag (1 = one-hot)
   bool concat_interaction = false;  // "cat": the bottom output and the pooled vectors side by side
+  // "dcn": that vector, n = F x dim wide, through cross_layers DCN-V2 cross layers of rank
+  // cross_rank (0: full n x n matrices); 0 layers: no cross network.
+  int cross_layers = 0;
+  int cross_rank = 0;
   int dense_features() const { return bottom_mlp.empty() ? 0 : bottom_mlp.front(); }
   int embedding_dim() const { return tables.empty() ? 0 : tables.front().dim; }
   // Width of the interaction output fed to the top MLP: dim + F(F-1)/2 for the dot interaction,
-  // F x dim for concatenation, F = tables + 1.
+  // F x dim for concatenation and the cross network, F = tables + 1.
   int interaction_width() const;
+  std::int64_t cross_params() const;      // weights + biases of the cross layers
+  double cross_macs() const;              // multiply-adds of their forward, per sample
   std::int64_t embedding_params() const;  // sum rows x dim
-  std::int64_t dense_params() const;      // weights + biases of both MLPs
+  std::int64_t dense_params() const;      // weights + biases of both MLPs and the cross layers
 };
 
 // Hot/cold tiers of the embedding rows: each owned shard's hot rows on the device, every owned

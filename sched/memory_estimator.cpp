@@ -142,7 +142,11 @@ double activation_bytes(const JobSpec& spec) {
   // Kept once: dense input, labels, loss gradient, and the loss's per-sample terms (a double, two
   // floats' bytes). Kept with a gradient of the same size: every MLP layer output, the pooled
   // embeddings, the interaction output (the top MLP's input).
-  const double once = s.dense_features() + 4.0;
+  // The cross layers (dcn) keep each layer's input, product and low-rank product, and four
+  // gradients of the backward (x_l's, x0's, the product's, the low-rank one's).
+  const double n = s.interaction_width(), r = s.cross_rank;
+  const double cross = s.cross_layers > 0 ? s.cross_layers * (2.0 * n + r) + 3.0 * n + r : 0.0;
+  const double once = s.dense_features() + 4.0 + cross;
   const double with_gradient = sum(s.bottom_mlp, 1) + tables * d + s.interaction_width() + sum(s.top_mlp);
   const double fp32 = spec.local_batch() * (once + 2.0 * with_gradient) * kFloatBytes;
   if (!spec.bf16_gemms()) return fp32;

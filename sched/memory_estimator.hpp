@@ -62,7 +62,8 @@ double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard);
 double staging_bytes(const JobSpec& spec, const RankShard& shard);
 // Activations and their gradients for the local batch: local batch x 4 x (dense input + labels +
 // loss gradient + 2 x (bottom widths + tables x dim + interaction width + top widths)): each MLP
-// layer output, the pooled embeddings and the interaction output with a gradient each. With bf16
+// layer output, the pooled embeddings and the interaction output with a gradient each; with
+// cross layers (dcn, n wide, rank r, L layers) + local batch x 4 x (L (2n + r) + 3n + r). With bf16
 // GEMMs also each MLP layer's input in bf16 and one layer's pre-activation gradient in bf16:
 // + local batch x 2 x (sum of layer input widths + widest layer output).
 double activation_bytes(const JobSpec& spec);

@@ -37,6 +37,10 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
   out.shape.top_mlp = s.model.top_mlp;
   out.shape.concat_interaction = s.model.interaction == "cat";
+  if (s.model.interaction == "dcn") {
+    out.shape.cross_layers = s.model.cross_layers;
+    out.shape.cross_rank = s.model.cross_rank;
+  }
   // Indices per bag: the data's longest bag (1 for one-hot; a multi-hot file without its max_bag
   // attribute counts as one-hot, docs/scheduler.md, Limits).
   out.shape.pooling = static_cast<int>(std::max<std::int64_t>(1, info.max_bag_rows()));

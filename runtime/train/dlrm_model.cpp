@@ -79,9 +79,14 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   // TF32 is the backend's math for every fp32 GEMM of this job, set before the MLPs are made.
   const bool tf32 = spec.precision.dense == "tf32";
   backend.set_fp32_math(tf32 ? device::Fp32Math::tf32 : device::Fp32Math::fp32);
-  // The dense replicas run the fp32 fused CPU kernels: not with bf16 or TF32 GEMMs.
+  // The dense replicas run the fp32 fused CPU kernels: not with bf16 or TF32 GEMMs, and sum the
+  // MLPs' gradients only: not with the cross network's parameters.
+  const bool cross = spec.model.interaction == "dcn";
+  if (cross && spec.device.dense_replicas == "on")
+    throw ConfigError("device.dense_replicas = \"on\" does not apply to model.interaction = \"dcn\" (the replicas "
+                      "sum the MLPs' gradients only): use \"auto\" or \"off\"");
   const bool use_replicas =
-      !bf16 && !tf32 && device::device_memory_is_host(backend) && threads_ > 1 &&
+      !bf16 && !tf32 && !cross && device::device_memory_is_host(backend) && threads_ > 1 &&
       max_local_batch_ >= threads_ &&
       (spec.device.dense_replicas == "on" ||
        (spec.device.dense_replicas == "auto" && comm.size() == 1 &&
@@ -95,7 +100,9 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   bottom_sizes.insert(bottom_sizes.end(), spec.model.bottom_mlp.begin(), spec.model.bottom_mlp.end());
   bottom_ = std::make_unique<mlp::Mlp>(backend, pool, "bottom", bottom_sizes, mlp::Activation::relu,
                                        spec.seed * 4 + 1, max_batch, bf16);
-  interaction_ = mlp::make_interaction(spec.model.interaction, backend, pool, k, dim_, max_batch);
+  // The cross network's GEMMs stay fp32 (or TF32) with bf16 MLPs.
+  interaction_ = mlp::make_interaction(spec.model.interaction, backend, pool, k, dim_, max_batch,
+                                       mlp::CrossSpec{spec.model.cross_layers, spec.model.cross_rank, spec.seed * 4});
   std::vector<int> top_sizes = {interaction_->out_features()};
   top_sizes.insert(top_sizes.end(), spec.model.top_mlp.begin(), spec.model.top_mlp.end());
   top_ = std::make_unique<mlp::Mlp>(backend, pool, "top", top_sizes, mlp::Activation::sigmoid,
@@ -126,6 +133,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   }
 
   bottom_params_ = bottom_->parameters();
+  interaction_params_ = interaction_->parameters();
   top_params_ = top_->parameters();
   mlp::DenseOptimizerConfig dense;
   dense.kind = spec.optimizer.dense;
@@ -133,13 +141,14 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   if (spec.optimizer.eps >= 0) dense.eps = spec.optimizer.eps;
   dense.initial_accumulator = spec.optimizer.initial_accumulator;
   dense_optimizer_ = mlp::make_dense_optimizer(dense, backend, pool, dense_parameters());
-  fold_sgd_ = comm.size() == 1 && dense.kind == "sgd";
+  // (The cross network's parameters take the optimizer's step: no folding with them.)
+  fold_sgd_ = comm.size() == 1 && dense.kind == "sgd" && interaction_params_.empty();
   sgd_lr_ = dense.lr;
   if (spec.device.graphs == "true" && !backend.supports_graphs())
     throw ConfigError(fmt::format("device.graphs = true: the {} backend has no graphs (cuda has them, cpu-strict "
                                   "emulates them)",
                                   to_string(backend.kind())));
-  // "auto" stays off until the GPU suite has measured the captured step against the eager one.
+  // "auto": where the backend says graphs pay (Backend::graphs_by_default: cuda).
   const bool graphs = spec.device.graphs == "true" || (spec.device.graphs == "auto" && backend.graphs_by_default());
   graphs_ = std::make_unique<StepGraphs>(backend, *stream_, graphs && !use_replicas);
 
@@ -224,6 +233,7 @@ void DlrmModel::finish_dense_step() {
 
 std::vector<mlp::Param> DlrmModel::dense_parameters() {
   std::vector<mlp::Param> all = bottom_params_;
+  all.insert(all.end(), interaction_params_.begin(), interaction_params_.end());
   all.insert(all.end(), top_params_.begin(), top_params_.end());
   return all;
 }
@@ -451,6 +461,11 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
     interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
     return nullptr;
   });
+  if (reduce && interaction_->parameter_count() > 0) {
+    pending.push_back(device_comm_.iall_reduce_sum(interaction_->all_grads(), interaction_->all_grads(),
+                                                   interaction_->parameter_count(), comm::DataType::f32,
+                                                   stream_.get()));
+  }
   mark(interaction_backward);
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
   start_embedding_backward(b, global_batch);

@@ -104,7 +104,7 @@ class DlrmModel {
   void set_phase_hook(std::function<void(Phase)> hook) { phase_hook_ = std::move(hook); }
   std::int64_t timed_steps() const { return timed_steps_; }
 
-  std::vector<mlp::Param> dense_parameters();  // bottom then top
+  std::vector<mlp::Param> dense_parameters();  // bottom, the interaction's (dcn), top
   mlp::DenseOptimizer& dense_optimizer() { return *dense_optimizer_; }
   embedding::ShardedEmbedding& embedding() { return *embedding_; }
   device::Backend& backend() { return backend_; }
@@ -182,7 +182,7 @@ class DlrmModel {
   double phase_start_ = 0.0;
   std::array<double, num_phases> phase_seconds_{};
   std::int64_t timed_steps_ = 0;
-  std::vector<mlp::Param> bottom_params_, top_params_;
+  std::vector<mlp::Param> bottom_params_, interaction_params_, top_params_;
   device::Buffer<float> dense_in_, labels_, pooled_, grad_pooled_, grad_bottom_, grad_prob_;
   // The loss on the device: per-sample terms, their block sums and the running total since the
   // last take_loss (mlp::bce_loss_accumulate); the total's pinned read-back; the replicas' host sum.

@@ -212,7 +212,12 @@ void read_model(Section& top, ModelSpec& m) {
   model.read_int_list("bottom_mlp", m.bottom_mlp, 1);
   model.read_int_list("top_mlp", m.top_mlp, 1);
   model.read("interaction", m.interaction);
-  model.one_of("interaction", m.interaction, {"dot", "cat"});
+  model.one_of("interaction", m.interaction, {"dot", "cat", "dcn"});
+  model.read_int("cross_layers", m.cross_layers, 1, 64);
+  model.read_int("cross_rank", m.cross_rank, 0, 1 << 20);
+  for (const char* key : {"cross_layers", "cross_rank"})
+    if (model.find(key) && m.interaction != "dcn")
+      model.fail(key, fmt::format("applies to interaction = \"dcn\" only (the interaction is \"{}\")", m.interaction));
   model.read("pooling", m.pooling);
   model.one_of("pooling", m.pooling, {"sum", "mean"});
   if (m.bottom_mlp.empty()) model.fail("bottom_mlp", "must name at least one layer");

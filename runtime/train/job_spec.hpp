@@ -12,7 +12,9 @@ struct ModelSpec {
   int embedding_dim = 16;
   std::vector<int> bottom_mlp = {512, 256, 64, 16};  // layer widths after the dense input
   std::vector<int> top_mlp = {512, 256, 1};          // layer widths after the interaction
-  std::string interaction = "dot";                   // dot | cat
+  std::string interaction = "dot";                   // dot | cat | dcn (DCN-V2 cross layers on the cat vector)
+  int cross_layers = 3;                              // dcn: cross layers
+  int cross_rank = 512;                              // dcn: their rank; 0: full n x n matrices
   std::string pooling = "sum";                       // sum | mean
 };
 

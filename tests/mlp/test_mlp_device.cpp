@@ -1,5 +1,5 @@
 // The dense half on a device backend against the CPU backend: an MLP's forward and backward, the
-// dot and concatenation interactions and the BCE loss give the same values (to fp32 rounding).
+// dot, concatenation and cross-network interactions and the BCE loss give the same values (to fp32 rounding).
 // Under the strict device emulator (cpu-strict) always; on CUDA when a GPU is present, else
 // skipped. Every input reaches the device and every result the host through backend copies.
 #include <gtest/gtest.h>
@@ -46,7 +46,7 @@ DenseResults run_dense(device::BackendKind kind, const std::string& interaction_
   for (int i = 0; i < kBatch; ++i) labels[i] = float(i % 3 == 0);
   Device d(kind);
   Mlp bottom(*d.backend, d.pool, "bottom", {kDense, 16, kDim}, Activation::relu, 3, kBatch);
-  auto inter = make_interaction(interaction_kind, *d.backend, d.pool, kTables, kDim, kBatch);
+  auto inter = make_interaction(interaction_kind, *d.backend, d.pool, kTables, kDim, kBatch, CrossSpec{2, 5, 9});
   Mlp top(*d.backend, d.pool, "top", {inter->out_features(), 16, 1}, Activation::sigmoid, 4, kBatch);
   float* x = d.upload(dense);
   float* e = d.upload(emb);
@@ -86,7 +86,7 @@ class DenseDevice : public testing::TestWithParam<device::BackendKind> {};
 TEST_P(DenseDevice, MatchesTheCpuBackend) {
   const device::BackendKind kind = GetParam();
   if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
-  for (const char* interaction : {"dot", "cat"}) {
+  for (const char* interaction : {"dot", "cat", "dcn"}) {
     SCOPED_TRACE(interaction);
     const auto want = run_dense(device::BackendKind::cpu, interaction);
     const auto got = run_dense(kind, interaction);

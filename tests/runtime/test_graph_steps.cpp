@@ -33,6 +33,7 @@ struct GraphCase {
   double hot_fraction = 0;           // [embedding] hot_fraction: tiered when > 0
   bool packed = false;               // one-hot batches as stored (train()'s): at one rank with fp32
                                      // tables, the sparse update is a captured piece too
+  int cross_rank = -1;               // >= 0: the dcn interaction, two cross layers of this rank
 };
 
 class GraphSteps : public testing::TestWithParam<GraphCase> {};
@@ -40,10 +41,15 @@ class GraphSteps : public testing::TestWithParam<GraphCase> {};
 TEST_P(GraphSteps, EqualEagerStepsBitForBit) {
   auto c = GetParam();
   auto& comm = *world->comm;
-  auto spec = small_spec(fmt::format("graphs-{}-{}-{}-{}-{}-{}{}", std::string(c.data).substr(0, 5), c.sparse, c.dense,
-                                     c.tables, c.dense_precision, c.hot_fraction > 0 ? "tiered" : "flat",
-                                     c.packed ? "-packed" : ""),
+  auto spec = small_spec(fmt::format("graphs-{}-{}-{}-{}-{}-{}{}{}", std::string(c.data).substr(0, 5), c.sparse,
+                                     c.dense, c.tables, c.dense_precision, c.hot_fraction > 0 ? "tiered" : "flat",
+                                     c.packed ? "-packed" : "", c.cross_rank),
                          c.data);
+  if (c.cross_rank >= 0) {
+    spec.model.interaction = "dcn";
+    spec.model.cross_layers = 2;
+    spec.model.cross_rank = c.cross_rank;
+  }
   spec.device.kind = "cpu-strict";
   spec.optimizer.sparse = c.sparse;
   spec.optimizer.dense = c.dense;
@@ -72,11 +78,14 @@ INSTANTIATE_TEST_SUITE_P(
                     GraphCase{"train.h5", "sgd", "sgd", "fp32", "fp32", 0, true},
                     GraphCase{"train.h5", "adagrad", "adam", "fp32", "fp32", 0, true},
                     GraphCase{"train.h5", "rowwise_adagrad", "adagrad", "fp32", "bf16", 0, true},
-                    GraphCase{"train.h5", "adagrad", "sgd", "bf16", "fp32", 0, true}),
+                    GraphCase{"train.h5", "adagrad", "sgd", "bf16", "fp32", 0, true},
+                    GraphCase{"train.h5", "sgd", "sgd", "fp32", "fp32", 0, true, 4},
+                    GraphCase{"multi.h5", "adagrad", "adam", "fp32", "fp32", 0, false, 0}),
     [](const auto& info) {
       const auto& p = info.param;
-      return fmt::format("{}_{}_{}_{}_{}{}{}", std::string(p.data).substr(0, 5), p.sparse, p.dense, p.tables,
-                         p.dense_precision, p.hot_fraction > 0 ? "_tiered" : "", p.packed ? "_packed" : "");
+      return fmt::format("{}_{}_{}_{}_{}{}{}{}", std::string(p.data).substr(0, 5), p.sparse, p.dense, p.tables,
+                         p.dense_precision, p.hot_fraction > 0 ? "_tiered" : "", p.packed ? "_packed" : "",
+                         p.cross_rank < 0 ? "" : fmt::format("_dcn_rank{}", p.cross_rank));
     });
 
 // train() with graphs, stopped and resumed: the same steps, losses and weights as without them.

@@ -112,6 +112,24 @@ TEST(JobSpec, BadValuesAreNamed) {
   EXPECT_NE(msg.find("train.steps"), std::string::npos) << msg;
   msg = expect_config_error("name = \"x\"\n");
   EXPECT_NE(msg.find("data.train"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[model]\ninteraction = \"dcn\"\ncross_layers = 0\n");
+  EXPECT_NE(msg.find("model.cross_layers"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[model]\ninteraction = \"dcn\"\ncross_rank = -2\n");
+  EXPECT_NE(msg.find("model.cross_rank"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[model]\ncross_rank = 64\n");  // the dot interaction
+  EXPECT_NE(msg.find("model.cross_rank"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"dcn\""), std::string::npos) << msg;
+}
+
+TEST(JobSpec, ReadsTheCrossNetwork) {
+  auto spec = parse_job_spec(std::string(kMinimal) + "[model]\ninteraction = \"dcn\"\n", "job.toml");
+  EXPECT_EQ(spec.model.interaction, "dcn");
+  EXPECT_EQ(spec.model.cross_layers, 3);  // DLRM-DCNv2's
+  EXPECT_EQ(spec.model.cross_rank, 512);
+  spec = parse_job_spec(std::string(kMinimal) + "[model]\ninteraction = \"dcn\"\ncross_layers = 2\ncross_rank = 0\n",
+                        "job.toml");
+  EXPECT_EQ(spec.model.cross_layers, 2);
+  EXPECT_EQ(spec.model.cross_rank, 0);
 }
 
 TEST(JobSpec, SyntaxErrorsGiveLineAndColumn) {

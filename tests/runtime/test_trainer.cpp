@@ -43,7 +43,16 @@ struct EquivalenceCase {
   const char* data;
   const char* sparse;
   const char* dense;
+  int cross_rank = -1;  // >= 0: the dcn interaction, two cross layers of this rank (0: full rank)
 };
+
+// The dcn interaction with two small cross layers (rank 0: full rank); a negative rank: unchanged.
+void use_cross(JobSpec& spec, int rank) {
+  if (rank < 0) return;
+  spec.model.interaction = "dcn";
+  spec.model.cross_layers = 2;
+  spec.model.cross_rank = rank;
+}
 
 class MultiRankEquivalence : public testing::TestWithParam<EquivalenceCase> {};
 
@@ -52,7 +61,8 @@ TEST_P(MultiRankEquivalence, MatchesSingleRank) {
   auto c = GetParam();
   auto& comm = *world->comm;
   auto self = comm.split(comm.rank(), 0);
-  auto spec = small_spec(fmt::format("eq-{}-{}-{}", c.plan, c.sparse, c.data), c.data);
+  auto spec = small_spec(fmt::format("eq-{}-{}-{}-{}", c.plan, c.sparse, c.data, c.cross_rank), c.data);
+  use_cross(spec, c.cross_rank);
   spec.optimizer.sparse = c.sparse;
   spec.optimizer.dense = c.dense;
   spec.sharding = plan_text(c.plan, comm.size(), static_cast<int>(kTables.size()));
@@ -82,10 +92,14 @@ INSTANTIATE_TEST_SUITE_P(
                     EquivalenceCase{"rowwise", "train.h5", "rowwise_adagrad", "adagrad"},
                     EquivalenceCase{"mixed", "train.h5", "sgd", "adam"},
                     EquivalenceCase{"mixed", "multi.h5", "rowwise_adagrad", "sgd"},
-                    EquivalenceCase{"rowwise", "multi.h5", "adagrad", "sgd"}),
+                    EquivalenceCase{"rowwise", "multi.h5", "adagrad", "sgd"},
+                    EquivalenceCase{"tablewise", "train.h5", "sgd", "sgd", 4},
+                    EquivalenceCase{"mixed", "multi.h5", "adagrad", "adagrad", 4},
+                    EquivalenceCase{"rowwise", "train.h5", "rowwise_adagrad", "adagrad", 0}),
     [](const auto& info) {
-      return fmt::format("{}_{}_{}_{}", info.param.plan, std::string(info.param.data).substr(0, 5),
-                         info.param.sparse, info.param.dense);
+      const int r = info.param.cross_rank;
+      return fmt::format("{}_{}_{}_{}{}", info.param.plan, std::string(info.param.data).substr(0, 5),
+                         info.param.sparse, info.param.dense, r < 0 ? "" : fmt::format("_dcn_rank{}", r));
     });
 
 // Dense replicas on every rank (2 threads each): the replicas' summed gradients are all-reduced
@@ -242,33 +256,37 @@ TEST(Trainer, EachGemmLibraryIsDeterministicAndTheyAgree) {
 }
 
 TEST(Trainer, StopAndResumeIsBitwiseEqual) {
-  auto spec = small_spec("resume");
-  spec.data.shuffle = true;
-  spec.optimizer.dense = "adam";
-  spec.optimizer.sparse = "adagrad";
-  spec.train.steps = 30;
-  spec.data.eval.clear();
-  TrainOptions quiet;
-  quiet.quiet = true;
+  for (int cross : {-1, 4}) {
+    SCOPED_TRACE(cross < 0 ? "dot" : "dcn");
+    auto spec = small_spec(fmt::format("resume{}", cross));
+    use_cross(spec, cross);
+    spec.data.shuffle = true;
+    spec.optimizer.dense = "adam";
+    spec.optimizer.sparse = "adagrad";
+    spec.train.steps = 30;
+    spec.data.eval.clear();
+    TrainOptions quiet;
+    quiet.quiet = true;
 
-  auto straight = spec;
-  straight.run_dir = run_dir("resume-straight");
-  straight.checkpoint.dir = straight.run_dir + "/ck";
-  auto full = Trainer(straight, *world->comm).train(quiet);
+    auto straight = spec;
+    straight.run_dir = run_dir(spec.name + "-straight");
+    straight.checkpoint.dir = straight.run_dir + "/ck";
+    auto full = Trainer(straight, *world->comm).train(quiet);
 
-  auto stopped = spec;
-  stopped.run_dir = run_dir("resume-stopped");
-  stopped.checkpoint.dir = stopped.run_dir + "/ck";
-  TrainOptions first = quiet;
-  first.stop_after = 13;
-  auto part = Trainer(stopped, *world->comm).train(first);
-  EXPECT_EQ(part.steps, 13);
-  TrainOptions second = quiet;
-  second.resume = "latest";
-  auto rest = Trainer(stopped, *world->comm).train(second);
-  EXPECT_EQ(rest.steps, 30);
-  EXPECT_EQ(rest.last_loss, full.last_loss);
-  EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+    auto stopped = spec;
+    stopped.run_dir = run_dir(spec.name + "-stopped");
+    stopped.checkpoint.dir = stopped.run_dir + "/ck";
+    TrainOptions first = quiet;
+    first.stop_after = 13;
+    auto part = Trainer(stopped, *world->comm).train(first);
+    EXPECT_EQ(part.steps, 13);
+    TrainOptions second = quiet;
+    second.resume = "latest";
+    auto rest = Trainer(stopped, *world->comm).train(second);
+    EXPECT_EQ(rest.steps, 30);
+    EXPECT_EQ(rest.last_loss, full.last_loss);
+    EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+  }
 }
 
 // A checkpoint saved by 2 ranks (or 1 when the world has 1) resumes on every rank count.
@@ -324,78 +342,82 @@ TEST(Trainer, SaveOnTwoRanksResumeOnOthers) {
 // the loss) against central finite differences of the forward pass. One SGD step with lr = 1
 // exposes the gradient as the change of each weight.
 TEST(Trainer, WholeModelGradientMatchesFiniteDifferences) {
-  auto self = world->comm->split(world->comm->rank(), 0);
-  auto spec = small_spec(fmt::format("fd{}", world->comm->rank()));
-  spec.train.batch_size = 16;
-  spec.optimizer.lr = 1.0f;
-  spec.run_dir = run_dir(spec.name);
-  Trainer trainer(spec, *self);
-  auto& model = trainer.model();
-  data::ReaderOptions ro;
-  ro.global_batch = 16;
-  ro.prefetch = 0;
-  data::Reader reader(spec.data.train, ro);
-  data::Batch batch;
-  ASSERT_TRUE(reader.next(batch));
+  for (int cross : {-1, 4}) {
+    SCOPED_TRACE(cross < 0 ? "dot" : "dcn");
+    auto self = world->comm->split(world->comm->rank(), 0);
+    auto spec = small_spec(fmt::format("fd{}-{}", world->comm->rank(), cross));
+    use_cross(spec, cross);
+    spec.train.batch_size = 16;
+    spec.optimizer.lr = 1.0f;
+    spec.run_dir = run_dir(spec.name);
+    Trainer trainer(spec, *self);
+    auto& model = trainer.model();
+    data::ReaderOptions ro;
+    ro.global_batch = 16;
+    ro.prefetch = 0;
+    data::Reader reader(spec.data.train, ro);
+    data::Batch batch;
+    ASSERT_TRUE(reader.next(batch));
 
-  // Every weight as (pointer, count), and a snapshot to restore.
-  std::vector<std::pair<float*, std::size_t>> weights;
-  for (auto& p : model.dense_parameters()) weights.push_back({p.value, p.count});
-  for (auto& shard : model.embedding().local_shards())
-    weights.push_back({shard.weights, static_cast<std::size_t>(shard.row_end - shard.row_begin) * shard.dim});
-  std::vector<std::vector<float>> snapshot;
-  for (auto& [ptr, n] : weights) snapshot.emplace_back(ptr, ptr + n);
-  auto restore = [&] {
-    for (std::size_t i = 0; i < weights.size(); ++i)
-      std::copy(snapshot[i].begin(), snapshot[i].end(), weights[i].first);
-  };
-  std::vector<float> probs(batch.size);
-  auto loss = [&] {
-    model.predict(batch, probs.data());
-    double sum = 0;
-    for (int i = 0; i < batch.size; ++i) {
-      double p = probs[i], y = batch.labels[i];
-      sum -= y * std::max(std::log(p), -100.0) + (1 - y) * std::max(std::log(1 - p), -100.0);
+    // Every weight as (pointer, count), and a snapshot to restore.
+    std::vector<std::pair<float*, std::size_t>> weights;
+    for (auto& p : model.dense_parameters()) weights.push_back({p.value, p.count});
+    for (auto& shard : model.embedding().local_shards())
+      weights.push_back({shard.weights, static_cast<std::size_t>(shard.row_end - shard.row_begin) * shard.dim});
+    std::vector<std::vector<float>> snapshot;
+    for (auto& [ptr, n] : weights) snapshot.emplace_back(ptr, ptr + n);
+    auto restore = [&] {
+      for (std::size_t i = 0; i < weights.size(); ++i)
+        std::copy(snapshot[i].begin(), snapshot[i].end(), weights[i].first);
+    };
+    std::vector<float> probs(batch.size);
+    auto loss = [&] {
+      model.predict(batch, probs.data());
+      double sum = 0;
+      for (int i = 0; i < batch.size; ++i) {
+        double p = probs[i], y = batch.labels[i];
+        sum -= y * std::max(std::log(p), -100.0) + (1 - y) * std::max(std::log(1 - p), -100.0);
+      }
+      return sum / batch.size;
+    };
+
+    model.train_step(batch, 16);
+    std::vector<std::vector<float>> gradient;
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      gradient.emplace_back(weights[i].second);
+      for (std::size_t j = 0; j < weights[i].second; ++j) gradient[i][j] = snapshot[i][j] - weights[i].first[j];
     }
-    return sum / batch.size;
-  };
+    restore();
 
-  model.train_step(batch, 16);
-  std::vector<std::vector<float>> gradient;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    gradient.emplace_back(weights[i].second);
-    for (std::size_t j = 0; j < weights[i].second; ++j) gradient[i][j] = snapshot[i][j] - weights[i].first[j];
-  }
-  restore();
-
-  // The largest-gradient entries of each tensor: every layer and every table is checked.
-  int checked = 0;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    std::vector<std::size_t> order(weights[i].second);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + std::min<std::size_t>(3, order.size()), order.end(),
-                      [&](auto a, auto b) { return std::abs(gradient[i][a]) > std::abs(gradient[i][b]); });
-    for (std::size_t k = 0; k < std::min<std::size_t>(3, order.size()); ++k) {
-      const std::size_t j = order[k];
-      const float g = gradient[i][j];
-      if (std::abs(g) < 1e-4f) continue;
-      auto central_difference = [&](float h) {
-        weights[i].first[j] = snapshot[i][j] + h;
-        double up = loss();
-        weights[i].first[j] = snapshot[i][j] - h;
-        double down = loss();
-        weights[i].first[j] = snapshot[i][j];
-        return (up - down) / (2.0 * h);
-      };
-      const float h = 2e-3f * std::max(1.0f, std::abs(snapshot[i][j]));
-      double fd = central_difference(h), fd_half = central_difference(h / 2);
-      // A ReLU kink within h of this point makes the two differences disagree: not comparable.
-      if (std::abs(fd - fd_half) > 0.01 * std::abs(fd_half) + 1e-4) continue;
-      EXPECT_NEAR(g, fd_half, 0.03 * std::abs(fd_half) + 2e-4) << "tensor " << i << " entry " << j;
-      ++checked;
+    // The largest-gradient entries of each tensor: every layer and every table is checked.
+    int checked = 0;
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      std::vector<std::size_t> order(weights[i].second);
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + std::min<std::size_t>(3, order.size()), order.end(),
+                        [&](auto a, auto b) { return std::abs(gradient[i][a]) > std::abs(gradient[i][b]); });
+      for (std::size_t k = 0; k < std::min<std::size_t>(3, order.size()); ++k) {
+        const std::size_t j = order[k];
+        const float g = gradient[i][j];
+        if (std::abs(g) < 1e-4f) continue;
+        auto central_difference = [&](float h) {
+          weights[i].first[j] = snapshot[i][j] + h;
+          double up = loss();
+          weights[i].first[j] = snapshot[i][j] - h;
+          double down = loss();
+          weights[i].first[j] = snapshot[i][j];
+          return (up - down) / (2.0 * h);
+        };
+        const float h = 2e-3f * std::max(1.0f, std::abs(snapshot[i][j]));
+        double fd = central_difference(h), fd_half = central_difference(h / 2);
+        // A ReLU kink within h of this point makes the two differences disagree: not comparable.
+        if (std::abs(fd - fd_half) > 0.01 * std::abs(fd_half) + 1e-4) continue;
+        EXPECT_NEAR(g, fd_half, 0.03 * std::abs(fd_half) + 2e-4) << "tensor " << i << " entry " << j;
+        ++checked;
+      }
     }
+    EXPECT_GE(checked, 12);
   }
-  EXPECT_GE(checked, 12);
 }
 
 TEST(Trainer, TablesDisagreeingWithDataAreAConfigError) {

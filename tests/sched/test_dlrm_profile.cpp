@@ -18,6 +18,12 @@ TEST(DlrmProfile, StepCostByHand) {
   const StepCost c = dlrm_step_cost(tiny());
   // MACs per sample: bottom 3*8 + 8*4 = 56, top 7*5 + 5*1 = 40, interaction 3*3*4/2 = 18 -> 114.
   EXPECT_DOUBLE_EQ(c.gemm_flops, 3 * 2 * 114.0 * 6);
+  // DCN: the top reads F x dim = 12 (12*5 + 5*1 = 65), and two cross layers of rank 3 take
+  // 2 x 2 x 3 x 12 = 144 in place of the pairs: 56 + 65 + 144 = 265.
+  JobSpec dcn = tiny();
+  dcn.shape.cross_layers = 2;
+  dcn.shape.cross_rank = 3;
+  EXPECT_DOUBLE_EQ(dlrm_step_cost(dcn).gemm_flops, 3 * 2 * 265.0 * 6);
   // One rank: no communication.
   EXPECT_DOUBLE_EQ(c.network_bytes, 0.0);
   // Batch bytes: 6 * (3*4 + 2*8 + 4) = 192, no cold rows.

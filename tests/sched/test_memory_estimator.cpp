@@ -350,6 +350,23 @@ TEST(MemoryEstimator, DeviceIndexRadixCountsGrowWithTheEntriesUpToACap) {
   EXPECT_DOUBLE_EQ(device_index_bytes(s, whole(s)), 20800056 + 40524288 + 3200000.0);
 }
 
+// The cross network (dcn): the top MLP reads its n = F x dim = 12 values; each of 2 layers of
+// rank 3 holds V and W (3 x 12 each) and a bias of 12: 84, or at full rank 12 x 12 + 12 = 156.
+TEST(MemoryEstimator, CrossLayersAddParametersAndActivations) {
+  JobSpec s = tiny();
+  s.shape.cross_layers = 2;
+  s.shape.cross_rank = 3;
+  EXPECT_EQ(s.shape.interaction_width(), 12);
+  EXPECT_EQ(s.shape.cross_params(), 168);
+  EXPECT_EQ(s.shape.dense_params(), 139 + 168);  // the cat model's 139
+  EXPECT_DOUBLE_EQ(all_reduce_bytes(s), 307 * 4.0);
+  // Per sample, the cat model's 7 + 2 x 38, and the layers' 2 x (2 x 12 + 3) + 3 x 12 + 3 = 93.
+  EXPECT_DOUBLE_EQ(activation_bytes(s), 6 * (83 + 93) * 4.0);
+  s.shape.cross_rank = 0;
+  EXPECT_EQ(s.shape.dense_params(), 139 + 312);
+  EXPECT_DOUBLE_EQ(activation_bytes(s), 6 * (83 + 2 * 24 + 36) * 4.0);
+}
+
 // The concatenating interaction: the top MLP reads F x dim = 3 x 4 = 12 values, not 4 + 3.
 TEST(MemoryEstimator, ConcatInteractionWidensTheTopInput) {
   JobSpec s = tiny();
