@@ -1,0 +1,219 @@
+// bench_dcn: the DLRM-DCNv2 training step (the MLPerf benchmark's dense shape: bottom
+// 13-512-256-128, 26 tables of dim 128, three cross layers of rank 512 on n = 3456, top
+// 1024-1024-512-256-1; small tables) against this machine's fp32 GEMM ceiling, side by side in one
+// run: each repetition times the step in fp32 (and with bf16 MLPs where the backend runs them),
+// the bare GEMM chain of the step, and a 2048^3 GEMM. Reports each one's GFLOP/s by the step's
+// GEMM FLOPs and its ratio to the 2048^3 GEMM's, medians of the per-repetition ratios.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/common/bench_util.hpp"
+#include "bench/common/kaggle_batch.hpp"
+#include "bench/common/timing.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "core/error.hpp"
+#include "device/backend.hpp"
+#include "device/buffer.hpp"
+#include "device/cpu/omp_wait_policy.hpp"
+#include "device/memory_pool.hpp"
+#include "embedding/sharding_plan.hpp"
+#include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/job_spec.hpp"
+
+using namespace recmix;
+
+namespace {
+
+struct Shape {
+  std::vector<int> bottom = {13, 512, 256, 128};
+  std::vector<int> top = {1024, 1024, 512, 256, 1};
+  int tables = 26, dim = 128, layers = 3, rank = 512;
+  int n() const { return (tables + 1) * dim; }
+};
+
+// One GEMM of the step: C [m x n] = op(A) op(B), k deep.
+struct Gemm {
+  int m, n, k;
+  bool ta, tb;
+};
+
+// Every GEMM of a training step on `batch` samples, as the MLPs and the cross network issue them:
+// per layer the forward, the weight gradient and the input gradient (the bottom MLP's first layer
+// has none); per cross layer two forward products and four backward ones (low rank).
+std::vector<Gemm> step_gemms(const Shape& s, int batch) {
+  std::vector<Gemm> g;
+  auto mlp = [&](const std::vector<int>& widths, int in, bool first_input_grad) {
+    for (std::size_t i = 0; i < widths.size(); ++i) {
+      const int out = widths[i];
+      g.push_back({batch, out, in, false, true});
+      g.push_back({out, in, batch, true, false});
+      if (i > 0 || first_input_grad) g.push_back({batch, in, out, false, false});
+      in = out;
+    }
+  };
+  mlp(std::vector<int>(s.bottom.begin() + 1, s.bottom.end()), s.bottom.front(), false);
+  const int n = s.n(), r = s.rank;
+  for (int l = 0; l < s.layers; ++l) {
+    g.push_back({batch, r, n, false, true});
+    g.push_back({batch, n, r, false, true});
+    g.push_back({batch, r, n, false, false});
+    g.push_back({n, r, batch, true, false});
+    g.push_back({r, n, batch, true, false});
+    g.push_back({batch, n, r, false, false});
+  }
+  mlp(s.top, n, true);
+  return g;
+}
+
+double flops(const std::vector<Gemm>& gemms) {
+  double f = 0;
+  for (const Gemm& g : gemms) f += 2.0 * g.m * g.n * g.k;
+  return f;
+}
+
+// Seconds a call of f takes: one untimed, then at least 2 calls and min_seconds.
+template <class F>
+double seconds_per_call(const F& f, double min_seconds) {
+  f();
+  int calls = 0;
+  const double t0 = bench::now();
+  while (bench::now() - t0 < min_seconds || calls < 2) {
+    f();
+    ++calls;
+  }
+  return (bench::now() - t0) / calls;
+}
+
+// Runs a list of GEMMs on buffers as large as the largest operand.
+struct GemmRunner {
+  GemmRunner(device::Backend& backend, const std::vector<Gemm>& gemms)
+      : backend(backend), pool(backend, device::Tier::device, "gemm chain"), gemms(gemms) {
+    std::size_t most = 0;
+    for (const Gemm& g : gemms)
+      most = std::max({most, std::size_t(g.m) * g.k, std::size_t(g.k) * g.n, std::size_t(g.m) * g.n});
+    a = device::Buffer<float>(pool, most, "A");
+    b = device::Buffer<float>(pool, most, "B");
+    c = device::Buffer<float>(pool, most, "C");
+    bench::fill(a.data(), a.size(), -1.f, 1.f, 1);
+    bench::fill(b.data(), b.size(), -1.f, 1.f, 2);
+    stream = backend.create_stream();
+  }
+  void run() {
+    for (const Gemm& g : gemms)
+      backend.gemm(*stream, g.ta, g.tb, g.m, g.n, g.k, 1.f, a.data(), g.ta ? g.m : g.k, b.data(), g.tb ? g.k : g.n,
+                   0.f, c.data(), g.n);
+    stream->synchronize();
+  }
+  device::Backend& backend;
+  device::MemoryPool pool;
+  std::vector<Gemm> gemms;
+  device::Buffer<float> a, b, c;
+  std::unique_ptr<device::Stream> stream;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  device::cpu::ensure_passive_omp_wait_policy(argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  CLI::App app{"The DLRM-DCNv2 training step against the machine's fp32 GEMM ceiling, side by side"};
+  int batch = 2048, threads = 2, reps = 3, rank = 512;
+  std::int64_t rows = 1000;
+  double min_seconds = 2.0;
+  app.add_option("--batch", batch, "batch size (one rank)");
+  app.add_option("--threads", threads, "threads");
+  app.add_option("--reps", reps, "repetitions (medians reported)");
+  app.add_option("--min-seconds", min_seconds, "minimum time of each measurement in a repetition");
+  app.add_option("--rows", rows, "rows per table (small: the dense half is what is measured)");
+  app.add_option("--cross-rank", rank, "the cross layers' rank (0: full rank)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    MPI_Finalize();
+    return rc;
+  }
+  auto comm = comm::make_mpi_world_communicator();
+  if (comm->size() != 1) {
+    if (comm->rank() == 0) fmt::print(stderr, "bench_dcn runs on one rank\n");
+    MPI_Finalize();
+    return 2;
+  }
+  auto backend = device::make_backend(device::BackendKind::cpu, threads);
+  Shape shape;
+  shape.rank = rank;
+  const std::vector<Gemm> gemms = step_gemms(shape, batch);
+  const double step_flops = flops(gemms);
+  fmt::print("{}; bottom 13-512-256-128, {} tables x {} rows of dim 128, dcn: 3 cross layers of rank {} on n = {}, "
+             "top 1024-1024-512-256-1, SGD; batch {}; {:.1f} MFLOP a sample in GEMMs; medians of {} repetitions\n\n",
+             backend->description(), shape.tables, rows, rank, shape.n(), batch, step_flops / batch / 1e6, reps);
+
+  struct Run {
+    std::string name, dense;
+    std::unique_ptr<device::MemoryPool> pool;
+    std::unique_ptr<runtime::DlrmModel> model;
+    std::string refused;
+    std::vector<double> gflops, ratio;
+  };
+  std::vector<Run> runs;
+  const std::vector<std::int64_t> table_rows(shape.tables, rows);
+  std::vector<embedding::TableSpec> specs;
+  for (auto r : table_rows) specs.push_back({r, shape.dim});
+  const auto plan = embedding::ShardingPlan::automatic(specs, 1);
+  for (auto [name, dense] : {std::pair{"step, fp32", "fp32"}, std::pair{"step, bf16 MLPs", "bf16"}}) {
+    Run r{name, dense, std::make_unique<device::MemoryPool>(*backend, device::Tier::device, name), nullptr, "", {}, {}};
+    const auto spec = runtime::parse_job_spec(
+        fmt::format("name = \"bench\"\n[model]\nembedding_dim = 128\nbottom_mlp = [512, 256, 128]\n"
+                    "top_mlp = [1024, 1024, 512, 256, 1]\ninteraction = \"dcn\"\ncross_rank = {}\n[optimizer]\n"
+                    "lr = 0.001\n[data]\ntrain = \"none.h5\"\n[precision]\ndense = \"{}\"\n",
+                    rank, dense),
+        "bench");
+    try {
+      r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, *comm, *backend, *r.pool, batch, plan);
+    } catch (const ConfigError& e) {
+      r.refused = e.what();
+    }
+    runs.push_back(std::move(r));
+  }
+  std::vector<data::Batch> data;
+  for (int g = 0; g < 4; ++g) data.push_back(bench::make_batch(batch, 0, 1, shape.tables, rows, g));
+  GemmRunner chain(*backend, gemms);
+  GemmRunner square(*backend, {{2048, 2048, 2048, false, true}});
+  std::vector<double> chain_gflops, chain_ratio, ceiling;
+  int step = 0;
+  for (int rep = 0; rep < reps; ++rep) {
+    const double peak = 2.0 * 2048 * 2048 * 2048 / seconds_per_call([&] { square.run(); }, min_seconds) / 1e9;
+    ceiling.push_back(peak);
+    const double c = step_flops / seconds_per_call([&] { chain.run(); }, min_seconds) / 1e9;
+    chain_gflops.push_back(c);
+    chain_ratio.push_back(c / peak);
+    for (Run& r : runs) {
+      if (!r.model) continue;
+      const double s =
+          seconds_per_call([&] { r.model->train_step(data[step++ % data.size()], batch); }, min_seconds);
+      r.gflops.push_back(step_flops / s / 1e9);
+      r.ratio.push_back(step_flops / s / 1e9 / peak);
+    }
+  }
+  fmt::print("| | samples/s | GFLOP/s (GEMM FLOPs) | / 2048^3 GEMM |\n|---|---:|---:|---:|\n");
+  fmt::print("| 2048^3 fp32 GEMM (the ceiling) | | {:.1f} | 1.00 |\n", bench::median(ceiling));
+  fmt::print("| the step's GEMMs alone | {:.0f} | {:.1f} | {:.2f} |\n",
+             bench::median(chain_gflops) * 1e9 * batch / step_flops, bench::median(chain_gflops),
+             bench::median(chain_ratio));
+  for (const Run& r : runs) {
+    if (!r.model) {
+      fmt::print("| {} | refused: {} | | |\n", r.name, r.refused);
+      continue;
+    }
+    fmt::print("| {} | {:.0f} | {:.1f} | {:.2f} |\n", r.name, bench::median(r.gflops) * 1e9 * batch / step_flops,
+               bench::median(r.gflops), bench::median(r.ratio));
+  }
+  MPI_Finalize();
+  return 0;
+}
