@@ -1,8 +1,9 @@
 #pragma once
-// The inside of ShardedEmbedding, shared by its two source files: sharded_embedding.cpp (set-up,
-// the public calls, batch checks, the one-hot CPU path) and embedding_exchange.cpp (pooling, the
-// all-to-all exchanges, combining partial sums, grouping and the sparse update). Internal to
-// recmix_embedding.
+// The inside of ShardedEmbedding, shared by its source files: sharded_embedding_setup.cpp (set-up:
+// shards, weights, 16-bit tables, tiers), sharded_embedding.cpp (the public calls, batch checks),
+// sharded_embedding_one_hot.cpp (the one-hot paths), embedding_exchange.cpp (reserve, pooling, the
+// all-to-all exchanges, combining partial sums) and embedding_update.cpp (grouping and the sparse
+// update). Internal to recmix_embedding.
 //
 // The distributed lookup. Message layouts (all-to-all-v, per peer, in plan order of the shards
 // the receiving rank owns):

@@ -1,5 +1,8 @@
-// TieredRows: the host tier (every owned row), the device tier (hot slots, then staging slots),
-// staging a step's cold rows, writing them back, re-ranks, flushes for checkpoints.
+// TieredRows: the tiers themselves and the slot map. The host tier (every owned row) and the
+// device tier (hot slots, then staging slots) made and filled; which local row sits in which hot
+// slot, and which staging slot each of a step's cold rows takes (map_lookups); the hot set ranked
+// by access counts, and ranked again (re-ranks). Staging a step's cold rows and the lookahead are
+// in tiered_rows_staging.cpp, writing them back and flushes in tiered_rows_write_back.cpp.
 #include "embedding/tiered_rows.hpp"
 
 #include <algorithm>
@@ -8,19 +11,11 @@
 
 #include "core/error.hpp"
 #include "core/huge_pages.hpp"
+#include "embedding/tiered_rows_internal.hpp"
 
 namespace recmix::embedding {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// The loops below touch per-row arrays (over every local row) and host-tier rows at random: each
-// asks for the entry kAhead iterations on before it needs it, so that the misses overlap.
-constexpr std::int64_t kAhead = 16;
-
-}  // namespace
+using detail::kAhead;
 
 void TierStats::add(const TierStats& o) {
   steps += o.steps;
@@ -111,49 +106,9 @@ std::uint64_t TieredRows::next_pass() {
   return ++pass_ << 32;
 }
 
-void TieredRows::copies_after(device::Stream& stream) {
-  compute_point_->record(stream);
-  compute_point_->wait(*copy_stream_);
-}
-
 TieredRows::~TieredRows() {
   join();
   if (copy_stream_) copy_stream_->synchronize();  // nothing in flight from or to the buffers freed next
-}
-
-void TieredRows::prefetch(const std::int64_t* rows, std::int64_t n) {
-  join();
-  ahead_ = false;
-  if (rerank_due(step_ + 1)) return;
-  ahead_in_.assign(rows, rows + n);
-  ahead_ = true;
-  const bool retire = retire_pending_;  // the thread writes them back first, then reads
-  retire_pending_ = false;
-  // This step's staged rows carry the tag of pass staged_pass_; the thread's rows get the next.
-  const std::uint64_t previous = staged_pass_;
-  ahead_pass_ = next_pass();
-  worker_ = std::thread([this, retire, previous, pass = ahead_pass_] {
-    if (retire) scatter_to_host(retire_rows_, bytes(retire_w_), retire_s_.data());
-    const std::int64_t n = static_cast<std::int64_t>(ahead_in_.size());
-    ahead_slots_.resize(std::size_t(n));
-    overlap_.clear();
-    overlap_from_.clear();
-    ahead_hits_ = map_lookups(ahead_in_.data(), ahead_slots_.data(), n, pass, previous, ahead_rows_);
-    const std::size_t W = wb_, S = state_per_row_, m = ahead_rows_.size();
-    ahead_w_.resize(transit_floats(m));
-    ahead_s_.resize(m * S);
-    unsigned char* aw = bytes(ahead_w_);
-    for (std::size_t i = 0; i < m; ++i) {
-      if (i + kAhead < m) {
-        const std::size_t next = std::size_t(ahead_rows_[i + kAhead]);
-        __builtin_prefetch(host_w_.data() + next * W);
-        if (S > 0) __builtin_prefetch(host_s_.data() + next * S);
-      }
-      const std::size_t r = std::size_t(ahead_rows_[i]);
-      std::memcpy(aw + i * W, host_w_.data() + r * W, W);
-      if (S > 0) std::memcpy(ahead_s_.data() + i * S, host_s_.data() + r * S, S * sizeof(float));
-    }
-  });
 }
 
 std::int64_t TieredRows::map_lookups(const std::int64_t* in, std::int64_t* slots, std::int64_t n, std::uint64_t pass,
@@ -334,180 +289,6 @@ void TieredRows::upload_hot(device::Stream& stream) {
   }
 }
 
-// The previous step's staged rows: written back when updated (device path: the copy to the host
-// side was posted by updated() on the copy stream; stage() synchronised it), then forgotten.
-void TieredRows::retire(device::Stream& stream) {
-  if (staged_.empty()) return;
-  const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
-  if (dirty_) {
-    const unsigned char* w = device_weights() + std::size_t(hot_) * W;
-    const float* s = state_.data() + std::size_t(hot_) * S;
-    if (!on_host_) {
-      w = bytes(bounce_w_);
-      s = bounce_s_.data();
-    }
-    scatter_to_host(staged_, w, s);
-    stats_.rows_written_back += static_cast<std::int64_t>(m);
-    stats_.bytes_to_host += m * (W + S * sizeof(float));
-  }
-  staged_.clear();
-  staged_pass_ = 0;
-  dirty_ = false;
-}
-
-void TieredRows::scatter_to_host(const std::vector<std::int64_t>& rows, const unsigned char* w, const float* s) {
-  const std::size_t W = wb_, S = state_per_row_, m = rows.size();
-  for (std::size_t i = 0; i < m; ++i) {
-    if (i + kAhead < m) {
-      const std::size_t next = std::size_t(rows[i + kAhead]);
-      __builtin_prefetch(host_w_.data() + next * W, 1);
-      if (S > 0) __builtin_prefetch(host_s_.data() + next * S, 1);
-    }
-    const std::size_t r = std::size_t(rows[i]);
-    std::memcpy(host_w_.data() + r * W, w + i * W, W);
-    if (S > 0) std::memcpy(host_s_.data() + r * S, s + i * S, S * sizeof(float));
-  }
-}
-
-void TieredRows::complete_retire() {
-  if (!retire_pending_) return;
-  scatter_to_host(retire_rows_, bytes(retire_w_), retire_s_.data());
-  retire_pending_ = false;
-}
-
-void TieredRows::defer_retire(device::Stream& stream) {
-  if (staged_.empty()) return;
-  const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
-  if (dirty_) {
-    if (on_host_) {
-      retire_w_.resize(transit_floats(m));
-      retire_s_.resize(m * S);
-      std::memcpy(bytes(retire_w_), device_weights() + std::size_t(hot_) * W, m * W);
-      if (S > 0) std::memcpy(retire_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float));
-    } else {  // the copy to the host side that updated() posted has landed (stage() synchronised it)
-      retire_w_.swap(bounce_w_);
-      retire_s_.swap(bounce_s_);
-    }
-    retire_rows_ = staged_;
-    retire_pending_ = true;
-    stats_.rows_written_back += static_cast<std::int64_t>(m);
-    stats_.bytes_to_host += m * (W + S * sizeof(float));
-  }
-  staged_.clear();
-  staged_pass_ = 0;
-  dirty_ = false;
-}
-
-void TieredRows::stage(device::Stream& stream, std::int64_t* rows, std::int64_t n) {
-  const auto t0 = Clock::now();
-  join();
-  stats_.lookahead_wait_s += since(t0);
-  // Device path: the previous step's copies have finished (its staged rows are back in host
-  // memory, and the buffers they came from may be written).
-  if (copy_stream_) copy_stream_->synchronize();
-  bool ahead = ahead_ && n == static_cast<std::int64_t>(ahead_in_.size()) &&
-               std::equal(rows, rows + n, ahead_in_.begin()) && !rerank_due(step_ + 1);
-  ahead_ = false;
-  if (ahead) {
-    // The rows the previous step staged too (the thread listed them: it read them before their
-    // update) are re-staged below; the previous step's updated rows are copied aside here (and
-    // written back by the next lookahead thread).
-    complete_retire();
-    defer_retire(stream);
-  } else {
-    complete_retire();
-    retire(stream);
-  }
-  ++step_;
-  if (rerank_due(step_)) rerank(stream);
-  ++stats_.steps;
-  stats_.lookups += n;
-  if (ahead) {
-    std::copy(ahead_slots_.begin(), ahead_slots_.end(), rows);
-    staged_.swap(ahead_rows_);
-    staged_pass_ = ahead_pass_;
-    stats_.hot_hits += ahead_hits_;
-  } else {  // as the thread maps them, here
-    const std::uint64_t pass = next_pass();
-    stats_.hot_hits += map_lookups(rows, rows, n, pass, 0, staged_);
-    staged_pass_ = pass;
-  }
-  const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
-  if (static_cast<std::int64_t>(m) > staging_) {  // more cold rows than slots (long multi-hot bags): grow
-    allocate_device(std::min(local_rows_ - hot_, std::max<std::int64_t>(std::int64_t(m), 2 * staging_)), stream);
-    upload_hot(stream);
-  }
-  set_slot_rows(stream, hot_, hot_ + std::int64_t(m));
-  unsigned char* w = device_weights() + std::size_t(hot_) * W;
-  float* s = state_.data() + std::size_t(hot_) * S;
-  if (ahead) {  // gathered ahead: the overlap again, then into the slots
-    for (std::size_t k = 0; k < overlap_.size(); ++k) {
-      // From the copies set aside (cold updates in staging), else from the host tier (cold
-      // updates there, or no update).
-      const std::size_t i = overlap_[k], a = overlap_from_[k], r = std::size_t(staged_[i]);
-      const unsigned char* w_src = retire_pending_ ? bytes(retire_w_) + a * W : host_w_.data() + r * W;
-      const float* s_src = retire_pending_ ? retire_s_.data() + a * S : host_s_.data() + r * S;
-      std::memcpy(bytes(ahead_w_) + i * W, w_src, W);
-      if (S > 0) std::memcpy(ahead_s_.data() + i * S, s_src, S * sizeof(float));
-    }
-    stats_.rows_restaged += static_cast<std::int64_t>(overlap_.size());
-    stats_.rows_ahead += static_cast<std::int64_t>(m);
-    if (on_host_) {
-      if (m > 0) {  // no rows: the buffers may be empty, and memcpy's pointers must not be null
-        std::memcpy(w, bytes(ahead_w_), m * W);
-        if (S > 0) std::memcpy(s, ahead_s_.data(), m * S * sizeof(float));
-      }
-    } else {
-      ahead_w_.swap(bounce_w_);
-      ahead_s_.swap(bounce_s_);
-    }
-  } else {
-    if (!on_host_) {
-      bounce_w_.resize(transit_floats(m));
-      bounce_s_.resize(m * S);
-      w = bytes(bounce_w_);
-      s = bounce_s_.data();
-    }
-    for (std::size_t i = 0; i < m; ++i) {
-      const std::size_t r = std::size_t(staged_[i]);
-      std::memcpy(w + i * W, host_w_.data() + r * W, W);
-      if (S > 0) std::memcpy(s + i * S, host_s_.data() + r * S, S * sizeof(float));
-    }
-  }
-  if (!on_host_ && m > 0) {  // on the copy stream after every earlier use of the slots; the step waits for it
-    copies_after(stream);
-    backend_.copy(device_weights() + std::size_t(hot_) * W, bounce_w_.data(), m * W, *copy_stream_);
-    if (S > 0)
-      backend_.copy(state_.data() + std::size_t(hot_) * S, bounce_s_.data(), m * S * sizeof(float), *copy_stream_);
-    staged_copy_->record(*copy_stream_);
-    staged_copy_->wait(stream);
-  }
-  stats_.rows_staged += static_cast<std::int64_t>(m);
-  stats_.bytes_to_device += m * (W + S * sizeof(float));
-  stats_.staging_s += since(t0);
-}
-
-void TieredRows::updated(device::Stream& stream) {
-  if (staged_.empty()) return;
-  const std::size_t W = wb_, S = state_per_row_, m = staged_.size();
-  if (opt_.cold_update == ColdUpdate::host) {  // applied to the host tier: its summed gradients went there
-    stats_.bytes_to_host += m * std::size_t(dim_) * sizeof(float);
-    return;
-  }
-  dirty_ = true;
-  if (on_host_) return;  // retire() reads the staging slots themselves
-  const auto t0 = Clock::now();
-  // The staging copy's source, the same size: it does not grow (no reallocation under a copy in
-  // flight); the copy stream orders this copy after that one.
-  bounce_w_.resize(transit_floats(m));
-  bounce_s_.resize(m * S);
-  copies_after(stream);
-  backend_.copy(bounce_w_.data(), device_weights() + std::size_t(hot_) * W, m * W, *copy_stream_);
-  if (S > 0)
-    backend_.copy(bounce_s_.data(), state_.data() + std::size_t(hot_) * S, m * S * sizeof(float), *copy_stream_);
-  stats_.staging_s += since(t0);
-}
-
 // Ranks the rows again by their counts (the dataset's plus those counted here, or only those for
 // lfu), keeping each shard's hot row count: rows turning cold go to the host tier with their
 // state, rows turning hot take the slots they free. The host path moves just those rows; the
@@ -551,26 +332,6 @@ void TieredRows::rerank(device::Stream& stream) {
   if (!on_host_) upload_hot(stream);
   set_slot_rows(stream, 0, hot_);
   ++stats_.reranks;
-}
-
-void TieredRows::flush(device::Stream& stream) {
-  join();
-  ahead_ = false;
-  if (copy_stream_) copy_stream_->synchronize();  // the staged rows' copy back to the host has landed
-  complete_retire();
-  retire(stream);
-  download_hot(stream);
-}
-
-void TieredRows::reload(device::Stream& stream) {
-  join();
-  ahead_ = false;
-  retire_pending_ = false;  // the host tier was just written whole
-  staged_.clear();
-  staged_pass_ = 0;
-  dirty_ = false;
-  upload_hot(stream);
-  stream.synchronize();
 }
 
 TierStats TieredRows::take_stats() {
