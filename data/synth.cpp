@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/random.hpp"
+#include "data/multihot.hpp"
 #include "data/writer.hpp"
 
 namespace recmix::data {
@@ -51,6 +52,9 @@ void check_options(const SynthOptions& o) {
   RECMIX_REQUIRE(o.pooling_max <= 256, ConfigError, "synth: pooling size at most 256");
   RECMIX_REQUIRE(o.multi_hot || (o.pooling_min == 1 && o.pooling_max == 1), ConfigError,
                  "synth: pooling sizes other than 1 need --multi-hot");
+  RECMIX_REQUIRE(o.bag_sizes.empty() || (o.multi_hot && static_cast<int>(o.bag_sizes.size()) == T), ConfigError,
+                 "synth: bag sizes need multi-hot data and one size per table");
+  for (int b : o.bag_sizes) RECMIX_REQUIRE(b >= 1, ConfigError, "synth: every bag size must be at least 1");
 }
 
 // The hidden dense weights: N(0, 1) draws scaled to norm dense_signal.
@@ -153,6 +157,11 @@ double RowGenerator::draw(std::uint64_t row, float* x, std::int64_t* sparse,
     if (!options_.multi_hot) {
       sparse[t] = draw_index(t, row);
       logit += row_weight(t, sparse[t]);
+    } else if (!options_.bag_sizes.empty()) {  // the one-hot draw, expanded (its label is the one-hot one's)
+      const std::int64_t index = draw_index(t, row);
+      logit += row_weight(t, index);
+      multi_hot_bag(options_.seed, t, index, options_.bag_sizes[t], options_.table_rows[t], bags[t]);
+      for (std::size_t k = 1; k < bags[t].size() && record_counts_; ++k) ++counts_[t][bags[t][k]];
     } else {
       const double sum = draw_bag(t, row, bags[t]);
       if (!bags[t].empty()) logit += sum / static_cast<double>(bags[t].size());  // the bag's mean
@@ -211,6 +220,14 @@ void write_attributes(hid_t file, const SynthOptions& o, const RowGenerator& gen
   for (int t = 0; t < static_cast<int>(o.table_rows.size()); ++t) exponents.push_back(zipf_exponent(o, t));
   h5::write_attribute(file, "zipf_exponents", exponents);
   h5::write_attribute(file, "pooling", std::vector<std::int64_t>{o.pooling_min, o.pooling_max});
+  if (!o.bag_sizes.empty()) {
+    h5::write_attribute(file, "multi_hot_sizes", std::vector<std::int64_t>(o.bag_sizes.begin(), o.bag_sizes.end()));
+    h5::write_attribute(file, "multi_hot_seed", static_cast<std::int64_t>(o.seed));
+  }
+  if (!o.preset.empty()) {
+    h5::write_attribute(file, "preset", o.preset);
+    h5::write_attribute(file, "preset_scale", o.preset_scale);
+  }
   h5::write_attribute(file, "hidden_model",
                       std::string("p(click) = sigmoid(bias + dense_weights . dense + sum_t v_t[row]); dense ~ N(0,1); "
                                   "v_t[row] ~ N(0, sparse_signal^2 / tables), averaged over a multi-hot bag"));
@@ -268,6 +285,20 @@ double expected_auc(std::vector<double> p) {
   }
   const double den = pos_total * neg_total - self;
   return den > 0 ? num / den : 0.5;
+}
+
+void apply_mlperf_dcnv2_preset(SynthOptions& o, std::int64_t scale) {
+  RECMIX_REQUIRE(scale >= 1, ConfigError, "--scale: must be at least 1 (table rows are divided by it)");
+  o.table_rows.clear();
+  for (std::int64_t rows : mlperf_dcnv2_table_rows()) o.table_rows.push_back(std::max<std::int64_t>(1, (rows + scale - 1) / scale));
+  o.num_dense = 13;
+  o.multi_hot = true;
+  o.bag_sizes = mlperf_dcnv2_bag_sizes();
+  const auto [lo, hi] = std::minmax_element(o.bag_sizes.begin(), o.bag_sizes.end());
+  o.pooling_min = *lo;
+  o.pooling_max = *hi;
+  o.preset = "mlperf-dcnv2";
+  o.preset_scale = scale;
 }
 
 SynthStats synthesize(const SynthOptions& o) {

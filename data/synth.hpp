@@ -18,6 +18,12 @@ struct SynthOptions {
   std::vector<double> zipf = {1.1};   // one exponent for all tables, or one per table (> 0)
   bool multi_hot = false;
   int pooling_min = 1, pooling_max = 1;  // multi-hot: bag size uniform in [min, max] per row and table
+  // Multi-hot bags made as `recmix data multihot` makes them (multihot.hpp, the MLPerf recipe): table
+  // t's bag is the row's one-hot draw expanded to bag_sizes[t] indices, so the data equal the
+  // one-hot data of the same seed expanded. Empty: bags of pooling_min..pooling_max draws.
+  std::vector<int> bag_sizes;
+  std::string preset;                  // recorded in the file when a preset set the options
+  std::int64_t preset_scale = 1;
   std::uint64_t seed = 0;
   // Rows [first_row, first_row + rows) of the seed's infinite sequence: disjoint ranges of one seed
   // are train/eval splits drawn from the same hidden model.
@@ -39,6 +45,12 @@ struct SynthStats {
 };
 
 SynthStats synthesize(const SynthOptions& options);
+
+// --preset mlperf-dcnv2: the MLPerf DLRM-DCNv2 benchmark's 26 tables (mlperf_dcnv2_table_rows)
+// divided by `scale` and rounded up (at least one row each), 13 dense features and the
+// benchmark's bag sizes, multi-hot. ConfigError for a scale below 1.
+void apply_mlperf_dcnv2_preset(SynthOptions& options, std::int64_t scale);
+inline constexpr std::int64_t kMlperfDcnv2DefaultScale = 1000;
 
 // Zipf(exponent) over {0, .., n-1} by rejection-inversion (Hoermann and Derflinger 1996):
 // O(1) memory, so tables of any size. Returns the popularity rank (0 = most popular).
