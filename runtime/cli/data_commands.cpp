@@ -1,4 +1,4 @@
-// recmix data convert criteo | synth | inspect: the command-line side of data/.
+// recmix data convert criteo | synth | multihot | inspect: the command-line side of data/.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -12,6 +12,7 @@
 #include "data/converter.hpp"
 #include "data/h5.hpp"
 #include "data/inspect.hpp"
+#include "data/multihot.hpp"
 #include "data/synth.hpp"
 #include "runtime/cli/commands.hpp"
 
@@ -66,6 +67,24 @@ std::vector<std::int64_t> parse_counts(const std::vector<std::string>& texts, co
   std::vector<std::int64_t> out;
   for (const std::string& t : texts) out.push_back(parse_count(t, option));
   return out;
+}
+
+void run_synth(const data::SynthOptions& o, bool force) {
+  h5::check_output_path(o.output, force);
+  h5::AtomicPath::remove_temporaries_on_signal();
+  data::SynthStats s = data::synthesize(o);
+  fmt::print("wrote {} rows to {} in {:.2f} s: label mean {:.4f}, Bayes AUC of the hidden model {:.4f}\n", s.rows,
+             o.output, s.seconds, s.label_mean, s.bayes_auc);
+}
+
+// --preset: the options it sets may not be given as well.
+void apply_preset(const CLI::App& synth, const std::string& preset, std::int64_t scale, data::SynthOptions& o) {
+  if (preset.empty()) throw ConfigError("--scale: only with --preset (mlperf-dcnv2)");
+  if (preset != "mlperf-dcnv2") throw ConfigError("--preset: '" + preset + "' is not a preset (mlperf-dcnv2)");
+  for (const char* set : {"--tables", "--table-rows", "--dense", "--multi-hot", "--pooling"})
+    if (synth.count(set) > 0)
+      throw ConfigError(std::string("--preset mlperf-dcnv2 sets the tables, dense features and bags; drop ") + set);
+  data::apply_mlperf_dcnv2_preset(o, scale);
 }
 
 void add_convert(CLI::App& data) {
@@ -129,6 +148,8 @@ void add_synth(CLI::App& data) {
   auto table_rows = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"1000"});
   auto pooling = std::make_shared<std::vector<int>>();
   auto force = std::make_shared<bool>(false);
+  auto preset = std::make_shared<std::string>();
+  auto scale = std::make_shared<std::string>(std::to_string(data::kMlperfDcnv2DefaultScale));
   synth->add_option("-o,--output", o->output, "output .h5")->required();
   synth->add_flag("--force", *force, "replace an existing output file (never a device or a directory)");
   synth->add_option("--rows", *rows, "rows to generate (k/M/G suffixes)")->capture_default_str();
@@ -150,8 +171,19 @@ void add_synth(CLI::App& data) {
       ->capture_default_str();
   synth->add_option("--gzip", o->gzip_level, "output compression level 0-9")->capture_default_str();
   synth->add_option("--chunk-rows", o->chunk_rows, "rows per HDF5 chunk")->capture_default_str();
-  synth->callback([o, rows, tables, table_rows, pooling, force] {
+  synth->add_option("--preset", *preset,
+                    "mlperf-dcnv2: the MLPerf DLRM-DCNv2 benchmark's 26 tables (Criteo 1TB, capped at 40M rows) "
+                    "divided by --scale, 13 dense features, its bag sizes (214 indices a row); sets --tables, "
+                    "--table-rows, --dense, --multi-hot and --pooling");
+  synth->add_option("--scale", *scale, "--preset: divide the table rows by this (rounded up, at least 1 row)")
+      ->capture_default_str();
+  synth->callback([synth, o, rows, tables, table_rows, pooling, force, preset, scale] {
     o->rows = parse_count(*rows, "--rows");
+    if (!preset->empty() || synth->count("--scale") > 0) {
+      apply_preset(*synth, *preset, parse_count(*scale, "--scale"), *o);
+      run_synth(*o, *force);
+      return;
+    }
     std::vector<std::int64_t> sizes = parse_counts(*table_rows, "--table-rows");
     if (sizes.size() == 1) sizes.assign(static_cast<std::size_t>(std::max(*tables, 0)), sizes[0]);
     if (static_cast<int>(sizes.size()) != *tables)
@@ -165,11 +197,63 @@ void add_synth(CLI::App& data) {
       o->pooling_min = 1;
       o->pooling_max = 8;
     }
-    h5::check_output_path(o->output, *force);
+    run_synth(*o, *force);
+  });
+}
+
+// Bag sizes: "mlperf" (the benchmark's 26) or one integer per table, "3,2,1"; their count and
+// values are checked against the input's tables by expand_to_multi_hot.
+std::vector<int> parse_bag_sizes(const std::string& text) {
+  if (text == "mlperf") return data::mlperf_dcnv2_bag_sizes();
+  std::vector<int> sizes;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    int v = 0;
+    const auto [stop, error] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || error != std::errc() || stop != item.data() + item.size())
+      throw ConfigError("--sizes: '" + item + "' in '" + text +
+                        "' is not a bag size; give 'mlperf' or one integer per table (3,2,1,...)");
+    sizes.push_back(v);
+    if (end == text.size()) return sizes;
+    begin = end + 1;
+  }
+}
+
+void add_multihot(CLI::App& data) {
+  auto* mh = data.add_subcommand(
+      "multihot",
+      "Expand a one-hot dataset into multi-hot bags as the MLPerf DLRM-DCNv2 benchmark does: each bag is the "
+      "original index followed by indices drawn uniformly over its table, a function of (seed, table, index) "
+      "(docs/dataset-format.md, 'Multi-hot expansion')");
+  auto o = std::make_shared<data::MultiHotOptions>();
+  auto sizes = std::make_shared<std::string>();
+  auto quiet = std::make_shared<bool>(false);
+  mh->add_option("input", o->input, "one-hot dataset file (.h5), read a block of rows at a time")->required();
+  mh->add_option("-o,--output", o->output, "multi-hot output .h5 (written as <name>.tmp.<pid>, renamed when complete)")
+      ->required();
+  mh->add_option("--sizes", *sizes,
+                 "bag size per table: 'mlperf' (the benchmark's 3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,"
+                 "3,1,1 for 26 tables) or one integer >= 1 per table of the input")
+      ->required();
+  mh->add_option("--seed", o->seed, "seed of the extra indices")->capture_default_str();
+  mh->add_flag("--force", o->replace, "replace an existing output file (never a device, a directory or the input)");
+  mh->add_option("--gzip", o->gzip_level, "output compression level 0-9")->capture_default_str();
+  mh->add_option("--chunk-rows", o->chunk_rows, "rows read per block and per HDF5 chunk")->capture_default_str();
+  mh->add_flag("-q,--quiet", *quiet, "no progress line");
+  mh->callback([o, sizes, quiet] {
+    o->sizes = parse_bag_sizes(*sizes);
+    o->progress = !*quiet;
     h5::AtomicPath::remove_temporaries_on_signal();
-    data::SynthStats s = data::synthesize(*o);
-    fmt::print("wrote {} rows to {} in {:.2f} s: label mean {:.4f}, Bayes AUC of the hidden model {:.4f}\n", s.rows,
-               o->output, s.seconds, s.label_mean, s.bayes_auc);
+    const data::MultiHotStats s = data::expand_to_multi_hot(*o);
+    if (s.access_counts == "dropped")
+      std::fprintf(stderr, "multihot: /access_counts not written: the tables hold %lld rows, more than are counted in "
+                   "memory (%lld)\n", static_cast<long long>(s.table_rows_total),
+                   static_cast<long long>(o->access_counts_limit));
+    fmt::print("expanded {} rows into {} indices ({:.1f} a row) in {:.2f} s: {}{}\n", s.rows, s.indices,
+               s.rows > 0 ? static_cast<double>(s.indices) / static_cast<double>(s.rows) : 0.0, s.seconds, o->output,
+               s.access_counts == "recounted" ? " (access counts recounted over the bags)" : "");
   });
 }
 
@@ -198,10 +282,11 @@ void add_inspect(CLI::App& data) {
 }  // namespace
 
 void add_data_commands(CLI::App& app) {
-  auto* data = app.add_subcommand("data", "Convert, generate and inspect HDF5 datasets");
+  auto* data = app.add_subcommand("data", "Convert, generate, expand to multi-hot and inspect HDF5 datasets");
   data->require_subcommand(1);
   add_convert(*data);
   add_synth(*data);
+  add_multihot(*data);
   add_inspect(*data);
 }
 
