@@ -426,6 +426,10 @@ Pooling ShardedEmbedding::pooling() const { return impl_->pooling; }
 SparseOptimizerKind ShardedEmbedding::optimizer_kind() const { return impl_->kind; }
 TableStorage ShardedEmbedding::storage() const { return impl_->storage; }
 void ShardedEmbedding::set_step(std::int64_t step) { impl_->update_step = step; }
+void ShardedEmbedding::set_learning_rate(float lr) {
+  RECMIX_REQUIRE(std::isfinite(lr) && lr >= 0.f, ConfigError, fmt::format("embedding: learning rate {} is not usable", lr));
+  impl_->opt.lr = lr;
+}
 void ShardedEmbedding::reserve(device::Stream& stream, int local_batch, std::int64_t global_batch,
                                std::int64_t bag_rows) {
   impl_->reserve(stream, local_batch, global_batch, bag_rows);

@@ -119,6 +119,9 @@ class ShardedEmbedding {
   // The step whose update the next backward applies: with 16-bit tables rounded stochastically,
   // the key of the rounding's random numbers (so a resumed run rounds as the first run did).
   void set_step(std::int64_t step);
+  // The sparse optimizer's learning rate from the next update on (a schedule's rate for the
+  // step; the updates take it by value, so a step with a varying rate is not captured).
+  void set_learning_rate(float lr);
 
   // The rows this rank owns and their optimizer state, in plan order (for checkpoints). Tiered:
   // every hot row is first written to the host tier, which the views then show. 16-bit tables:

@@ -45,8 +45,15 @@ void for_all_blocks(device::Backend& backend, device::Stream& s, const std::vect
 
 class OptimizerBase : public DenseOptimizer {
  public:
-  OptimizerBase(device::Backend& backend, std::vector<Param> params)
-      : backend_(backend), params_(std::move(params)) {}
+  // counted: the device keeps the step count (Adam's corrections read it), whether or not there
+  // is a schedule.
+  OptimizerBase(device::Backend& backend, device::MemoryPool& pool, std::vector<Param> params,
+                const LrSchedule& schedule, bool counted)
+      : backend_(backend), params_(std::move(params)), schedule_(schedule) {
+    if (counted || schedule_.active()) device_steps_ = device::Buffer<std::int64_t>(pool, 1, "optimizer step count");
+    if (schedule_.active()) scale_ = device::Buffer<float>(pool, 1, "learning-rate schedule factor");
+    if (device_steps_.size() > 0) write_device_steps(0);
+  }
   void step(device::Stream& s) final {
     issue_step(s);
     count_step();
@@ -56,9 +63,26 @@ class OptimizerBase : public DenseOptimizer {
   void set_step_count(std::int64_t steps) override {
     if (steps < 0) throw ConfigError(fmt::format("optimizer step count {} is negative", steps));
     steps_ = steps;
+    if (device_steps_.size() > 0) write_device_steps(steps);
   }
 
  protected:
+  // With a schedule: its factor for the coming step into scale_ (ScheduleScale), counting the
+  // step on the device unless Adam's corrections do. Returns the factor's address, or null.
+  const float* issue_schedule(device::Stream& s, bool count) {
+    if (!schedule_.active()) return nullptr;
+    detail::launch(backend_, s, 1, kernels::ScheduleScale{device_steps_.data(), scale_.data(), schedule_, count}, 1);
+    return scale_.data();
+  }
+  void write_device_steps(std::int64_t steps) {
+    auto stream = backend_.create_stream();
+    auto* host = static_cast<std::int64_t*>(backend_.allocate(sizeof(std::int64_t), device::Tier::host));
+    *host = steps;
+    backend_.copy(device_steps_.data(), host, sizeof(std::int64_t), *stream);
+    stream->synchronize();
+    backend_.deallocate(host, device::Tier::host);
+  }
+
   // One state buffer per parameter, named "<prefix>.<param name>", filled with `init`.
   void add_state(device::MemoryPool& pool, const std::string& prefix, float init,
                  std::vector<device::Buffer<float>>& buffers) {
@@ -76,16 +100,20 @@ class OptimizerBase : public DenseOptimizer {
   std::vector<Param> params_;
   std::vector<Param> state_;
   std::int64_t steps_ = 0;
+  LrSchedule schedule_;
+  device::Buffer<std::int64_t> device_steps_;  // the steps taken, as the device counts them
+  device::Buffer<float> scale_;                // the schedule's factor for this step
 };
 
 class Sgd final : public OptimizerBase {
  public:
-  Sgd(device::Backend& b, std::vector<Param> params, float lr)
-      : OptimizerBase(b, std::move(params)), lr_(lr) {}
+  Sgd(device::Backend& b, device::MemoryPool& pool, std::vector<Param> params, const DenseOptimizerConfig& c)
+      : OptimizerBase(b, pool, std::move(params), c.schedule, false), lr_(c.lr) {}
   void issue_step(device::Stream& s) override {
+    const float* scale = issue_schedule(s, true);
     for_all_blocks(backend_, s, params_, [&](std::size_t p) {
       const Param& q = params_[p];
-      return kernels::SgdStep{q.value, q.grad, static_cast<Index>(q.count), lr_};
+      return kernels::SgdStep{q.value, q.grad, static_cast<Index>(q.count), lr_, scale};
     });
   }
   std::vector<Param> state() override { return {}; }
@@ -98,14 +126,15 @@ class Adagrad final : public OptimizerBase {
  public:
   Adagrad(device::Backend& b, device::MemoryPool& pool, std::vector<Param> params,
           const DenseOptimizerConfig& c)
-      : OptimizerBase(b, std::move(params)), lr_(c.lr), eps_(c.eps < 0 ? 1e-10f : c.eps) {
+      : OptimizerBase(b, pool, std::move(params), c.schedule, false), lr_(c.lr), eps_(c.eps < 0 ? 1e-10f : c.eps) {
     add_state(pool, "adagrad.sum", c.initial_accumulator, sums_);
   }
   void issue_step(device::Stream& s) override {
+    const float* scale = issue_schedule(s, true);
     for_all_blocks(backend_, s, params_, [&](std::size_t p) {
       const Param& q = params_[p];
       return kernels::AdagradStep{q.value, q.grad, sums_[p].data(), static_cast<Index>(q.count),
-                                  lr_, eps_};
+                                  lr_, eps_, scale};
     });
   }
   std::vector<Param> state() override { return state_; }
@@ -119,18 +148,17 @@ class Adam final : public OptimizerBase {
  public:
   Adam(device::Backend& b, device::MemoryPool& pool, std::vector<Param> params,
        const DenseOptimizerConfig& c)
-      : OptimizerBase(b, std::move(params)), lr_(c.lr), eps_(c.eps < 0 ? 1e-8f : c.eps),
+      : OptimizerBase(b, pool, std::move(params), c.schedule, true), lr_(c.lr), eps_(c.eps < 0 ? 1e-8f : c.eps),
         beta1_(c.beta1), beta2_(c.beta2) {
     add_state(pool, "adam.m", 0.f, m_);
     add_state(pool, "adam.v", 0.f, v_);
-    device_steps_ = device::Buffer<std::int64_t>(pool, 1, "adam.step_count");
     corrections_ = device::Buffer<float>(pool, 2, "adam.bias_corrections");
-    set_step_count(0);
   }
   // As torch: step_size = lr / (1 - beta1^t), denominators divided by sqrt(1 - beta2^t), with t
   // counted on the device (kernels::AdamCorrections).
   void issue_step(device::Stream& s) override {
-    const kernels::AdamCorrections c{device_steps_.data(), corrections_.data(), lr_, beta1_, beta2_};
+    const float* scale = issue_schedule(s, false);
+    const kernels::AdamCorrections c{device_steps_.data(), corrections_.data(), lr_, beta1_, beta2_, scale};
     detail::launch(backend_, s, 1, c, 1);
     for_all_blocks(backend_, s, params_, [&](std::size_t p) {
       const Param& q = params_[p];
@@ -138,21 +166,11 @@ class Adam final : public OptimizerBase {
                                beta1_,   beta2_, eps_,         corrections_.data()};
     });
   }
-  void set_step_count(std::int64_t steps) override {
-    OptimizerBase::set_step_count(steps);
-    auto stream = backend_.create_stream();
-    auto* host = static_cast<std::int64_t*>(backend_.allocate(sizeof(std::int64_t), device::Tier::host));
-    *host = steps;
-    backend_.copy(device_steps_.data(), host, sizeof(std::int64_t), *stream);
-    stream->synchronize();
-    backend_.deallocate(host, device::Tier::host);
-  }
   std::vector<Param> state() override { return state_; }
 
  private:
   float lr_, eps_, beta1_, beta2_;
   std::vector<device::Buffer<float>> m_, v_;
-  device::Buffer<std::int64_t> device_steps_;  // the steps taken, as the device counts them
   device::Buffer<float> corrections_;          // this step's [step_size, bias2_sqrt]
 };
 
@@ -170,7 +188,14 @@ std::unique_ptr<DenseOptimizer> make_dense_optimizer(const DenseOptimizerConfig&
     if (p.value == nullptr || p.grad == nullptr)
       throw ConfigError(fmt::format("dense optimizer: parameter '{}' has no {}", p.name,
                                     p.value ? "gradient" : "value"));
-  if (c.kind == "sgd") return std::make_unique<Sgd>(backend, std::move(params), c.lr);
+  const LrSchedule& sc = c.schedule;
+  if (sc.warmup_steps < 0 || sc.decay_start < 0 || sc.decay_steps < 0 || !(sc.decay_power > 0) ||
+      !std::isfinite(sc.decay_power))
+    throw ConfigError("dense optimizer: a schedule needs steps >= 0 and a positive, finite decay power");
+  if (sc.decay_steps > 0 && sc.decay_start < sc.warmup_steps)
+    throw ConfigError(fmt::format("dense optimizer: the decay starts at step {}, before the warm-up of {} steps ends",
+                                  sc.decay_start, sc.warmup_steps));
+  if (c.kind == "sgd") return std::make_unique<Sgd>(backend, pool, std::move(params), c);
   if (c.kind == "adagrad") {
     if (!(c.initial_accumulator >= 0.f) || !std::isfinite(c.initial_accumulator))
       throw ConfigError(fmt::format("dense optimizer: adagrad initial_accumulator {} must be >= 0",

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lr_schedule.hpp"
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "mlp/types.hpp"
@@ -20,6 +21,9 @@ struct DenseOptimizerConfig {
   float beta1 = 0.9f;        // adam
   float beta2 = 0.999f;      // adam
   float initial_accumulator = 0.f;  // adagrad
+  // The learning-rate schedule (warm-up, decay): lr x schedule.scale(step), the factor computed
+  // on the device from a step count kept there, so that a captured step uses its own step's.
+  LrSchedule schedule;
 };
 
 class DenseOptimizer {
@@ -28,8 +32,8 @@ class DenseOptimizer {
   // Updates the parameters given at construction from their gradients: issue_step, then
   // count_step.
   virtual void step(device::Stream& s) = 0;
-  // The step's device work alone. What changes from step to step (Adam's step count) it reads
-  // from device memory, so that it can be captured once and replayed (device/graph.hpp), each
+  // The step's device work alone. What changes from step to step (Adam's step count, the
+  // schedule's factor) it reads from device memory, so that it can be captured once and replayed (device/graph.hpp), each
   // replay followed by count_step().
   virtual void issue_step(device::Stream& s) = 0;
   // Counts a step taken on the host (step_count()), without device work.

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/half.hpp"
+#include "core/lr_schedule.hpp"
 #include "device/types.hpp"
 #include "mlp/types.hpp"
 
@@ -412,18 +413,37 @@ struct BceBackward {
   }
 };
 
-// Optimizer updates over the elements of block `item` of one parameter.
+// The learning-rate schedule's factor for the coming step (core/lr_schedule.hpp), from the step
+// count in device memory, so that a captured step replayed later uses its own step's: writes
+// scale[0] = schedule.scale(t) with t = *steps + 1, and counts the step when `count` is set
+// (Adam's corrections count it otherwise). One item.
+struct ScheduleScale {
+  std::int64_t* steps;
+  float* scale;
+  LrSchedule schedule;
+  bool count;
+  RECMIX_HOST_DEVICE void operator()(Index) const {
+    const std::int64_t t = *steps + 1;
+    if (count) *steps = t;
+    scale[0] = schedule.scale(t);
+  }
+};
+
+// Optimizer updates over the elements of block `item` of one parameter. With `scale` set (a
+// schedule), the rate is lr * scale[0], read from device memory.
 struct SgdStep {
   float* value;
   const float* grad;
   Index count;
   float lr;
+  const float* scale = nullptr;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
+    const float rate = scale ? lr * scale[0] : lr;
     Index i1 = min_index((item + 1) * kFlatBlock, count);
-    for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+    for (Index i = item * kFlatBlock; i < i1; ++i) value[i] -= rate * grad[i];
   }
   RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
-  RECMIX_HOST_DEVICE void fine(Index i) const { value[i] -= lr * grad[i]; }
+  RECMIX_HOST_DEVICE void fine(Index i) const { value[i] -= (scale ? lr * scale[0] : lr) * grad[i]; }
 };
 
 struct AdagradStep {
@@ -432,33 +452,37 @@ struct AdagradStep {
   float* sum;
   Index count;
   float lr, eps;
+  const float* scale = nullptr;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
+    const float rate = scale ? lr * scale[0] : lr;
     Index i1 = min_index((item + 1) * kFlatBlock, count);
-    for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+    for (Index i = item * kFlatBlock; i < i1; ++i) update(i, rate);
   }
   RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
-  RECMIX_HOST_DEVICE void fine(Index i) const {
+  RECMIX_HOST_DEVICE void fine(Index i) const { update(i, scale ? lr * scale[0] : lr); }
+  RECMIX_HOST_DEVICE void update(Index i, float rate) const {
     float g = grad[i];
     float s = sum[i] + g * g;
     sum[i] = s;
-    value[i] -= lr * (g / (::sqrtf(s) + eps));
+    value[i] -= rate * (g / (::sqrtf(s) + eps));
   }
 };
 
-// step_size = lr / (1 - beta1^t), bias2_sqrt = sqrt(1 - beta2^t), computed on the host.
 // Adam's bias corrections for the coming step, from the step count in device memory, so that a
 // captured step replayed later uses the count of its own step (device/graph.hpp): counts the
 // step, then writes corrections[0] = lr / (1 - beta1^t) and corrections[1] = sqrt(1 - beta2^t),
-// as torch. One item.
+// as torch; with `scale` set (a schedule), lr * scale[0] in place of lr. One item.
 struct AdamCorrections {
   std::int64_t* steps;
   float* corrections;
   float lr, beta1, beta2;
+  const float* scale = nullptr;
   RECMIX_HOST_DEVICE void operator()(Index) const {
     const std::int64_t t = ++*steps;
     const double bias1 = 1.0 - ::pow(static_cast<double>(beta1), static_cast<double>(t));
     const double bias2 = 1.0 - ::pow(static_cast<double>(beta2), static_cast<double>(t));
-    corrections[0] = static_cast<float>(lr / bias1);
+    const float rate = scale ? lr * scale[0] : lr;
+    corrections[0] = static_cast<float>(rate / bias1);
     corrections[1] = static_cast<float>(::sqrt(bias2));
   }
 };

@@ -140,9 +140,13 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   dense.lr = spec.optimizer.lr;
   if (spec.optimizer.eps >= 0) dense.eps = spec.optimizer.eps;
   dense.initial_accumulator = spec.optimizer.initial_accumulator;
+  dense.schedule = spec.optimizer.schedule;
+  schedule_ = dense.schedule;
+  sparse_lr_ = sparse.lr;
   dense_optimizer_ = mlp::make_dense_optimizer(dense, backend, pool, dense_parameters());
-  // (The cross network's parameters take the optimizer's step: no folding with them.)
-  fold_sgd_ = comm.size() == 1 && dense.kind == "sgd" && interaction_params_.empty();
+  // (The cross network's parameters take the optimizer's step, and a schedule's rate is read from
+  // device memory by the optimizer's kernels: no folding with either.)
+  fold_sgd_ = comm.size() == 1 && dense.kind == "sgd" && interaction_params_.empty() && !schedule_.active();
   sgd_lr_ = dense.lr;
   if (spec.device.graphs == "true" && !backend.supports_graphs())
     throw ConfigError(fmt::format("device.graphs = true: the {} backend has no graphs (cuda has them, cpu-strict "
@@ -435,6 +439,8 @@ void DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t globa
 void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
   // The steps taken so far (restored with a checkpoint) key the tables' stochastic rounding.
   embedding_->set_step(dense_optimizer_->step_count());
+  if (schedule_.active())  // the host's rate for the sparse updates (the dense one is computed on the device)
+    embedding_->set_learning_rate(sparse_lr_ * schedule_.scale(dense_optimizer_->step_count() + 1));
   if (!replicas_.empty()) return train_step_replicas(batch, global_batch, next);
   const int b = static_cast<int>(batch.size);
   if (time_phases_) phase_start_ = now_seconds();
@@ -489,7 +495,7 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
 // (the grouping's sort and the row updates) is device work alone, captured and replayed as a
 // piece. Its graphs are dropped when the embedding makes a buffer they read anew.
 void DlrmModel::start_embedding_backward(int b, std::int64_t global_batch) {
-  if (!graphs_->on() || !embedding_->backward_capturable())
+  if (!graphs_->on() || !embedding_->backward_capturable() || schedule_.active())
     return embedding_->backward_start(*stream_, grad_pooled_.data());
   if (const std::uint64_t made = embedding_->device_buffers_generation(); made != embedding_buffers_) {
     graphs_->forget(kEmbeddingUpdate);

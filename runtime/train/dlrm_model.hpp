@@ -158,6 +158,10 @@ class DlrmModel {
   // into the pass that sums the replicas' gradients; finish_dense_step() then only counts it.
   float sgd_lr_ = 0.f;
   bool fold_sgd_ = false;
+  // [optimizer]'s schedule: the dense rate's factor is computed on the device by the optimizer;
+  // the sparse rate (the base sparse_lr_ times the factor) is set by the host every step.
+  LrSchedule schedule_;
+  float sparse_lr_ = 0.f;
   // A rank on the CPU with several threads (device.dense_replicas): the dense half (both MLPs,
   // the interaction, the loss) runs data-parallel, one replica per thread on a contiguous share
   // of the rank's batch with single-threaded GEMMs, and the replicas' gradients are summed

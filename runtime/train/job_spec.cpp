@@ -260,6 +260,17 @@ void read_optimizer(Section& top, OptimizerSpec& o) {
   opt.read_float("sparse_lr", o.sparse_lr, 1e-12, 1e6);
   opt.read_float("eps", o.eps, 0, 1);
   opt.read_float("initial_accumulator", o.initial_accumulator, 0, 1e6);
+  LrSchedule& sc = o.schedule;
+  opt.read_int("warmup_steps", sc.warmup_steps, 0, std::int64_t(1) << 40);
+  opt.read_int("decay_start", sc.decay_start, 0, std::int64_t(1) << 40);
+  opt.read_int("decay_steps", sc.decay_steps, 0, std::int64_t(1) << 40);
+  opt.read_double("decay_power", sc.decay_power, 1e-3, 100);
+  if (sc.decay_steps > 0 && sc.decay_start < sc.warmup_steps)
+    opt.fail("decay_start", fmt::format("must be at least 'optimizer.warmup_steps' = {}: the warm-up ends before the "
+                                        "decay starts (got {})",
+                                        sc.warmup_steps, sc.decay_start));
+  for (const char* key : {"decay_start", "decay_power"})
+    if (opt.find(key) && sc.decay_steps == 0) opt.fail(key, "applies only with 'optimizer.decay_steps' > 0");
   opt.reject_unknown();
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/lr_schedule.hpp"
+
 namespace recmix::runtime {
 
 struct ModelSpec {
@@ -25,6 +27,9 @@ struct OptimizerSpec {
   float sparse_lr = -1.f;  // < 0: same as lr
   float eps = -1.f;        // < 0: the optimizer's default
   float initial_accumulator = 0.f;
+  // warmup_steps, decay_start, decay_steps, decay_power: both optimizers' rates over the steps
+  // (core/lr_schedule.hpp; none by default).
+  LrSchedule schedule;
 };
 
 struct DataSpec {

@@ -34,6 +34,7 @@ struct GraphCase {
   bool packed = false;               // one-hot batches as stored (train()'s): at one rank with fp32
                                      // tables, the sparse update is a captured piece too
   int cross_rank = -1;               // >= 0: the dcn interaction, two cross layers of this rank
+  bool schedule = false;             // a learning-rate schedule: warm-up, constant, decay, held
 };
 
 class GraphSteps : public testing::TestWithParam<GraphCase> {};
@@ -45,6 +46,10 @@ TEST_P(GraphSteps, EqualEagerStepsBitForBit) {
                                      c.dense, c.tables, c.dense_precision, c.hot_fraction > 0 ? "tiered" : "flat",
                                      c.packed ? "-packed" : "", c.cross_rank),
                          c.data);
+  if (c.schedule) {
+    spec.name += "-schedule";
+    spec.optimizer.schedule = LrSchedule{3, 5, 4, 2.0};  // over the 12 steps: every phase
+  }
   if (c.cross_rank >= 0) {
     spec.model.interaction = "dcn";
     spec.model.cross_layers = 2;
@@ -80,12 +85,15 @@ INSTANTIATE_TEST_SUITE_P(
                     GraphCase{"train.h5", "rowwise_adagrad", "adagrad", "fp32", "bf16", 0, true},
                     GraphCase{"train.h5", "adagrad", "sgd", "bf16", "fp32", 0, true},
                     GraphCase{"train.h5", "sgd", "sgd", "fp32", "fp32", 0, true, 4},
-                    GraphCase{"multi.h5", "adagrad", "adam", "fp32", "fp32", 0, false, 0}),
+                    GraphCase{"multi.h5", "adagrad", "adam", "fp32", "fp32", 0, false, 0},
+                    GraphCase{"train.h5", "sgd", "sgd", "fp32", "fp32", 0, true, -1, true},
+                    GraphCase{"train.h5", "rowwise_adagrad", "adam", "fp32", "fp32", 0, false, -1, true}),
     [](const auto& info) {
       const auto& p = info.param;
       return fmt::format("{}_{}_{}_{}_{}{}{}{}", std::string(p.data).substr(0, 5), p.sparse, p.dense, p.tables,
                          p.dense_precision, p.hot_fraction > 0 ? "_tiered" : "", p.packed ? "_packed" : "",
-                         p.cross_rank < 0 ? "" : fmt::format("_dcn_rank{}", p.cross_rank));
+                         p.cross_rank < 0 ? "" : fmt::format("_dcn_rank{}", p.cross_rank)) +
+             (p.schedule ? "_schedule" : "");
     });
 
 // train() with graphs, stopped and resumed: the same steps, losses and weights as without them.

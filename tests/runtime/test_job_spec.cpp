@@ -121,6 +121,23 @@ TEST(JobSpec, BadValuesAreNamed) {
   EXPECT_NE(msg.find("\"dcn\""), std::string::npos) << msg;
 }
 
+TEST(JobSpec, ReadsTheSchedule) {
+  auto spec = parse_job_spec(std::string(kMinimal) +
+                                 "[optimizer]\nwarmup_steps = 10\ndecay_start = 20\ndecay_steps = 30\ndecay_power = 1.5\n",
+                             "job.toml");
+  EXPECT_EQ(spec.optimizer.schedule.warmup_steps, 10);
+  EXPECT_EQ(spec.optimizer.schedule.decay_start, 20);
+  EXPECT_EQ(spec.optimizer.schedule.decay_steps, 30);
+  EXPECT_EQ(spec.optimizer.schedule.decay_power, 1.5);
+  EXPECT_FALSE(parse_job_spec(kMinimal, "job.toml").optimizer.schedule.active());
+  auto msg = expect_config_error(std::string(kMinimal) + "[optimizer]\nwarmup_steps = 10\ndecay_start = 5\ndecay_steps = 9\n");
+  EXPECT_NE(msg.find("optimizer.decay_start"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[optimizer]\ndecay_power = 2\n");  // no decay_steps
+  EXPECT_NE(msg.find("optimizer.decay_power"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[optimizer]\nwarmup_steps = -1\n");
+  EXPECT_NE(msg.find("optimizer.warmup_steps"), std::string::npos) << msg;
+}
+
 TEST(JobSpec, ReadsTheCrossNetwork) {
   auto spec = parse_job_spec(std::string(kMinimal) + "[model]\ninteraction = \"dcn\"\n", "job.toml");
   EXPECT_EQ(spec.model.interaction, "dcn");

@@ -256,10 +256,11 @@ TEST(Trainer, EachGemmLibraryIsDeterministicAndTheyAgree) {
 }
 
 TEST(Trainer, StopAndResumeIsBitwiseEqual) {
-  for (int cross : {-1, 4}) {
-    SCOPED_TRACE(cross < 0 ? "dot" : "dcn");
+  for (int cross : {-1, 4, -2}) {  // -2: dot with a learning-rate schedule
+    SCOPED_TRACE(cross == 4 ? "dcn" : cross == -1 ? "dot" : "schedule");
     auto spec = small_spec(fmt::format("resume{}", cross));
     use_cross(spec, cross);
+    if (cross == -2) spec.optimizer.schedule = LrSchedule{5, 10, 15, 2.0};  // the stop falls in the decay
     spec.data.shuffle = true;
     spec.optimizer.dense = "adam";
     spec.optimizer.sparse = "adagrad";
@@ -287,6 +288,49 @@ TEST(Trainer, StopAndResumeIsBitwiseEqual) {
     EXPECT_EQ(rest.last_loss, full.last_loss);
     EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
   }
+}
+
+// A warm-up of 4 steps: the first step moves every dense weight and every embedding row a quarter
+// as far as the same step without a schedule (SGD, whose step is linear in the rate).
+TEST(Trainer, WarmupScalesTheFirstStep) {
+  auto self = world->comm->split(world->comm->rank(), 0);
+  std::vector<std::vector<float>> before, moved[2];
+  for (int warm : {0, 1}) {
+    auto spec = small_spec(fmt::format("warmup{}-{}", world->comm->rank(), warm));
+    if (warm) spec.optimizer.schedule.warmup_steps = 4;
+    spec.run_dir = run_dir(spec.name);
+    Trainer trainer(spec, *self);
+    auto& model = trainer.model();
+    data::ReaderOptions ro;
+    ro.global_batch = 64;
+    ro.prefetch = 0;
+    data::Reader reader(spec.data.train, ro);
+    data::Batch batch;
+    ASSERT_TRUE(reader.next(batch));
+    std::vector<std::pair<float*, std::size_t>> weights;
+    for (auto& p : model.dense_parameters()) weights.push_back({p.value, p.count});
+    for (auto& shard : model.embedding().local_shards())
+      weights.push_back({shard.weights, static_cast<std::size_t>(shard.row_end - shard.row_begin) * shard.dim});
+    std::vector<std::vector<float>> start;
+    for (auto& [ptr, n] : weights) start.emplace_back(ptr, ptr + n);
+    if (warm == 0) before = start;
+    EXPECT_EQ(start, before) << "the same seed starts from the same weights";
+    model.train_step(batch, 64);
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      moved[warm].emplace_back(weights[i].second);
+      for (std::size_t j = 0; j < weights[i].second; ++j) moved[warm][i][j] = weights[i].first[j] - start[i][j];
+    }
+  }
+  int checked = 0;
+  for (std::size_t i = 0; i < moved[0].size(); ++i) {
+    float most = 0;
+    for (float d : moved[0][i]) most = std::max(most, std::abs(d));
+    for (std::size_t j = 0; j < moved[0][i].size(); ++j) {
+      EXPECT_NEAR(moved[1][i][j], 0.25f * moved[0][i][j], 1e-4f * most + 1e-9f) << "tensor " << i << " entry " << j;
+      checked += moved[0][i][j] != 0.f;
+    }
+  }
+  EXPECT_GT(checked, 100);
 }
 
 // A checkpoint saved by 2 ranks (or 1 when the world has 1) resumes on every rank count.
