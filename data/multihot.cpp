@@ -11,19 +11,6 @@
 
 namespace recmix::data {
 
-const std::vector<int>& mlperf_dcnv2_bag_sizes() {
-  static const std::vector<int> sizes = {3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
-  return sizes;
-}
-
-const std::vector<std::int64_t>& mlperf_dcnv2_table_rows() {
-  static const std::vector<std::int64_t> rows = {40000000, 39060, 17295, 7424,     20265,    3,        7122,
-                                                  1543,     63,    40000000, 3067956, 405282, 10,       2209,
-                                                  11938,    155,   4,        976,     14,     40000000, 40000000,
-                                                  40000000, 590152, 12973,   108,     36};
-  return rows;
-}
-
 namespace {
 
 // The input, checked: a one-hot recmix dataset whose tables match the sizes given.

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "core/mlperf_dcnv2.hpp"
 #include "core/random.hpp"
 
 namespace recmix::data {
 
-// The benchmark's bag size per table (26 tables, 214 indices a sample).
-const std::vector<int>& mlperf_dcnv2_bag_sizes();
-// The benchmark's table sizes: the Criteo 1TB cardinalities capped at 40M rows.
-const std::vector<std::int64_t>& mlperf_dcnv2_table_rows();
+// The benchmark's bag sizes and table sizes (core/mlperf_dcnv2.hpp).
+using recmix::mlperf_dcnv2_bag_sizes;
+using recmix::mlperf_dcnv2_table_rows;
 
 // The bag of one-hot index `index` of table `table` (of `rows` rows): `size` indices, the first
 // `index` itself, the others uniform in [0, rows) (bag[k] depends on seed, table, index and k only).

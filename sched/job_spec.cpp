@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/mlperf_dcnv2.hpp"
 
 namespace recmix::sched {
 
@@ -139,6 +140,15 @@ const std::vector<std::string>& dlrm_preset_names() {
   return names;
 }
 
+const std::vector<std::string>& dlrm_type_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = dlrm_preset_names();
+    all.push_back("dlrm-dcnv2");
+    return all;
+  }();
+  return names;
+}
+
 JobSpec dlrm_preset(std::string_view name) {
   JobSpec spec;
   spec.name = std::string(name);
@@ -167,9 +177,20 @@ JobSpec dlrm_preset(std::string_view name) {
     spec.shape.top_mlp = {1024, 1024, 512, 256, 1};
     spec.global_batch = 16384;
     spec.tiering = Tiering{true, 0.05, 0.85};
+  } else if (name == "dlrm-dcnv2") {
+    for (std::int64_t rows : mlperf_dcnv2_table_rows()) spec.shape.tables.push_back({rows, 128});
+    spec.shape.bottom_mlp = {13, 512, 256, 128};
+    spec.shape.top_mlp = {1024, 1024, 512, 256, 1};
+    spec.shape.cross_layers = 3;
+    spec.shape.cross_rank = 512;
+    // 214 lookups a sample over 26 tables: about 8 a bag (the estimator takes one size for all).
+    spec.shape.pooling = 8;
+    spec.global_batch = 65536;
+    spec.ranks = 8;
+    spec.tiering = Tiering{true, 0.05, 0.85};
   } else {
     std::string known;
-    for (const auto& n : dlrm_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& n : dlrm_type_names()) known += (known.empty() ? "" : ", ") + n;
     throw ConfigError("unknown DLRM preset '" + std::string(name) + "' (known: " + known + ")");
   }
   return spec;

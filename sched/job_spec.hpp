@@ -97,7 +97,11 @@ void validate(const JobSpec& spec);
 // "dlrm-small" (Criteo Kaggle-like, 26 x 1e5 rows, dim 16), "dlrm-medium" (26 x 1e6, dim 64),
 // "dlrm-large" (26 x 1e7, dim 128, tiered, hot 10%), "dlrm-xlarge" (Criteo Terabyte-like
 // 26 x 4e7, dim 128, tiered, hot 5%).
+// "dlrm-dcnv2" is the MLPerf Training DLRM-DCNv2 benchmark's model (the Criteo 1TB tables
+// capped at 40M rows, dim 128, 3 cross layers of rank 512, ~8 lookups a bag, global batch 65536
+// on 8 ranks, tiered, hot 5%): a job type of its own, not one of the mixes' sizes.
 JobSpec dlrm_preset(std::string_view name);
-const std::vector<std::string>& dlrm_preset_names();
+const std::vector<std::string>& dlrm_preset_names();  // the mixes' sizes, smallest first
+const std::vector<std::string>& dlrm_type_names();    // those and dlrm-dcnv2
 
 }  // namespace recmix::sched

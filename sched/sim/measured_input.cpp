@@ -106,7 +106,7 @@ MeasuredInput map_measured_pairs(const MergedPairs& merged, const std::vector<st
   for (const auto& [name, type] : aliases) {
     RECMIX_REQUIRE(is_sim_type(type), ConfigError,
                    fmt::format("--pairs-type {}={}: '{}' is not a job type of the simulator (a DLRM preset: "
-                               "dlrm-small, dlrm-medium, dlrm-large, dlrm-xlarge, or a Lucid / Gavel type)",
+                               "dlrm-small, dlrm-medium, dlrm-large, dlrm-xlarge, dlrm-dcnv2, or a Lucid / Gavel type)",
                                name, type, type));
     if (!merged.files_of_type.count(name))
       in.warnings.push_back(fmt::format("--pairs-type {}={}: no type '{}' in {}", name, type, name, join(files)));

@@ -69,7 +69,7 @@ std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, con
 namespace {
 
 bool is_dlrm_preset(const std::string& type) {
-  const auto& names = dlrm_preset_names();
+  const auto& names = dlrm_type_names();
   return std::find(names.begin(), names.end(), type) != names.end();
 }
 

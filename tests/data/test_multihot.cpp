@@ -94,7 +94,9 @@ void check_expansion(const std::string& in, const std::string& out, const std::v
       ASSERT_EQ(bag[0], a.sparse[i * T + t]) << "table " << t << " row " << i;
       for (std::int64_t x : bag) ASSERT_TRUE(x >= 0 && x < info.table_rows[t]) << x;
       auto [it, fresh] = bag_of.emplace(bag[0], bag);
-      if (!fresh) ASSERT_EQ(it->second, bag);
+      if (!fresh) {
+        ASSERT_EQ(it->second, bag);
+      }
     }
   }
   InspectReport r = inspect_file(out, true);

@@ -3,6 +3,8 @@
 // step's host issue against the steps measured on an H200.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "sched/dlrm_profile.hpp"
 #include "sched/memory_estimator.hpp"
@@ -32,6 +34,24 @@ TEST(DlrmProfile, StepCostByHand) {
 
 // 16-bit tables: the sparse update moves 3 x 2 bytes of weights a looked-up element instead of
 // 3 x 4 (pooling read, update read and write); gradients and state stay fp32.
+// The MLPerf DLRM-DCNv2 model as a job type: n = 27 x 128 = 3456, and per sample the bottom's
+// 13*512 + 512*256 + 256*128 = 170,496 MACs, the cross layers' 3 x 2 x 512 x 3456 = 10,616,832,
+// the top's 3456*1024 + 1024*1024 + 1024*512 + 512*256 + 256 = 5,243,136: 16,030,464, so
+// 96.2 MFLOP a sample for forward and backward (bench_dcn counts the same GEMMs).
+TEST(DlrmProfile, DcnV2PresetByHand) {
+  const JobSpec s = dlrm_preset("dlrm-dcnv2");
+  ASSERT_EQ(s.shape.tables.size(), 26u);
+  EXPECT_EQ(s.shape.tables[0].rows, 40000000);
+  EXPECT_EQ(s.shape.interaction_width(), 3456);
+  EXPECT_EQ(s.shape.cross_params(), 3 * (2 * 512 * 3456 + 3456));
+  EXPECT_DOUBLE_EQ(dlrm_step_cost(s).gemm_flops, 6.0 * 16030464 * s.local_batch());
+  EXPECT_GT(estimate_peak_memory(s, MachineModel{}).total(), 0.0);
+  const auto& types = dlrm_type_names();
+  EXPECT_NE(std::find(types.begin(), types.end(), "dlrm-dcnv2"), types.end());
+  const auto& sizes = dlrm_preset_names();  // not one of the mixes' sizes
+  EXPECT_EQ(std::find(sizes.begin(), sizes.end(), "dlrm-dcnv2"), sizes.end());
+}
+
 TEST(DlrmProfile, HalfTablesMoveFewerBytes) {
   JobSpec s = tiny();
   const StepCost fp32 = dlrm_step_cost(s);
