@@ -132,6 +132,8 @@ int main(int argc, char** argv) {
   app.add_option("--min-seconds", min_seconds, "minimum time of each measurement in a repetition");
   app.add_option("--rows", rows, "rows per table (small: the dense half is what is measured)");
   app.add_option("--cross-rank", rank, "the cross layers' rank (0: full rank)");
+  bool phases = false;
+  app.add_flag("--phases", phases, "also the fp32 step's time by phase (each phase ends with a wait)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -200,6 +202,16 @@ int main(int argc, char** argv) {
       r.gflops.push_back(step_flops / s / 1e9);
       r.ratio.push_back(step_flops / s / 1e9 / peak);
     }
+  }
+  if (phases && runs[0].model) {
+    auto& model = *runs[0].model;
+    model.set_phase_timing(true);
+    for (int i = 0; i < 3; ++i) model.train_step(data[step++ % data.size()], batch);
+    fmt::print("fp32 step by phase (ms, mean of {} steps):", model.timed_steps());
+    for (int p = 0; p < runtime::DlrmModel::num_phases; ++p)
+      if (model.phase_seconds()[p] > 0)
+        fmt::print(" {} {:.1f};", runtime::DlrmModel::phase_name(p), 1e3 * model.phase_seconds()[p] / model.timed_steps());
+    fmt::print("\n\n");
   }
   fmt::print("| | samples/s | GFLOP/s (GEMM FLOPs) | / 2048^3 GEMM |\n|---|---:|---:|---:|\n");
   fmt::print("| 2048^3 fp32 GEMM (the ceiling) | | {:.1f} | 1.00 |\n", bench::median(ceiling));
