@@ -85,6 +85,17 @@ void run_train(const TrainArgs& a) {
   if (comm->rank() == 0 && result.eval)
     std::printf("final: step %lld  loss %.6f  eval AUC %.6f  logloss %.6f\n", static_cast<long long>(result.steps),
                 result.last_loss, result.eval->auc, result.eval->log_loss);
+  if (comm->rank() == 0 && result.target) {
+    const auto& t = *result.target;
+    if (t.reached)
+      std::printf("target: eval AUC %g reached at step %lld after %.1f s\n", t.target, static_cast<long long>(t.step),
+                  t.seconds);
+    else if (t.best_step >= 0)
+      std::printf("target: eval AUC %g not reached; best AUC %.6f at step %lld\n", t.target, t.best_auc,
+                  static_cast<long long>(t.best_step));
+    else
+      std::printf("target: eval AUC %g not reached; no evaluation\n", t.target);
+  }
   if (result.stopped && a.stop_after == 0) {  // stopped by a signal, its checkpoint written
     if (comm->rank() == 0) {
       const std::string by = *stop_signal_name() ? fmt::format("{} on rank 0", stop_signal_name()) : "a signal to another rank";

@@ -288,14 +288,25 @@ void read_data(Section& top, JobSpec& spec, const std::string& origin, const std
   for (auto& f : spec.data.eval) f = resolve_path(f, base_dir);
 }
 
-// [train].
-void read_train(Section& top, TrainSpec& t) {
+// [train] (has_eval: data.eval is given).
+void read_train(Section& top, TrainSpec& t, bool has_eval) {
   auto train = top.sub("train");
   train.read_int("batch_size", t.batch_size, 1, 1 << 24);
   train.read_int("steps", t.steps, 0, INT64_MAX);
   train.read_int("epochs", t.epochs, 1, 1 << 20);
   train.read_int("eval_interval", t.eval_interval, 0, INT64_MAX);
   train.read_int("eval_batches", t.eval_batches, 0, INT64_MAX);
+  train.read_int("eval_per_epoch", t.eval_per_epoch, 1, INT64_MAX);
+  if (train.find("eval_per_epoch") && train.find("eval_interval"))
+    train.fail("eval_per_epoch", "and 'train.eval_interval' are alternatives: give one of them");
+  if (auto* n = train.find("target_auc")) {
+    if (!n->is_number()) train.fail("target_auc", "must be a number");
+    t.target_auc = *n->value<double>();
+    if (!(t.target_auc > 0.5 && t.target_auc <= 1))
+      train.fail("target_auc", fmt::format("must be in (0.5, 1] (got {})", t.target_auc));
+    if (!has_eval) train.fail("target_auc", "needs evaluation data: 'data.eval' is not given");
+  }
+  train.read("mllog", t.mllog);
   train.read_double("log_interval_s", t.log_interval_s, 0, 86400);
   train.reject_unknown();
 }
@@ -364,7 +375,7 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin, 
   read_embedding(top, spec.embedding);
   read_optimizer(top, spec.optimizer);
   read_data(top, spec, origin, base_dir);
-  read_train(top, spec.train);
+  read_train(top, spec.train, !spec.data.eval.empty());
   read_checkpoint(top, spec);
   read_device(top, spec);
   read_precision(top, spec.precision);

@@ -45,6 +45,9 @@ struct TrainSpec {
   std::int64_t steps = 0;         // 0: run `epochs` epochs
   std::int64_t epochs = 1;
   std::int64_t eval_interval = 0;  // steps; 0: only at the end (when eval data is given)
+  std::int64_t eval_per_epoch = 0;  // evaluations an epoch (instead of eval_interval); 0: unset
+  double target_auc = 0;           // (0.5, 1]: stop at the first evaluation reaching it; 0: unset
+  bool mllog = false;              // write <run_dir>/mllog.txt, the MLPerf log (mllog.hpp)
   std::int64_t eval_batches = 0;   // 0: the whole eval set
   double log_interval_s = 2.0;     // seconds between progress lines
 };

@@ -26,8 +26,10 @@
 #include "runtime/train/device_metrics.hpp"
 #include "runtime/train/dlrm_model.hpp"
 #include "runtime/train/metrics.hpp"
+#include "runtime/train/mllog.hpp"
 #include "runtime/train/checkpoint_schedule.hpp"
 #include "runtime/train/step_batches.hpp"
+#include "runtime/train/train_evals.hpp"
 #include "runtime/train/train_log.hpp"
 
 namespace recmix::runtime {
@@ -102,7 +104,7 @@ data::ReaderOptions reader_options(const JobSpec& spec, const comm::Communicator
 }  // namespace
 
 Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
-    : spec_(std::move(spec)), comm_(comm) {
+    : init_ms_(mllog_now_ms()), spec_(std::move(spec)), comm_(comm) {
   const auto kind = device::parse_backend_kind(spec_.device.kind);
   if (spec_.device.gemm == "onednn" && !device::onednn_compiled())
     throw ConfigError("device.gemm = \"onednn\", but this build has no oneDNN (install libdnnl-dev and rebuild, "
@@ -335,12 +337,9 @@ TrainResult Trainer::train(const TrainOptions& options) {
   log_job(*log, reader, total_steps);
   Progress p(backend_->counters().snapshot(), step);
   CheckpointSchedule checkpoints(*this, options, *log, step);
-  auto eval = [&](std::int64_t at_step) {
-    auto r = evaluate(spec_.data.eval, spec_.train.eval_batches);
-    log->info("eval at step {}: AUC {:.6f}  logloss {:.6f}  ({} samples)", at_step, r.auc, r.log_loss, r.samples);
-    metrics.write({{"type", "eval"}, {"step", at_step}, {"auc", r.auc}, {"logloss", r.log_loss}, {"samples", r.samples}});
-    return r;
-  };
+  MlLog mllog(spec_.run_dir, spec_.train.mllog && rank == 0);
+  mllog.open_run(spec_, comm_.size(), init_ms_);
+  TrainEvals evals(*this, *log, metrics, mllog, reader.batches_per_epoch(), total_steps, step);
 
   // Tiered tables look one batch ahead: the next batch is read before this step trains, and the
   // position a checkpoint saves is taken before that read.
@@ -387,9 +386,8 @@ TrainResult Trainer::train(const TrainOptions& options) {
     if (rank == 0 && log_now) log_progress(p, step, total_steps, now, metrics, *log);
     if (spec_.checkpoint.interval > 0 && step % spec_.checkpoint.interval == 0 && step < total_steps)
       checkpoints.write(step, false);
-    if (!spec_.data.eval.empty() && spec_.train.eval_interval > 0 && step % spec_.train.eval_interval == 0 &&
-        step < total_steps)
-      eval(step);
+    const bool target_reached = evals.after_step(step);  // evaluates when due
+    if (target_reached) break;
     step_start = Clock::now();  // checkpoints and evaluations are not part of the next step
     if (options.stop_after > 0 && p.steps_this_run >= options.stop_after && step < total_steps) {
       stopped_early = true;
@@ -406,7 +404,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   result.stopped = stopped_early;
   checkpoints.write(step, true);
   result.last_checkpoint = checkpoints.last();
-  if (!stopped_early && !spec_.data.eval.empty()) result.eval = eval(step);
+  evals.finish(step, stopped_early, result);
   if (model_->embedding().tiered() && rank == 0) {
     p.tier_total.add(model_->embedding().take_tier_stats());
     nlohmann::json t;
@@ -417,7 +415,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
               p.tier_total.reranks);
   }
   log->info("{} after {} steps in {}: {:.0f} samples/s, peak device memory {}",
-            stopped_early ? "stopped" : "done", step, format_duration(seconds), result.samples_per_second,
+            stopped_early ? "stopped" : result.target && result.target->reached ? "target reached" : "done", step, format_duration(seconds), result.samples_per_second,
             device::format_bytes(device_pool_->peak_bytes()));
   return result;
 }

@@ -45,6 +45,17 @@ struct StepSample {
   std::size_t pool_peak_bytes = 0;
 };
 
+// The quality target's outcome (train.target_auc): reached at the first evaluation whose AUC is
+// at least the target; else the best AUC of the run's evaluations.
+struct TargetOutcome {
+  double target = 0;
+  bool reached = false;
+  std::int64_t step = 0;     // reached: the step of that evaluation
+  double seconds = 0;        // reached: from the run's start (after initialisation) to its end
+  double best_auc = 0;
+  std::int64_t best_step = -1;  // -1: no evaluation
+};
+
 struct TrainResult {
   std::int64_t steps = 0;          // total steps done (including those before a resume)
   double last_loss = 0;            // loss of the last global batch
@@ -52,6 +63,7 @@ struct TrainResult {
   std::string last_checkpoint;
   double samples_per_second = 0;
   bool stopped = false;            // stopped early (stop_after or stop_requested), checkpoint written
+  std::optional<TargetOutcome> target;  // when train.target_auc is set (reached: the run ended there)
   double hot_hit_rate = -1;        // tiered tables: the share of rank 0's lookups served by hot rows
 };
 
@@ -128,6 +140,7 @@ class Trainer {
   void after_step_faults(std::int64_t step, const TrainOptions& options);
   void inject_nan();
 
+  std::int64_t init_ms_;  // when the constructor began (the MLPerf log's init_start)
   JobSpec spec_;
   comm::Communicator& comm_;
   std::unique_ptr<device::Backend> backend_;
