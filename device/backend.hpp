@@ -125,10 +125,8 @@ class Backend {
   // Graphs (graph.hpp). Whether begin_capture works here: natively on CUDA, by recording under
   // the strict emulator; not on the CPU backend, whose fast paths run outside kernels.
   virtual bool supports_graphs() const { return false; }
-  // Whether device.graphs = "auto" turns graphs on: where a replay saves real launches (CUDA; on
-  // an H200 a TF32 step with graphs ran 1.15-1.26x the eager fp32 one at batch 2048), not where
-  // they are emulated for tests (cpu-strict).
-  virtual bool graphs_by_default() const { return false; }
+  // Whether device.graphs = "auto" turns graphs on (device::graphs_by_default of its kind).
+  bool graphs_by_default() const { return device::graphs_by_default(kind()); }
   // Starts capturing what this thread issues on `stream`. DeviceError when the backend has no
   // graphs or this thread already captures.
   void begin_capture(Stream& stream);

@@ -12,6 +12,12 @@ namespace recmix::device {
 // the CUDA code paths and keeps device memory out of host code's reach (device/cpu/strict_backend.cpp).
 enum class BackendKind { cpu, cuda, cpu_strict };
 
+// Whether device.graphs = "auto" turns graphs on for a backend of this kind: where a replay saves
+// real launches (CUDA; on an H200 a TF32 step with graphs ran 1.15-1.26x the eager fp32 one at
+// batch 2048), not where they are emulated for tests (cpu-strict) or absent (cpu). One rule for
+// the backends (Backend::graphs_by_default) and the scheduler's view of a job.
+constexpr bool graphs_by_default(BackendKind k) { return k == BackendKind::cuda; }
+
 // The library behind a CPU backend's GEMM, as asked for. automatic: oneDNN where the build has it
 // and the CPU has AVX-512 (F, CD, BW, DQ, VL), OpenBLAS elsewhere. On the 2-core AVX-512 build
 // machine oneDNN 2.6's SGEMM runs the DLRM's GEMMs 1.9x as fast as OpenBLAS 0.3.21 with the

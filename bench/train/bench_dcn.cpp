@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/cli.hpp"
 #include "bench/common/bench_util.hpp"
 #include "bench/common/kaggle_batch.hpp"
 #include "bench/common/timing.hpp"
@@ -79,14 +80,7 @@ double flops(const std::vector<Gemm>& gemms) {
 // Seconds a call of f takes: one untimed, then at least 2 calls and min_seconds.
 template <class F>
 double seconds_per_call(const F& f, double min_seconds) {
-  f();
-  int calls = 0;
-  const double t0 = bench::now();
-  while (bench::now() - t0 < min_seconds || calls < 2) {
-    f();
-    ++calls;
-  }
-  return (bench::now() - t0) / calls;
+  return 1.0 / bench::calls_per_second(f, min_seconds, 2);
 }
 
 // Runs a list of GEMMs on buffers as large as the largest operand.
@@ -134,13 +128,7 @@ int main(int argc, char** argv) {
   app.add_option("--cross-rank", rank, "the cross layers' rank (0: full rank)");
   bool phases = false;
   app.add_flag("--phases", phases, "also the fp32 step's time by phase (each phase ends with a wait)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    MPI_Finalize();
-    return rc;
-  }
+  if (const auto rc = bench::parse_or_exit_status(app, argc, argv)) return *rc;
   auto comm = comm::make_mpi_world_communicator();
   if (comm->size() != 1) {
     if (comm->rank() == 0) fmt::print(stderr, "bench_dcn runs on one rank\n");

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/cli.hpp"
 #include "bench/common/bench_util.hpp"
 #include "bench/common/kaggle_batch.hpp"
 #include "bench/common/timing.hpp"
@@ -62,19 +63,6 @@ void apply_switches(unsigned off) {
   embedding::set_exchange_stream_enabled(!(off & kExchangeStream));
 }
 
-// Calls of f a second: one untimed, then at least 3 and at least min_seconds of them.
-template <class F>
-double calls_per_second(const F& f, double min_seconds) {
-  f();
-  int calls = 0;
-  const double t0 = bench::now();
-  while (bench::now() - t0 < min_seconds || calls < 3) {
-    f();
-    ++calls;
-  }
-  return calls / (bench::now() - t0);
-}
-
 // GFLOP/s of repeated m x n x k GEMMs, fp32 or bf16 operands, for at least min_seconds.
 double gemm_gflops(device::Backend& backend, int m, int n, int k, bool bf16, double min_seconds) {
   device::MemoryPool pool(backend, device::Tier::device, "gemm");
@@ -91,7 +79,7 @@ double gemm_gflops(device::Backend& backend, int m, int n, int k, bool bf16, dou
     else
       backend.gemm(*stream, false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, c.data(), n);
   };
-  return 2.0 * m * n * k * calls_per_second(once, min_seconds) / 1e9;
+  return 2.0 * m * n * k * bench::calls_per_second(once, min_seconds) / 1e9;
 }
 
 // The step's GEMMs (bench::GemmChain's shapes) with bf16 operands rounded once beforehand.
@@ -125,7 +113,7 @@ double chain_gflops(device::Backend& backend, int batch, bool bf16, double min_s
                         0.f, l.dx.data(), l.in);
     }
   };
-  return flops * calls_per_second(run, min_seconds) / 1e9;
+  return flops * bench::calls_per_second(run, min_seconds) / 1e9;
 }
 
 }  // namespace
@@ -162,13 +150,7 @@ int main(int argc, char** argv) {
                "fp32 step with none of them (the step before they existed)");
   app.add_option("--device", device_kind, "backend: cpu or cuda (cpu-strict runs, but its speed means nothing)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    MPI_Finalize();
-    return rc;
-  }
+  if (const auto rc = bench::parse_or_exit_status(app, argc, argv)) return *rc;
   auto comm = comm::make_mpi_world_communicator();
   const int rank = comm->rank(), world = comm->size();
   // The device communicator as the trainer makes it (NCCL on CUDA, staged under cpu-strict):

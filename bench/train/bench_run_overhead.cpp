@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench/common/cli.hpp"
 #include "bench/common/kaggle_batch.hpp"
 #include "bench/common/timing.hpp"
 #include "comm/guarded/guarded_communicator.hpp"
@@ -40,13 +41,7 @@ int main(int argc, char** argv) {
   app.add_option("--min-seconds", min_seconds, "minimum time per block of steps");
   app.add_option("--tables", tables, "embedding tables");
   app.add_option("--rows", rows, "rows per table");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    MPI_Finalize();
-    return rc;
-  }
+  if (const auto rc = bench::parse_or_exit_status(app, argc, argv)) return *rc;
   auto plain = comm::make_mpi_world_communicator();
   const int rank = plain->rank(), world = plain->size();
   std::vector<int> everyone(world);

@@ -123,7 +123,6 @@ class CudaBackend final : public Backend {
   void on_device_memory_share(std::size_t bytes) override { memory_->keep_up_to(bytes); }
   bool stream_ordered_memory() const override { return memory_->stream_ordered(); }
   bool supports_graphs() const override { return true; }
-  bool graphs_by_default() const override { return true; }
   // TF32 tensor-op math for cublasSgemm (the operands' significands rounded to 10 bits, fp32
   // sums; measured on an H200: tests/device/test_tf32_gemm.cpp).
   void on_fp32_math(Fp32Math math) override {

@@ -52,7 +52,8 @@ sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
   out.table_bytes = half::storage_bytes(half::parse_storage(s.precision.embedding));
   // "auto" counted as bf16 (the device backends take it; on the cpu backend an upper bound).
   out.gemm_math = sched::parse_gemm_math(s.precision.dense == "auto" ? "bf16" : s.precision.dense);
-  out.graphs = s.device.graphs == "true" || (s.device.graphs == "auto" && s.device.kind == "cuda");
+  out.graphs = s.device.graphs == "true" ||
+               (s.device.graphs == "auto" && device::graphs_by_default(device::parse_backend_kind(s.device.kind)));
   out.global_batch = static_cast<int>(s.train.batch_size);
   out.optimizer = sched::parse_optimizer(s.optimizer.dense);
   out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);

@@ -31,8 +31,7 @@ void Trainer::CheckpointSchedule::written(const std::string& path) {
 
 void Trainer::CheckpointSchedule::finish_background() {
   if (!writer_ || !writer_->in_flight()) return;
-  using Clock = std::chrono::steady_clock;
-  const auto wait_start = Clock::now();
+  const auto wait_start = Clock::now();  // Trainer::Clock
   const bool ended = writer_->finished();
   const std::string path = writer_->wait();
   const double waited = std::chrono::duration<double>(Clock::now() - wait_start).count();

@@ -36,7 +36,6 @@ namespace recmix::runtime {
 namespace fs = std::filesystem;
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 template <class T>
 std::vector<T> gather_to_root(comm::Communicator& comm, const std::vector<T>& local) {

@@ -46,6 +46,32 @@ struct EquivalenceCase {
   int cross_rank = -1;  // >= 0: the dcn interaction, two cross layers of this rank (0: full rank)
 };
 
+// The first global batch of `batch_size` samples of a spec's training data, read on one rank.
+data::Batch first_batch(const JobSpec& spec, std::int64_t batch_size) {
+  data::ReaderOptions ro;
+  ro.global_batch = batch_size;
+  ro.prefetch = 0;
+  data::Reader reader(spec.data.train, ro);
+  data::Batch batch;
+  EXPECT_TRUE(reader.next(batch));
+  return batch;
+}
+
+// Every weight of a one-rank model as (pointer, count): the dense parameters, then the shards.
+std::vector<std::pair<float*, std::size_t>> model_weights(DlrmModel& model) {
+  std::vector<std::pair<float*, std::size_t>> weights;
+  for (auto& p : model.dense_parameters()) weights.push_back({p.value, p.count});
+  for (auto& shard : model.embedding().local_shards())
+    weights.push_back({shard.weights, static_cast<std::size_t>(shard.row_end - shard.row_begin) * shard.dim});
+  return weights;
+}
+
+std::vector<std::vector<float>> copy_of(const std::vector<std::pair<float*, std::size_t>>& weights) {
+  std::vector<std::vector<float>> copy;
+  for (auto& [ptr, n] : weights) copy.emplace_back(ptr, ptr + n);
+  return copy;
+}
+
 // The dcn interaction with two small cross layers (rank 0: full rank); a negative rank: unchanged.
 void use_cross(JobSpec& spec, int rank) {
   if (rank < 0) return;
@@ -301,18 +327,9 @@ TEST(Trainer, WarmupScalesTheFirstStep) {
     spec.run_dir = run_dir(spec.name);
     Trainer trainer(spec, *self);
     auto& model = trainer.model();
-    data::ReaderOptions ro;
-    ro.global_batch = 64;
-    ro.prefetch = 0;
-    data::Reader reader(spec.data.train, ro);
-    data::Batch batch;
-    ASSERT_TRUE(reader.next(batch));
-    std::vector<std::pair<float*, std::size_t>> weights;
-    for (auto& p : model.dense_parameters()) weights.push_back({p.value, p.count});
-    for (auto& shard : model.embedding().local_shards())
-      weights.push_back({shard.weights, static_cast<std::size_t>(shard.row_end - shard.row_begin) * shard.dim});
-    std::vector<std::vector<float>> start;
-    for (auto& [ptr, n] : weights) start.emplace_back(ptr, ptr + n);
+    const data::Batch batch = first_batch(spec, 64);
+    const auto weights = model_weights(model);
+    const auto start = copy_of(weights);
     if (warm == 0) before = start;
     EXPECT_EQ(start, before) << "the same seed starts from the same weights";
     model.train_step(batch, 64);
@@ -396,20 +413,11 @@ TEST(Trainer, WholeModelGradientMatchesFiniteDifferences) {
     spec.run_dir = run_dir(spec.name);
     Trainer trainer(spec, *self);
     auto& model = trainer.model();
-    data::ReaderOptions ro;
-    ro.global_batch = 16;
-    ro.prefetch = 0;
-    data::Reader reader(spec.data.train, ro);
-    data::Batch batch;
-    ASSERT_TRUE(reader.next(batch));
+    const data::Batch batch = first_batch(spec, 16);
 
     // Every weight as (pointer, count), and a snapshot to restore.
-    std::vector<std::pair<float*, std::size_t>> weights;
-    for (auto& p : model.dense_parameters()) weights.push_back({p.value, p.count});
-    for (auto& shard : model.embedding().local_shards())
-      weights.push_back({shard.weights, static_cast<std::size_t>(shard.row_end - shard.row_begin) * shard.dim});
-    std::vector<std::vector<float>> snapshot;
-    for (auto& [ptr, n] : weights) snapshot.emplace_back(ptr, ptr + n);
+    const auto weights = model_weights(model);
+    const auto snapshot = copy_of(weights);
     auto restore = [&] {
       for (std::size_t i = 0; i < weights.size(); ++i)
         std::copy(snapshot[i].begin(), snapshot[i].end(), weights[i].first);
