@@ -72,6 +72,30 @@ std::vector<std::vector<float>> copy_of(const std::vector<std::pair<float*, std:
   return copy;
 }
 
+// Trains `spec` straight through, and again stopped after `stop_after` steps and resumed from its
+// checkpoint: the resumed run ends on the same loss and the same weights, bit for bit.
+void expect_resume_is_bitwise_equal(const JobSpec& spec, comm::Communicator& comm, std::int64_t stop_after) {
+  TrainOptions quiet;
+  quiet.quiet = true;
+  auto straight = spec;
+  straight.run_dir = run_dir(spec.name + "-straight");
+  straight.checkpoint.dir = straight.run_dir + "/ck";
+  auto full = Trainer(straight, comm).train(quiet);
+  auto stopped = spec;
+  stopped.run_dir = run_dir(spec.name + "-stopped");
+  stopped.checkpoint.dir = stopped.run_dir + "/ck";
+  TrainOptions first = quiet;
+  first.stop_after = stop_after;
+  auto part = Trainer(stopped, comm).train(first);
+  EXPECT_EQ(part.steps, stop_after);
+  TrainOptions second = quiet;
+  second.resume = "latest";
+  auto rest = Trainer(stopped, comm).train(second);
+  EXPECT_EQ(rest.steps, spec.train.steps);
+  EXPECT_EQ(rest.last_loss, full.last_loss);
+  EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+}
+
 // The dcn interaction with two small cross layers (rank 0: full rank); a negative rank: unchanged.
 void use_cross(JobSpec& spec, int rank) {
   if (rank < 0) return;
@@ -215,23 +239,7 @@ TEST(Trainer, ThreadReplicasMatchOneThread) {
     spec.data.shuffle = true;
     spec.train.steps = 16;
     spec.data.eval.clear();
-    TrainOptions quiet;
-    quiet.quiet = true;
-    auto straight = spec;
-    straight.run_dir = run_dir(spec.name + "-straight");
-    straight.checkpoint.dir = straight.run_dir + "/ck";
-    auto full = Trainer(straight, *self).train(quiet);
-    auto stopped = spec;
-    stopped.run_dir = run_dir(spec.name + "-stopped");
-    stopped.checkpoint.dir = stopped.run_dir + "/ck";
-    TrainOptions first = quiet;
-    first.stop_after = 7;
-    Trainer(stopped, *self).train(first);
-    TrainOptions second = quiet;
-    second.resume = "latest";
-    auto rest = Trainer(stopped, *self).train(second);
-    EXPECT_EQ(rest.last_loss, full.last_loss);
-    EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+    expect_resume_is_bitwise_equal(spec, *self, 7);
   }
 }
 
@@ -292,27 +300,7 @@ TEST(Trainer, StopAndResumeIsBitwiseEqual) {
     spec.optimizer.sparse = "adagrad";
     spec.train.steps = 30;
     spec.data.eval.clear();
-    TrainOptions quiet;
-    quiet.quiet = true;
-
-    auto straight = spec;
-    straight.run_dir = run_dir(spec.name + "-straight");
-    straight.checkpoint.dir = straight.run_dir + "/ck";
-    auto full = Trainer(straight, *world->comm).train(quiet);
-
-    auto stopped = spec;
-    stopped.run_dir = run_dir(spec.name + "-stopped");
-    stopped.checkpoint.dir = stopped.run_dir + "/ck";
-    TrainOptions first = quiet;
-    first.stop_after = 13;
-    auto part = Trainer(stopped, *world->comm).train(first);
-    EXPECT_EQ(part.steps, 13);
-    TrainOptions second = quiet;
-    second.resume = "latest";
-    auto rest = Trainer(stopped, *world->comm).train(second);
-    EXPECT_EQ(rest.steps, 30);
-    EXPECT_EQ(rest.last_loss, full.last_loss);
-    EXPECT_TRUE(bitwise_equal(read_weights(full.last_checkpoint), read_weights(rest.last_checkpoint)));
+    expect_resume_is_bitwise_equal(spec, *world->comm, 13);
   }
 }
 
