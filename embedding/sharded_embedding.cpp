@@ -429,6 +429,7 @@ void ShardedEmbedding::set_step(std::int64_t step) { impl_->update_step = step; 
 void ShardedEmbedding::set_learning_rate(float lr) {
   RECMIX_REQUIRE(std::isfinite(lr) && lr >= 0.f, ConfigError, fmt::format("embedding: learning rate {} is not usable", lr));
   impl_->opt.lr = lr;
+  impl_->rate_varies = true;
 }
 void ShardedEmbedding::reserve(device::Stream& stream, int local_batch, std::int64_t global_batch,
                                std::int64_t bag_rows) {

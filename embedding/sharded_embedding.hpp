@@ -88,7 +88,8 @@ class ShardedEmbedding {
   // Whether the coming backward_start() is device work alone, with the same pointers and sizes
   // for every batch of its shape, so that a step may capture it once and replay it (a step
   // piece, runtime/train/step_graphs.hpp): one rank, whole untiered fp32 tables in device memory, a
-  // one-hot batch. (16-bit tables pass the step, which keys their rounding, by value.)
+  // one-hot batch. (16-bit tables pass the step, which keys their rounding, by value, and a rate
+  // set by set_learning_rate() is passed by value too: neither is captured.)
   bool backward_capturable() const;
   // The host side of backward_start() for a step that replays a graph captured from an earlier
   // backward_start() of the same shape instead of issuing one: only where backward_capturable().

@@ -172,10 +172,13 @@ struct ShardedEmbedding::Impl {
   template <class T>
   void reserve_stage(device::Buffer<T>& scratch, std::size_t count) {
     grow(scratch, std::max<std::size_t>(count, 1), "embedding scratch");
+    grow_slots(shadows[&scratch], std::max<std::size_t>(count, 1) * sizeof(T));
+  }
+  // Both pinned slots of a scratch buffer at `bytes` at least (the host pool made on first use).
+  void grow_slots(PinnedShadow& p, std::size_t bytes) {
     if (!pinned_pool)
       pinned_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding index uploads");
-    const std::size_t bytes = std::max<std::size_t>(count, 1) * sizeof(T);
-    for (auto& slot : shadows[&scratch].slot)
+    for (auto& slot : p.slot)
       if (slot.size() < bytes) slot = device::Buffer<unsigned char>(*pinned_pool, bytes, "embedding index upload");
   }
   void reserve(device::Stream& stream, int local_batch, std::int64_t global_batch, std::int64_t bag_rows);
@@ -188,13 +191,8 @@ struct ShardedEmbedding::Impl {
   template <class T>
   const T* stage(std::span<const T> host, device::Buffer<T>& scratch, device::Stream& stream) {
     if (on_host || host.empty()) return host.data();
-    if (scratch.size() < host.size()) {
-      scratch = device::Buffer<T>(pool, host.size(), "embedding scratch");
-      ++buffers_made;
-    }
+    grow(scratch, host.size(), "embedding scratch");
     const std::size_t bytes = host.size() * sizeof(T);
-    if (!pinned_pool)
-      pinned_pool = std::make_unique<device::MemoryPool>(backend, device::Tier::host, "embedding index uploads");
     PinnedShadow& p = shadows[&scratch];
     const int k = p.next;
     p.next ^= 1;
@@ -202,9 +200,7 @@ struct ShardedEmbedding::Impl {
       p.copied[k]->synchronize();
     else
       p.copied[k] = backend.create_event();
-    if (p.slot[k].size() < bytes)  // both slots at once: the other is used by the next step
-      for (auto& slot : p.slot)
-        if (slot.size() < bytes) slot = device::Buffer<unsigned char>(*pinned_pool, bytes, "embedding index upload");
+    if (p.slot[k].size() < bytes) grow_slots(p, bytes);  // both at once: the other is used by the next step
     std::memcpy(p.slot[k].data(), host.data(), bytes);
     backend.copy(scratch.data(), p.slot[k].data(), bytes, stream);
     p.copied[k]->record(stream);
@@ -329,6 +325,7 @@ struct ShardedEmbedding::Impl {
   device::Buffer<std::int64_t> dev_one_hot_base;  // per table, uploaded once
   bool device_one_hot_step = false;               // this step's forward took that path (own_offsets unused)
   std::uint64_t buffers_made = 0;                 // device buffers made anew (grow, stage's scratch)
+  bool rate_varies = false;  // set_learning_rate() was called: the updates' rate, by value, changes by step
   // The same with tiers (cold updates in staging): the lookups remapped to slots, as int32.
   bool tiered_one_hot_path(int local_batch) const {
     return local_only && on_host && tiers && tiers->cold_update() == ColdUpdate::device && local_batch > 0 &&

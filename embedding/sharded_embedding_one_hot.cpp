@@ -123,7 +123,7 @@ void ShardedEmbedding::Impl::forward_device_one_hot(device::Stream& stream, std:
 // The device one-hot path's backward is device work alone: a step may capture and replay it.
 bool ShardedEmbedding::backward_capturable() const {
   const Impl& m = *impl_;
-  return m.device_one_hot_step && !m.half_tables() && m.phase == Impl::Phase::forward_done;
+  return m.device_one_hot_step && !m.half_tables() && !m.rate_varies && m.phase == Impl::Phase::forward_done;
 }
 
 void ShardedEmbedding::backward_start_replayed() {

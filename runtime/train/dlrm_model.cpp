@@ -495,7 +495,7 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
 // (the grouping's sort and the row updates) is device work alone, captured and replayed as a
 // piece. Its graphs are dropped when the embedding makes a buffer they read anew.
 void DlrmModel::start_embedding_backward(int b, std::int64_t global_batch) {
-  if (!graphs_->on() || !embedding_->backward_capturable() || schedule_.active())
+  if (!graphs_->on() || !embedding_->backward_capturable())
     return embedding_->backward_start(*stream_, grad_pooled_.data());
   if (const std::uint64_t made = embedding_->device_buffers_generation(); made != embedding_buffers_) {
     graphs_->forget(kEmbeddingUpdate);
