@@ -18,7 +18,9 @@
 #      exchange stream and the L2 window each off in turn from the TF32 step with graphs, against
 #      the eager fp32 step with none of them, at batch 2048 and 16384;
 #   6. the L2 window on and off, tiered at 10% hot rows, on datasets of Zipf exponent 1.05 and 1.2;
-#   7. co-location on one GPU (bench/run/bench_colocation.sh --device cuda): three mixes (four
+#   7. the DLRM-DCNv2 step (bench_dcn --device cuda: the MLPerf benchmark's dense shape at batch
+#      2048 and 16384) in fp32, TF32 and with bf16 MLPs, against the 2048^3 GEMM in fp32 and TF32;
+#   8. co-location on one GPU (bench/run/bench_colocation.sh --device cuda): three mixes (four
 #      small jobs; two Kaggle-shape jobs at batch 16384; an embedding-heavy job beside an MLP-heavy
 #      one), each co-located by recmix run, one after another and each job alone, with the ratios
 #      against their goals.
@@ -59,11 +61,13 @@ if [[ -f $arg ]]; then
   bin=$work/gpu-bundle/bin
   recmix=$bin/recmix
   precision=$bin/bench_precision
+  dcn=$bin/bench_dcn
   tests=("$bin"/test_*)
 else
   build=$(realpath "$arg")
   recmix=$build/recmix
   precision=$build/bench/train/bench_precision
+  dcn=$build/bench/train/bench_dcn
   mapfile -t tests < <(find "$build/tests" -maxdepth 2 -type f -executable -name 'test_*' | sort)
 fi
 
@@ -173,7 +177,17 @@ l2() {
 }
 step 45 l2 l2
 
-section "7. co-location on one GPU"
+section "7. the DLRM-DCNv2 step"
+if [[ -x $dcn ]]; then
+  dcn_step() {
+    local b
+    for b in 2048 16384; do "$dcn" --device cuda --batch "$b" --reps 2 --min-seconds 0.3; done
+  }
+  export dcn
+  step 45 dcn dcn_step
+fi
+
+section "8. co-location on one GPU"
 # Its own datasets in $work/colocation (about 150 MB, made once).
 step 170 colocation bash "$src/bench/run/bench_colocation.sh" --device "${RECMIX_SUITE_DEVICE:-cuda}" "$recmix" \
   "$work/colocation"

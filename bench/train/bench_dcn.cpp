@@ -4,6 +4,9 @@
 // run: each repetition times the step in fp32 (and with bf16 MLPs where the backend runs them),
 // the bare GEMM chain of the step, and a 2048^3 GEMM. Reports each one's GFLOP/s by the step's
 // GEMM FLOPs and its ratio to the 2048^3 GEMM's, medians of the per-repetition ratios.
+// --device cuda (bench/device/gpu_suite.sh) adds the step with TF32 GEMMs and the 2048^3 GEMM in
+// TF32; each measurement sets the backend's fp32 math it needs first (a model's constructor sets
+// it for the whole backend).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -93,9 +96,14 @@ struct GemmRunner {
     a = device::Buffer<float>(pool, most, "A");
     b = device::Buffer<float>(pool, most, "B");
     c = device::Buffer<float>(pool, most, "C");
-    bench::fill(a.data(), a.size(), -1.f, 1.f, 1);
-    bench::fill(b.data(), b.size(), -1.f, 1.f, 2);
     stream = backend.create_stream();
+    // Filled on the host and copied: the device tier is not host memory on every backend.
+    std::vector<float> host(most);
+    for (auto [buffer, seed] : {std::pair{&a, 1}, std::pair{&b, 2}}) {
+      bench::fill(host.data(), host.size(), -1.f, 1.f, seed);
+      backend.copy(buffer->data(), host.data(), most * sizeof(float), *stream);
+      stream->synchronize();
+    }
   }
   void run() {
     for (const Gemm& g : gemms)
@@ -126,6 +134,8 @@ int main(int argc, char** argv) {
   app.add_option("--min-seconds", min_seconds, "minimum time of each measurement in a repetition");
   app.add_option("--rows", rows, "rows per table (small: the dense half is what is measured)");
   app.add_option("--cross-rank", rank, "the cross layers' rank (0: full rank)");
+  std::string device_name = "cpu";
+  app.add_option("--device", device_name, "backend")->check(CLI::IsMember({"cpu", "cpu-strict", "cuda"}));
   bool phases = false;
   app.add_flag("--phases", phases, "also the fp32 step's time by phase (each phase ends with a wait)");
   if (const auto rc = bench::parse_or_exit_status(app, argc, argv)) return *rc;
@@ -135,7 +145,14 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  auto backend = device::make_backend(device::BackendKind::cpu, threads);
+  const device::BackendKind kind = device::parse_backend_kind(device_name);
+  if (kind == device::BackendKind::cuda && !device::cuda_device_available()) {
+    fmt::print(stderr, "bench_dcn: this build or machine has no CUDA device\n");
+    MPI_Finalize();
+    return 77;
+  }
+  auto backend = device::make_backend(kind, threads);
+  const bool gpu = kind == device::BackendKind::cuda;
   Shape shape;
   shape.rank = rank;
   const std::vector<Gemm> gemms = step_gemms(shape, batch);
@@ -146,6 +163,7 @@ int main(int argc, char** argv) {
 
   struct Run {
     std::string name, dense;
+    device::Fp32Math math = device::Fp32Math::fp32;
     std::unique_ptr<device::MemoryPool> pool;
     std::unique_ptr<runtime::DlrmModel> model;
     std::string refused;
@@ -156,8 +174,12 @@ int main(int argc, char** argv) {
   std::vector<embedding::TableSpec> specs;
   for (auto r : table_rows) specs.push_back({r, shape.dim});
   const auto plan = embedding::ShardingPlan::automatic(specs, 1);
-  for (auto [name, dense] : {std::pair{"step, fp32", "fp32"}, std::pair{"step, bf16 MLPs", "bf16"}}) {
-    Run r{name, dense, std::make_unique<device::MemoryPool>(*backend, device::Tier::device, name), nullptr, "", {}, {}};
+  std::vector<std::pair<std::string, std::string>> variants = {{"step, fp32", "fp32"}};
+  if (gpu) variants.push_back({"step, tf32", "tf32"});
+  variants.push_back({"step, bf16 MLPs", "bf16"});
+  for (const auto& [name, dense] : variants) {
+    Run r{name, dense, dense == "tf32" ? device::Fp32Math::tf32 : device::Fp32Math::fp32,
+          std::make_unique<device::MemoryPool>(*backend, device::Tier::device, name), nullptr, "", {}, {}};
     const auto spec = runtime::parse_job_spec(
         fmt::format("name = \"bench\"\n[model]\nembedding_dim = 128\nbottom_mlp = [512, 256, 128]\n"
                     "top_mlp = [1024, 1024, 512, 256, 1]\ninteraction = \"dcn\"\ncross_rank = {}\n[optimizer]\n"
@@ -175,16 +197,23 @@ int main(int argc, char** argv) {
   for (int g = 0; g < 4; ++g) data.push_back(bench::make_batch(batch, 0, 1, shape.tables, rows, g));
   GemmRunner chain(*backend, gemms);
   GemmRunner square(*backend, {{2048, 2048, 2048, false, true}});
-  std::vector<double> chain_gflops, chain_ratio, ceiling;
+  std::vector<double> chain_gflops, chain_ratio, ceiling, ceiling_tf32;
   int step = 0;
+  const double square_flops = 2.0 * 2048 * 2048 * 2048;
   for (int rep = 0; rep < reps; ++rep) {
-    const double peak = 2.0 * 2048 * 2048 * 2048 / seconds_per_call([&] { square.run(); }, min_seconds) / 1e9;
+    if (gpu) {
+      backend->set_fp32_math(device::Fp32Math::tf32);
+      ceiling_tf32.push_back(square_flops / seconds_per_call([&] { square.run(); }, min_seconds) / 1e9);
+    }
+    backend->set_fp32_math(device::Fp32Math::fp32);
+    const double peak = square_flops / seconds_per_call([&] { square.run(); }, min_seconds) / 1e9;
     ceiling.push_back(peak);
     const double c = step_flops / seconds_per_call([&] { chain.run(); }, min_seconds) / 1e9;
     chain_gflops.push_back(c);
     chain_ratio.push_back(c / peak);
     for (Run& r : runs) {
       if (!r.model) continue;
+      backend->set_fp32_math(r.math);
       const double s =
           seconds_per_call([&] { r.model->train_step(data[step++ % data.size()], batch); }, min_seconds);
       r.gflops.push_back(step_flops / s / 1e9);
@@ -193,6 +222,7 @@ int main(int argc, char** argv) {
   }
   if (phases && runs[0].model) {
     auto& model = *runs[0].model;
+    backend->set_fp32_math(runs[0].math);
     model.set_phase_timing(true);
     for (int i = 0; i < 3; ++i) model.train_step(data[step++ % data.size()], batch);
     fmt::print("fp32 step by phase (ms, mean of {} steps):", model.timed_steps());
@@ -203,6 +233,8 @@ int main(int argc, char** argv) {
   }
   fmt::print("| | samples/s | GFLOP/s (GEMM FLOPs) | / 2048^3 GEMM |\n|---|---:|---:|---:|\n");
   fmt::print("| 2048^3 fp32 GEMM (the ceiling) | | {:.1f} | 1.00 |\n", bench::median(ceiling));
+  if (gpu) fmt::print("| 2048^3 tf32 GEMM | | {:.1f} | {:.2f} |\n", bench::median(ceiling_tf32),
+                      bench::median(ceiling_tf32) / bench::median(ceiling));
   fmt::print("| the step's GEMMs alone | {:.0f} | {:.1f} | {:.2f} |\n",
              bench::median(chain_gflops) * 1e9 * batch / step_flops, bench::median(chain_gflops),
              bench::median(chain_ratio));
