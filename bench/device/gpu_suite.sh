@@ -78,7 +78,16 @@ say "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) threads"
 say "recmix: $("$recmix" --version 2>&1 | head -1)"
 # A CUDA library the loader does not find is looked for where this machine's toolkit and Python
 # wheels keep theirs, and its folder added.
-for lib in $(ldd "$recmix" | awk '/not found/ { print $1 }'); do
+# cuBLAS is opened when the first CUDA backend is made (device/cuda/cublas_library.hpp), so ldd
+# does not list it: it is looked for too unless it lies beside the CUDA runtime or on the loader's
+# cache (the build's major version is the runtime's).
+missing=$(ldd "$recmix" | awk '/not found/ { print $1 }')
+cudart=$(ldd "$recmix" | awk '/libcudart\.so/ { print $3 }')
+major=$(ldd "$recmix" | sed -n 's/.*libcudart\.so\.\([0-9]*\).*/\1/p' | head -1)
+for lib in ${major:+libcublasLt.so.$major libcublas.so.$major}; do
+  [[ -n $cudart && -e $(dirname "$cudart")/$lib ]] || ldconfig -p | grep -q "$lib" || missing+=" $lib"
+done
+for lib in $missing; do
   found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
   say "$lib: not on the library path; ${found:-not found on this machine}"
   [[ -n $found ]] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"

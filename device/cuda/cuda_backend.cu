@@ -13,11 +13,13 @@
 
 #include "device/backend.hpp"
 #include "device/cuda/check.cuh"
+#include "device/cuda/cublas_library.hpp"
 #include "device/cuda/job_memory.cuh"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/lt_gemm.cuh"
 
 namespace recmix::device {
+using cuda::cublas;
 namespace {
 
 // CUDA's priority for a stream of recmix priority p (Backend::set_stream_priority): -p within the
@@ -110,13 +112,13 @@ class CudaBackend final : public Backend {
                         (st == cudaSuccess ? "0 devices" : cudaGetErrorString(st)) + ")");
     RECMIX_CUDA_CHECK(cudaGetDevice(&device_));
     memory_ = std::make_unique<cuda::JobMemory>(device_, live_streams_);
-    RECMIX_CUBLAS_CHECK(cublasCreate(&handle_));
+    RECMIX_CUBLAS_CHECK(cublas().create(&handle_));
     workspace_ = memory_->allocate(kCublasWorkspace);
     lt_ = std::make_unique<cuda::LtGemm>(workspace_, kCublasWorkspace);
   }
   ~CudaBackend() override {
     lt_.reset();
-    if (handle_) cublasDestroy(handle_);
+    if (handle_) cublas().destroy(handle_);
     if (workspace_) memory_->deallocate(workspace_);
   }
   // The job's pool keeps up to its share for reuse once freed (cuda/job_memory.cuh).
@@ -127,7 +129,7 @@ class CudaBackend final : public Backend {
   // sums; measured on an H200: tests/device/test_tf32_gemm.cpp).
   void on_fp32_math(Fp32Math math) override {
     RECMIX_CUBLAS_CHECK(
-        cublasSetMathMode(handle_, math == Fp32Math::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        cublas().set_math_mode(handle_, math == Fp32Math::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   }
   void do_begin_capture(Stream& s) override {
     RECMIX_CUDA_CHECK(
@@ -230,7 +232,7 @@ class CudaBackend final : public Backend {
     if (m == 0 || n == 0) return;
     use_stream(s);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-    RECMIX_CUBLAS_CHECK(cublasSgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+    RECMIX_CUBLAS_CHECK(cublas().sgemm(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                     trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
                                     lda, &beta, c, ldc));
   }
@@ -242,7 +244,7 @@ class CudaBackend final : public Backend {
     if (m == 0 || n == 0) return;
     use_stream(s);
     // Operands swapped as in gemm. 16-bit A and B, fp32 C, products summed in fp32.
-    RECMIX_CUBLAS_CHECK(cublasGemmEx(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+    RECMIX_CUBLAS_CHECK(cublas().gemm_ex(handle_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      n, m, k, &alpha, b, in, ldb, a, in, lda, &beta, c, CUDA_R_32F, ldc,
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     last_half_path_ = HalfGemmPath::native;  // cuBLAS multiplies 16-bit values on the GPU itself
@@ -277,8 +279,8 @@ class CudaBackend final : public Backend {
   void use_stream(Stream& s) {
     const auto stream = static_cast<cudaStream_t>(s.native());
     if (workspace_set_ && stream == cublas_stream_) return;
-    RECMIX_CUBLAS_CHECK(cublasSetStream(handle_, stream));
-    RECMIX_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, kCublasWorkspace));
+    RECMIX_CUBLAS_CHECK(cublas().set_stream(handle_, stream));
+    RECMIX_CUBLAS_CHECK(cublas().set_workspace(handle_, workspace_, kCublasWorkspace));
     cublas_stream_ = stream;
     workspace_set_ = true;
   }
