@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-launch/recmix-mpirun -np 2 build/recmix run --demo
+# --force: the last demo's run directory, when there is one, is moved aside to runs/demo-run.<time>.
+launch/recmix-mpirun -np 2 build/recmix run --demo --force
 build/recmix report runs/demo-run -o runs/demo-run/report.html --force -q
 echo "report: $(pwd)/runs/demo-run/report.html"

@@ -25,6 +25,7 @@ for batch in 2048 16384; do
   kaggle_job "k$batch" d.h5 "$batch" "$steps" 5.0 > "k$batch.toml"
   for run in cuda cpu cuda2; do
     device=${run%2}
+    rm -rf "r-$batch-$run"
     "$recmix" train "k$batch.toml" --device "$device" --threads "$threads" --run-dir "r-$batch-$run" > "$run-$batch.out" 2>&1 ||
       { tail -5 "$run-$batch.out"; exit 1; }
     echo "batch $batch $run: $(rate "$run-$batch.out") samples/s ($(grep -o 'loss [0-9.]*' "$run-$batch.out" | tail -1))"

@@ -32,11 +32,12 @@ TOML
 }
 
 rate() {  # rate <ranks> <kind> <spec>: training samples/s from the final line
-  local out
+  local out dir="run-$2-$1-${3%.toml}"
+  rm -rf "$dir"  # the last invocation's (recmix train refuses a run directory in use)
   if [[ $1 == 1 ]]; then
-    out=$("$recmix" train "$3" --device "$2" --run-dir "run-$2-$1" 2>&1)
+    out=$("$recmix" train "$3" --device "$2" --run-dir "$dir" 2>&1)
   else
-    out=$("$src/launch/recmix-mpirun" -np "$1" "$recmix" train "$3" --device "$2" --run-dir "run-$2-$1" 2>&1)
+    out=$("$src/launch/recmix-mpirun" -np "$1" "$recmix" train "$3" --device "$2" --run-dir "$dir" 2>&1)
   fi
   sed -n 's/.*done after .* steps in .*: \([0-9.]*\) samples\/s.*/\1/p' <<< "$out" | tail -1
 }

@@ -138,6 +138,7 @@ if ! cd "$work/train" 2>/dev/null; then
   RECMIX_SUITE_SKIP="${RECMIX_SUITE_SKIP:-} profile tiers l2"
 fi
 profile() {
+  rm -rf "$work/nsys-run" "$work/ncu-run"  # a run directory holding a run is refused (recmix train --force)
   if command -v nsys >/dev/null && nsys profile -o "$work/p" --force-overwrite true --stats=true \
       "$recmix" train k2048.toml --device cuda --steps 130 --run-dir "$work/nsys-run" > "$work/nsys.txt" 2>&1; then
     cat "$work/nsys.txt"
@@ -158,6 +159,7 @@ tiers() {
   for hot in 0 0.1 0 0.1; do
     sed "s/^steps = .*/steps = 1500/" k2048.toml > "tier.toml"
     [[ $hot != 0 ]] && printf '[embedding]\nhot_fraction = %s\n' "$hot" >> tier.toml
+    rm -rf "$work/tier-$hot"
     "$recmix" train tier.toml --device cuda --run-dir "$work/tier-$hot" 2>&1 |
       sed -n "s/^\(done after .*\)/hot $hot: \1/p; s/^\(.*hit rate.*\)/hot $hot: \1/p" | tail -2
   done

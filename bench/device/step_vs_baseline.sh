@@ -37,6 +37,7 @@ common=(--device cuda --batch 2048 --batch 16384 --reps 3 --min-seconds 0.3)
 cd "$work"
 [[ -f i.h5 ]] || "$bin/recmix" data synth -o i.h5 --rows 400000 --tables 26 --table-rows 100000 | tail -1
 kaggle_job idle i.h5 2048 600 5.0 > i.toml
+rm -rf idle-run1 idle-run2 idle-nsys idle-ncu  # the last invocation's (recmix train refuses a run directory in use)
 {
   echo "the step alone (recmix train, fp32, graphs auto = on):"
   for r in 1 2; do

@@ -21,6 +21,8 @@
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/run_directory.hpp"
+#include "runtime/cli/run_state.hpp"
 #include "runtime/cli/stop_signals.hpp"
 #include "runtime/train/demo.hpp"
 #include "runtime/cli/mpi_session.hpp"
@@ -42,6 +44,7 @@ struct RunArgs {
   std::string device;
   bool quiet = false;
   bool stay_open = false;
+  bool force = false;
 };
 
 // The cores a rank may use: the CPUs it is bound to when the launcher bound it (mpirun --bind,
@@ -57,10 +60,23 @@ int cores_per_rank(int ranks_on_host) {
   return static_cast<int>(std::max(1L, online / std::max(1, ranks_on_host)));
 }
 
+// The summary's first line says how the run ended: finished, interrupted (jobs left for --resume)
+// or failed (no job finished; "nothing ran" when every job was rejected).
+std::string summary_headline(const nlohmann::json& s) {
+  const std::string state = s.value("state", std::string("finished"));
+  const double makespan = s["makespan_s"].get<double>();
+  if (state == "stopped") return fmt::format("run interrupted after {:.1f} s", makespan);
+  if (state != "failed") return fmt::format("run finished in {:.1f} s", makespan);
+  std::size_t rejected = 0;
+  for (const auto& j : s["jobs"]) rejected += j["state"] == "rejected";
+  if (rejected == s["jobs"].size()) return fmt::format("nothing ran: every job ({}) was rejected", rejected);
+  return fmt::format("run failed after {:.1f} s: no job finished ({} failed, {} rejected)", makespan,
+                     s["jobs"].size() - rejected, rejected);
+}
+
 void print_summary(const nlohmann::json& s) {
-  std::printf("\nrun finished in %.1f s with policy %s on %d rank(s): %.0f samples/s in all\n",
-              s["makespan_s"].get<double>(), s["policy"].get<std::string>().c_str(), s["ranks"].get<int>(),
-              s["samples_per_s"].get<double>());
+  std::printf("\n%s; policy %s on %d rank(s): %.0f samples/s in all\n", summary_headline(s).c_str(),
+              s["policy"].get<std::string>().c_str(), s["ranks"].get<int>(), s["samples_per_s"].get<double>());
   std::printf("%-18s %-9s %-8s %8s %8s %8s %10s %10s %10s %10s  %s\n", "job", "state", "ranks", "steps", "queued",
               "JCT", "alone/s", "shared/s", "estimate", "peak", "partners");
   for (const auto& j : s["jobs"]) {
@@ -107,6 +123,31 @@ std::map<std::string, double> injected_slowdown() {
   return out;
 }
 
+// "" when the run in run_dir has jobs left to run; otherwise the line that says it ended (its
+// summary.json: not interrupted, every job finished, failed or rejected).
+std::string ended_run(const std::string& run_dir) {
+  const fs::path path = fs::path(run_dir) / "summary.json";
+  std::ifstream in(path);
+  if (!in) return "";
+  nlohmann::json s;
+  try {
+    s = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return "";  // half a summary: the run did not end cleanly, resuming it is the way on
+  }
+  if (s.value("interrupted", false) || s.value("stuck", false) || !s.contains("jobs")) return "";
+  std::map<std::string, int> states;
+  for (const auto& j : s["jobs"]) {
+    const std::string state = j.value("state", std::string());
+    if (state != "finished" && state != "failed" && state != "rejected") return "";
+    ++states[state];
+  }
+  std::string counts;
+  for (const auto& [state, n] : states) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
+  return fmt::format("the run in {} has ended ({}; {}): nothing to resume, every file left as it was", run_dir,
+                     s.value("state", std::string("finished")), counts.empty() ? "no jobs" : counts);
+}
+
 void run_run(const RunArgs& a) {
   runtime::ensure_mpi();
   auto slowdowns = injected_slowdown();  // a malformed value fails before any work
@@ -124,11 +165,22 @@ void run_run(const RunArgs& a) {
     run_dir = a.resume_dir;
   }
   if (run_dir.empty()) run_dir = a.demo ? "runs/demo-run" : "runs/" + fs::path(a.jobs_file).stem().string();
-  if (a.resume_dir == "auto") {
-    resume = fs::exists(fs::path(run_dir) / "events.jsonl");
-    if (world->rank() == 0)
-      std::printf("%s\n", resume ? fmt::format("--resume auto: continuing the run in {}", run_dir).c_str()
-                                 : fmt::format("--resume auto: no run in {} yet, starting one", run_dir).c_str());
+  if (a.resume_dir == "auto") resume = fs::exists(fs::path(run_dir) / "events.jsonl");
+  if (resume && a.force) throw ConfigError("run: --resume continues the run in its directory, --force starts another; give one");
+  // A resume with nothing to do says so and leaves every file as it was.
+  const std::string ended = from_rank0(*world, resume && world->rank() == 0 ? ended_run(run_dir) : "");
+  if (!ended.empty()) {
+    if (world->rank() == 0) std::printf("%s\n", ended.c_str());
+    return;
+  }
+  if (a.resume_dir == "auto" && world->rank() == 0)
+    std::printf("%s\n", resume ? fmt::format("--resume auto: continuing the run in {}", run_dir).c_str()
+                               : fmt::format("--resume auto: no run in {} yet, starting one", run_dir).c_str());
+  const std::string taken =
+      claim_run_directory(*world, run_dir, {"events.jsonl", "status.json", "summary.json"}, resume, a.force, "run");
+  if (!taken.empty()) {
+    if (world->rank() == 0) throw ConfigError(taken);
+    return;
   }
   if (a.demo) runtime::prepare_demo_data(run_dir, *world);
 
@@ -149,10 +201,7 @@ void run_run(const RunArgs& a) {
       error = e.what();
     }
   }
-  std::int64_t length = static_cast<std::int64_t>(error.size());
-  world->broadcast(&length, 1, comm::DataType::i64, 0);
-  error.resize(static_cast<std::size_t>(length));
-  world->broadcast(error.data(), error.size(), comm::DataType::u8, 0);
+  error = from_rank0(*world, error);
   if (!error.empty()) {
     if (world->rank() == 0) throw ConfigError(error);
     return;
@@ -204,9 +253,9 @@ void run_run(const RunArgs& a) {
   if (summary.value("stuck", false)) {
     // A stuck job's threads wait in a collective for ever: end every process of the run.
     print_summary(summary);
-    std::printf("a job's ranks are stuck: every other job stopped with a checkpoint; continue with\n  recmix run %s "
+    std::printf("a job's ranks are stuck: every other job stopped with a checkpoint; continue with\n  %s run %s "
                 "--resume %s\n",
-                a.demo ? "--demo" : a.jobs_file.c_str(), run_dir.c_str());
+                relaunch_prefix(plane.size()).c_str(), a.demo ? "--demo" : a.jobs_file.c_str(), run_dir.c_str());
     std::fflush(stdout);
     std::fflush(stderr);
     runtime::abort_other_ranks_on_failure();
@@ -216,19 +265,31 @@ void run_run(const RunArgs& a) {
   print_summary(summary);
   std::printf("events: %s/events.jsonl  summary: %s/summary.json\n", run_dir.c_str(), run_dir.c_str());
   if (summary.value("interrupted", false)) {
-    std::printf("interrupted: every running job stopped with a checkpoint; continue with\n  recmix run %s --resume %s\n",
-                a.demo ? "--demo" : a.jobs_file.c_str(), run_dir.c_str());
+    std::printf("interrupted: every running job stopped with a checkpoint; continue with\n  %s run %s --resume %s\n",
+                relaunch_prefix(plane.size()).c_str(), a.demo ? "--demo" : a.jobs_file.c_str(), run_dir.c_str());
     std::fflush(stdout);
     std::exit(kStoppedBySignal);
   }
+  if (summary.value("state", std::string()) == "failed") {  // no job finished: the run did none of its work
+    std::fflush(stdout);
+    std::exit(1);
+  }
 }
 
-void run_submit(const std::string& spec_path, const std::string& run_dir) {
+// The run takes submissions only while it runs; a stopped or stale one keeps them with --queue
+// for its next --resume (which takes the spool at its first round).
+void run_submit(const std::string& spec_path, const std::string& run_dir, bool queue) {
   auto job = runtime::load_run_job(spec_path);
-  const fs::path status = fs::path(run_dir) / "status.json";
-  if (!fs::exists(status)) throw ConfigError(fmt::format("'{}' is not a recmix run directory (no status.json)", run_dir));
-  const auto st = nlohmann::json::parse(std::ifstream(status));
-  if (st.value("finished", false)) throw ConfigError(fmt::format("the run in '{}' has finished", run_dir));
+  const RunState rs = read_run_state(run_dir);
+  const auto& st = rs.status;
+  if (rs.state == "finished" || rs.state == "failed")
+    throw ConfigError(fmt::format("the run in '{}' has {}: it takes no more jobs and has nothing to resume", run_dir,
+                                  rs.state == "finished" ? "finished" : "ended (failed)"));
+  if (rs.state != "running" && !queue) {
+    const std::string why = rs.state == "stale" ? "stale: " + rs.why : "stopped (a clean stop, resumable)";
+    throw ConfigError(fmt::format("the run in '{}' is {}; nothing takes the job now: `recmix submit --queue` keeps it "
+                                  "for the run's next --resume", run_dir, why));
+  }
   runtime::check_run_job(job, st.value("ranks", 1));
   for (const auto& j : st["jobs"])
     if (j["name"] == job.spec.name)
@@ -248,16 +309,22 @@ void run_submit(const std::string& spec_path, const std::string& run_dir) {
   }
   fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
   fs::rename(tmp, dst);  // atomic: the scheduler never sees half a file
-  std::printf("submitted '%s' to %s (%s)\n", job.spec.name.c_str(), run_dir.c_str(), dst.filename().c_str());
+  if (rs.state == "running")
+    std::printf("submitted '%s' to %s (%s)\n", job.spec.name.c_str(), run_dir.c_str(), dst.filename().c_str());
+  else
+    std::printf("queued '%s' in %s (%s): the run is %s; its next --resume takes it\n", job.spec.name.c_str(),
+                run_dir.c_str(), dst.filename().c_str(), rs.state.c_str());
 }
 
 // recmix close: a run started with --stay-open ends once its jobs have (a "close" file in its
 // spool, which the scheduler looks for at each round).
 void run_close(const std::string& run_dir) {
-  const fs::path status = fs::path(run_dir) / "status.json";
-  if (!fs::exists(status)) throw ConfigError(fmt::format("'{}' is not a recmix run directory (no status.json)", run_dir));
-  const auto st = nlohmann::json::parse(std::ifstream(status));
-  if (st.value("finished", false)) throw ConfigError(fmt::format("the run in '{}' has finished", run_dir));
+  const RunState rs = read_run_state(run_dir);
+  if (rs.state == "finished" || rs.state == "failed")
+    throw ConfigError(fmt::format("the run in '{}' has finished", run_dir));
+  if (rs.state != "running")
+    throw ConfigError(fmt::format("the run in '{}' is {}: nothing to close", run_dir,
+                                  rs.state == "stale" ? "stale: " + rs.why : rs.state));
   const fs::path spool = fs::path(run_dir) / "spool";
   const fs::path tmp = spool / ".close.tmp";
   {
@@ -266,34 +333,6 @@ void run_close(const std::string& run_dir) {
   }
   fs::rename(tmp, spool / "close");
   std::printf("asked %s to end once its jobs have\n", run_dir.c_str());
-}
-
-void run_status(const std::string& run_dir) {
-  const fs::path status = fs::path(run_dir) / "status.json";
-  if (!fs::exists(status)) throw ConfigError(fmt::format("'{}' is not a recmix run directory (no status.json)", run_dir));
-  const auto st = nlohmann::json::parse(std::ifstream(status));
-  std::printf("run %s: %s, %d rank(s), policy %s, at %.1f s\n", run_dir.c_str(),
-              st.value("finished", false) ? "finished" : "running", st.value("ranks", 0),
-              st.value("policy", std::string("?")).c_str(), st.value("time_s", 0.0));
-  std::printf("%-18s %-9s %-8s %14s %8s  %s\n", "job", "state", "ranks", "progress", "ETA", "error");
-  for (const auto& j : st["jobs"]) {
-    const std::string ranks = fmt::format("{}", fmt::join(j["ranks"].get<std::vector<int>>(), ","));
-    const auto step = j.value("step", std::int64_t{0}), total = j.value("total_steps", std::int64_t{0});
-    const std::string eta = j.contains("eta_s") ? fmt::format("{:.0f}s", j["eta_s"].get<double>()) : "-";
-    std::printf("%-18s %-9s %-8s %6lld/%-7lld %8s  %s\n", j["name"].get<std::string>().c_str(),
-                j["state"].get<std::string>().c_str(), ranks.empty() ? "-" : ranks.c_str(),
-                static_cast<long long>(step), static_cast<long long>(total), eta.c_str(),
-                j.value("error", std::string()).c_str());
-  }
-  const fs::path rejected = fs::path(run_dir) / "spool" / "rejected";
-  if (fs::exists(rejected))
-    for (const auto& e : fs::directory_iterator(rejected))
-      if (e.path().extension() == ".reason") {
-        std::ifstream in(e.path());
-        std::string reason;
-        std::getline(in, reason);
-        std::printf("rejected submission %s: %s\n", e.path().stem().c_str(), reason.c_str());
-      }
 }
 
 }  // namespace
@@ -316,6 +355,9 @@ void add_run_commands(CLI::App& app) {
                   "Run every job on this backend, whatever its device.kind: cpu, cuda, or cpu-strict (the strict "
                   "device emulator, for tests: docs/device.md)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
+  run->add_flag("--force", args->force,
+                "Start over when the run directory holds a run: the old one is moved aside to RUN_DIR.<UTC time> "
+                "(never deleted); without it (or --resume) such a directory is refused");
   run->add_flag("-q,--quiet", args->quiet, "No progress lines (the summary is still printed)");
   run->add_flag("--stay-open", args->stay_open,
                 "Do not end when the last job does: wait for `recmix close RUN_DIR`, taking submissions meanwhile");
@@ -324,7 +366,8 @@ void add_run_commands(CLI::App& app) {
       "Writes RUN_DIR/events.jsonl, RUN_DIR/status.json, RUN_DIR/summary.json and each job's outputs\n"
       "(train.log, metrics.jsonl, checkpoints/) under RUN_DIR/jobs/<name>/.\n"
       "SIGTERM, SIGINT or SIGUSR1 (launch/recmix-mpirun and Slurm deliver them) stops every running job\n"
-      "with a checkpoint and exits with status 3; --resume RUN_DIR continues the run.");
+      "with a checkpoint and exits with status 3; --resume RUN_DIR continues the run. A run in which no job\n"
+      "finished (every job rejected or failed) exits with status 1.");
   run->callback([args] { run_run(*args); });
 
   auto spec = std::make_shared<std::string>();
@@ -334,7 +377,11 @@ void add_run_commands(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   submit->add_option("--run", *dir, "The run directory of the running recmix run")->required();
-  submit->callback([spec, dir] { run_submit(*spec, *dir); });
+  auto queue = std::make_shared<bool>(false);
+  submit->add_flag("--queue", *queue,
+                   "When the run is stopped or stale (not running), keep the job in its spool for its next --resume "
+                   "instead of refusing it");
+  submit->callback([spec, dir, queue] { run_submit(*spec, *dir, *queue); });
 
   auto cdir = std::make_shared<std::string>();
   auto* close = app.add_subcommand("close", "Let a `recmix run --stay-open` end once its jobs have");
@@ -344,7 +391,10 @@ void add_run_commands(CLI::App& app) {
   auto sdir = std::make_shared<std::string>();
   auto* status = app.add_subcommand("status", "What a recmix run is doing: each job's state, ranks, progress and ETA");
   status->add_option("run_dir", *sdir, "The run directory")->required();
-  status->callback([sdir] { run_status(*sdir); });
+  status->footer("Reads RUN_DIR/status.json only. The run is running, stopped (a clean stop: --resume continues it),\n"
+                 "finished, failed (no job finished) or stale (its scheduler is gone or has been silent for 10 of its\n"
+                 "rounds, 5 s at least; --resume continues it).");
+  status->callback([sdir] { print_run_status(*sdir); });
 }
 
 }  // namespace recmix::cli

@@ -1,6 +1,10 @@
 #include "runtime/cli/stop_signals.hpp"
 
+#include <fmt/format.h>
+
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 
 namespace recmix::cli {
 namespace {
@@ -42,6 +46,17 @@ const char* stop_signal_name() {
     case SIGUSR1: return "SIGUSR1";
     default: return "";
   }
+}
+
+std::string relaunch_prefix(int ranks) {
+  std::error_code ec;
+  std::string program = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec || program.empty()) program = "recmix";
+  auto set = [](const char* name) { const char* v = std::getenv(name); return v != nullptr && *v != '\0'; };
+  if (set("RECMIX_LAUNCHER")) return fmt::format("{} -np {} {}", std::getenv("RECMIX_LAUNCHER"), ranks, program);
+  if (set("OMPI_COMM_WORLD_SIZE")) return fmt::format("mpirun -np {} {}", ranks, program);
+  if (set("SLURM_STEP_ID")) return fmt::format("srun -n {} {}", ranks, program);
+  return program;
 }
 
 }  // namespace recmix::cli

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/run_directory.hpp"
 #include "runtime/cli/stop_signals.hpp"
 #include "runtime/train/demo.hpp"
 #include "runtime/train/job_spec.hpp"
@@ -34,6 +35,7 @@ struct TrainArgs {
   std::string l2_window;
   std::string device;
   std::string run_dir;
+  bool force = false;
 };
 
 struct EvalArgs {
@@ -50,10 +52,23 @@ struct EvalArgs {
 void run_train(const TrainArgs& a) {
   runtime::ensure_mpi();
   auto comm = comm::make_mpi_world_communicator();
+  const bool resuming = a.resume_latest || !a.resume.empty();
+  if (resuming && a.force) throw ConfigError("train: --resume continues the job in its run directory, --force starts over; give one");
+  // A run directory that holds a job's run is continued (--resume) or moved aside (--force), never
+  // mixed into: a second run would append to its metrics and overwrite its checkpoints.
+  auto claim = [&](const std::string& run_dir) {
+    const std::string taken =
+        claim_run_directory(*comm, run_dir, {"train.log", "metrics.jsonl", "checkpoints"}, resuming, a.force, "train");
+    if (taken.empty()) return true;
+    if (comm->rank() == 0) throw ConfigError(taken);
+    return false;
+  };
   runtime::JobSpec spec;
   if (a.demo) {
     if (!a.job_file.empty()) throw ConfigError("train: give either a job spec or --demo, not both");
-    spec = runtime::prepare_demo_job(a.run_dir.empty() ? "runs/demo" : a.run_dir, *comm);
+    const std::string run_dir = a.run_dir.empty() ? "runs/demo" : a.run_dir;
+    if (!claim(run_dir)) return;
+    spec = runtime::prepare_demo_job(run_dir, *comm);
   } else {
     if (a.job_file.empty()) throw ConfigError("train: a job spec (TOML) is required, or --demo for the built-in example");
     spec = runtime::load_job_spec(a.job_file);
@@ -61,6 +76,7 @@ void run_train(const TrainArgs& a) {
       spec.run_dir = a.run_dir;
       spec.checkpoint.dir = (std::filesystem::path(a.run_dir) / "checkpoints").string();
     }
+    if (!claim(spec.run_dir)) return;
   }
   if (a.steps >= 0) spec.train.steps = a.steps;
   if (a.threads > 0) spec.device.threads = a.threads;
@@ -99,9 +115,9 @@ void run_train(const TrainArgs& a) {
   if (result.stopped && a.stop_after == 0) {  // stopped by a signal, its checkpoint written
     if (comm->rank() == 0) {
       const std::string by = *stop_signal_name() ? fmt::format("{} on rank 0", stop_signal_name()) : "a signal to another rank";
-      std::fprintf(stderr, "recmix train: stopped at step %lld by %s; checkpoint %s\ncontinue with: recmix train %s --resume auto\n",
+      std::fprintf(stderr, "recmix train: stopped at step %lld by %s; checkpoint %s\ncontinue with: %s train %s --resume auto\n",
                    static_cast<long long>(result.steps), by.c_str(), result.last_checkpoint.c_str(),
-                   a.demo ? "--demo" : a.job_file.c_str());
+                   relaunch_prefix(comm->size()).c_str(), a.demo ? "--demo" : a.job_file.c_str());
       std::fflush(stderr);
     }
     std::exit(kStoppedBySignal);  // MPI is finalised at exit
@@ -165,6 +181,9 @@ void add_train_commands(CLI::App& app) {
                     "none)")
       ->check(CLI::IsMember({"true", "false", "auto"}));
   train->add_option("--run-dir", targs->run_dir, "Override run_dir (logs, metrics, checkpoints)");
+  train->add_flag("--force", targs->force,
+                  "Start over when the run directory holds a run (train.log, metrics.jsonl or checkpoints/): the old "
+                  "one is moved aside to RUN_DIR.<UTC time> (never deleted); without it (or --resume) it is refused");
   train->footer(
       "Run under MPI for several ranks: launch/recmix-mpirun -np 4 recmix train job.toml\n"
       "The run directory receives train.log, metrics.jsonl and checkpoints/.");

@@ -2,7 +2,10 @@
 // round timer) and the summary (summary.json and the table at the end).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -49,14 +52,27 @@ void SchedulerService::write_status() const {
     if (!r->error.empty()) j["error"] = r->error;
     jobs.push_back(j);
   }
+  // The heartbeat: rewritten every round (round_interval_s) while the scheduler lives, so that a
+  // reader tells a run that died (kill -9, a lost node) from one that runs (docs/run.md, Run states).
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const double unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const nlohmann::json heartbeat = {{"unix_s", unix_s},
+                                    {"pid", static_cast<long>(getpid())},
+                                    {"host", std::string(host)},
+                                    {"interval_s", options_.jobs.scheduler.round_interval_s}};
+  nlohmann::json rejections = spool_rejections_;
   const nlohmann::json status = {{"time_s", t},
+                                 {"state", run_state_},
+                                 {"heartbeat", heartbeat},
                                  {"ranks", plane_.size()},
                                  {"policy", std::string(policy_->name())},
                                  // Every job ended, and no --stay-open waits for recmix close.
                                  {"finished", (!options_.stay_open || close_requested_) &&
                                                   std::all_of(records_.begin(), records_.end(),
                                                               [](const auto& r) { return terminal(r->state); })},
-                                 {"jobs", jobs}};
+                                 {"jobs", jobs},
+                                 {"rejected_submissions", rejections}};
   const fs::path path = fs::path(options_.run_dir) / "status.json";
   const fs::path tmp = path.string() + ".tmp";
   std::ofstream(tmp) << status.dump(2) << '\n';

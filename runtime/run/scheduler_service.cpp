@@ -544,6 +544,10 @@ nlohmann::json SchedulerService::run() {
     }
     check_stuck();
     if (draining_) {
+      if (t >= next_round_) {  // the heartbeat goes on while the jobs write their checkpoints
+        next_round_ = t + options_.jobs.scheduler.round_interval_s;
+        write_status();
+      }
       if (std::none_of(records_.begin(), records_.end(),
                        [](const auto& r) { return r->state == "running" || r->state == "stopping"; }))
         break;
@@ -584,6 +588,12 @@ nlohmann::json SchedulerService::run() {
   s["stuck"] = stuck_;
   s["interrupted"] = draining_ && !std::all_of(records_.begin(), records_.end(),
                                                [](const auto& r) { return terminal(r->state); });
+  // Stopped: jobs are left for --resume. Failed: every job ended and none finished (all rejected
+  // or failed), so the run did none of its work.
+  const bool none_finished = std::none_of(records_.begin(), records_.end(),
+                                          [](const auto& r) { return r->state == "finished"; });
+  run_state_ = s["interrupted"].get<bool>() || stuck_ ? "stopped" : none_finished ? "failed" : "finished";
+  s["state"] = run_state_;
   write_status();
   event({{"event", "run_end"}, {"makespan_s", s["makespan_s"]}});
   const fs::path path = fs::path(options_.run_dir) / "summary.json";

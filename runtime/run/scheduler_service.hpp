@@ -108,6 +108,12 @@ class SchedulerService {
   std::int64_t rounds_ = 0, messages_in_ = 0;
   double round_seconds_ = 0, round_max_s_ = 0;   // wall time of the scheduling rounds                          // terminating: waiting for the running jobs to stop
   std::map<std::string, nlohmann::json> previous_; // resume: the interrupted run's summary, per job
+  // Spool entries refused before they became jobs (unreadable, a duplicate name): file and reason,
+  // listed in status.json so that `recmix status` reads nothing else.
+  std::vector<nlohmann::json> spool_rejections_;
+  // The run's state in status.json: "running" while run() goes, then "finished", "stopped" or
+  // "failed" (docs/run.md, Run states).
+  std::string run_state_ = "running";
   std::string events_path_;
   std::unique_ptr<std::ofstream> events_;
 };

@@ -198,6 +198,7 @@ void SchedulerService::take_spool() {
       verdict = "rejected";
       reason = e.what();
       event({{"event", "rejected"}, {"file", f.filename().string()}, {"source", "spool"}, {"reason", reason}});
+      spool_rejections_.push_back({{"file", f.filename().string()}, {"reason", reason}});
     }
     const fs::path dir = spool / verdict;
     fs::create_directories(dir);

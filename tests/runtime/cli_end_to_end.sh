@@ -93,17 +93,18 @@ expect_error "unknown key 'train.batch_sise'" "$recmix" train "$work/typo.toml"
 sed 's/lr = 0.05/lr = -1/' "$work/job.toml" > "$work/neg.toml"
 expect_error "'optimizer.lr' must be between" "$recmix" train "$work/neg.toml"
 sed 's/train = "train.h5"/train = "missing.h5"/' "$work/job.toml" > "$work/missing.toml"
-expect_error "missing.h5" "${mpirun[@]}" -np 2 "$recmix" train "$work/missing.toml"
+# Each bad job in a run directory of its own: the good job's "run" holds a run, which is refused.
+expect_error "missing.h5" "${mpirun[@]}" -np 2 "$recmix" train "$work/missing.toml" --run-dir "$work/run-missing"
 { cat "$work/job.toml"; printf '[device]\ngemm = "mkl"\n'; } > "$work/gemm.toml"
-expect_error "device.gemm" "$recmix" train "$work/gemm.toml"
+expect_error "device.gemm" "$recmix" train "$work/gemm.toml" --run-dir "$work/run-gemm"
 { cat "$work/job.toml"; printf '[device]\nmemory_capacity = "64KiB"\n'; } > "$work/oom.toml"
-expect_error "out of memory" "$recmix" train "$work/oom.toml"
+expect_error "out of memory" "$recmix" train "$work/oom.toml" --run-dir "$work/run-oom"
 expect_error "not a recmix checkpoint\|not a readable\|cannot open\|failed" "$recmix" eval "$work/train.h5" "$work/eval.h5"
 # Bad data on one rank only: row 100 of the first global batch (rows 0-127) is rank 1's.
 cp "$work/train.h5" "$work/nan.h5"
 /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); f['dense'][100, 2] = float('nan')" "$work/nan.h5"
 sed 's/train = "train.h5"/train = "nan.h5"/' "$work/job.toml" > "$work/nan.toml"
-expect_error "nan.h5.*row 100\|row 100.*nan.h5" "${mpirun[@]}" -np 2 "$recmix" train "$work/nan.toml"
+expect_error "nan.h5.*row 100\|row 100.*nan.h5" "${mpirun[@]}" -np 2 "$recmix" train "$work/nan.toml" --run-dir "$work/run-nan"
 grep -q "rank 1\|data error" "$work/bad.err" || fail "the failing rank is not named"
 # The simulator on a slice of the real Philly trace, every policy side by side and as JSON.
 "$recmix" sim --trace "$shared/traces/philly_jobs.csv" --gpus 64 --max-jobs 300 --policy all > "$work/sim.out" 2>&1 || {
