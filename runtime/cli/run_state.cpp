@@ -17,6 +17,16 @@
 namespace recmix::cli {
 namespace {
 
+// A process that exited, reaped or not yet (a zombie: kill(pid, 0) still finds it).
+bool process_gone(long pid) {
+  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;  // EPERM: it lives, as another user's
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
 std::string this_host() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
@@ -32,11 +42,10 @@ std::string why_stale(const nlohmann::json& heartbeat) {
   const double limit = std::max(kStaleRounds * interval, kStaleFloorSeconds);
   if (age > limit)
     return fmt::format("no heartbeat for {:.0f} s (one every {:g} s; stale after {:g} s)", age, interval, limit);
-  // On the scheduler's own host a process that is gone is known at once (EPERM: it lives, as
-  // another user's).
+  // On the scheduler's own host a process that is gone is known at once.
   const long pid = heartbeat.value("pid", 0L);
   const std::string host = heartbeat.value("host", std::string());
-  if (pid > 0 && host == this_host() && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+  if (pid > 0 && host == this_host() && process_gone(pid))
     return fmt::format("its scheduler (process {} on {}) is gone", pid, host);
   return "";
 }
