@@ -9,6 +9,7 @@
 
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
+#include "data/format.hpp"
 #include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/run_directory.hpp"
@@ -49,6 +50,35 @@ struct EvalArgs {
   std::string tables;  // [precision] embedding for the evaluation
 };
 
+// With --resume, the line that says the job has no step left (its checkpoint is at or past its
+// last step), or "". The newest checkpoint for auto and latest (the names sort by step), else the
+// one given; one whose metadata does not read is the trainer's to judge.
+std::string finished_job(const runtime::JobSpec& spec, const std::string& resume) {
+  namespace fs = std::filesystem;
+  std::string newest = resume;
+  if (resume == "auto" || resume == "latest") {
+    newest.clear();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(spec.checkpoint.dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with("ckpt-") && name.ends_with(".h5") && e.path().string() > newest) newest = e.path().string();
+    }
+  }
+  if (newest.empty()) return "";
+  try {
+    const auto meta = runtime::read_checkpoint_meta(newest);
+    const std::int64_t total = spec.train.steps > 0 ? spec.train.steps
+                                                    : spec.train.epochs * (data::open_dataset_info(spec.data.train).rows /
+                                                                           spec.train.batch_size);
+    if (meta.step < total) return "";
+    return fmt::format("the job '{}' has no step left: {} is at step {}, {}; nothing to resume, every file left as it was",
+                       spec.name, newest, meta.step,
+                       meta.step > total ? fmt::format("past the job's last ({})", total) : "the job's last");
+  } catch (const Error&) {
+    return "";
+  }
+}
+
 void run_train(const TrainArgs& a) {
   runtime::ensure_mpi();
   auto comm = comm::make_mpi_world_communicator();
@@ -86,6 +116,13 @@ void run_train(const TrainArgs& a) {
   if (!a.l2_window.empty()) spec.device.l2_window = a.l2_window;
   runtime::TrainOptions options;
   options.resume = a.resume_latest ? "latest" : a.resume;
+  if (!options.resume.empty()) {  // a resume with nothing to do says so and touches nothing
+    const std::string done = from_rank0(*comm, comm->rank() == 0 ? finished_job(spec, options.resume) : "");
+    if (!done.empty()) {
+      if (comm->rank() == 0) std::printf("%s\n", done.c_str());
+      return;
+    }
+  }
   options.stop_after = a.stop_after;
   options.allow_changes = a.allow_changes;
   options.faults = runtime::TrainFaults::from_environment(spec.name, comm->rank());

@@ -96,6 +96,12 @@ expect_error "the run directory '.*solo' holds a run already: continue it with -
 solo_aside=$(sed -n 's/^--force: the run that was in .* is now in \(.*\)$/\1/p' solo-force.out)
 [[ -n $solo_aside && $(checksums "$solo_aside") == "$solo_before" ]] || { cat solo-force.out; fail "train --force: the old run is not aside"; }
 [[ $(wc -l < solo/metrics.jsonl) == $(wc -l < "$solo_aside/metrics.jsonl") ]] || fail "train --force: the metrics mix two runs"
+# recmix train --resume auto of a job at its last step: says so, exits 0, changes no file.
+solo_before=$(checksums solo)
+"$recmix" train solo.toml --resume auto > solo-again.out 2>&1 || { cat solo-again.out; fail "train --resume auto of a finished job exited non-zero"; }
+grep -q "the job 'solo' has no step left: .*ckpt-000000010.h5 is at step 10, the job's last; nothing to resume" solo-again.out ||
+  { cat solo-again.out; fail "train --resume auto of a finished job does not say there is nothing to do"; }
+[[ $(checksums solo) == "$solo_before" ]] || fail "train --resume auto of a finished job changed its files"
 
 # Every job rejected: nothing ran, exit status 1, and the summary and status say so.
 job_toml name=wide ranks=4 steps=10 > wide.toml
