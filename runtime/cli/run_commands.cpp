@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -148,12 +149,11 @@ std::string ended_run(const std::string& run_dir) {
                      s.value("state", std::string("finished")), counts.empty() ? "no jobs" : counts);
 }
 
-void run_run(const RunArgs& a) {
-  runtime::ensure_mpi();
-  auto slowdowns = injected_slowdown();  // a malformed value fails before any work
-  auto world = comm::make_mpi_world_communicator();
-  if (a.demo && !a.jobs_file.empty()) throw ConfigError("run: give either a jobs file or --demo, not both");
-  if (!a.demo && a.jobs_file.empty()) throw ConfigError("run: a jobs file (TOML) is required, or --demo for the built-in example");
+// The run directory and whether the run in it continues: --resume DIR, --resume auto (continues
+// the run in --run-dir when there is one), or a new run, which needs a directory without a run
+// or --force. Empty when there is nothing to do (the run ended: said on stdout) or, on ranks
+// other than 0, when rank 0 throws the reason.
+std::optional<std::pair<std::string, bool>> choose_run_directory(const RunArgs& a, comm::Communicator& world) {
   std::string run_dir = a.run_dir;
   // --resume auto: the run in --run-dir (or the default one) continues when it exists, else a new
   // run starts there; the one command every start of a requeued batch job can give.
@@ -168,20 +168,32 @@ void run_run(const RunArgs& a) {
   if (a.resume_dir == "auto") resume = fs::exists(fs::path(run_dir) / "events.jsonl");
   if (resume && a.force) throw ConfigError("run: --resume continues the run in its directory, --force starts another; give one");
   // A resume with nothing to do says so and leaves every file as it was.
-  const std::string ended = from_rank0(*world, resume && world->rank() == 0 ? ended_run(run_dir) : "");
+  const std::string ended = from_rank0(world, resume && world.rank() == 0 ? ended_run(run_dir) : "");
   if (!ended.empty()) {
-    if (world->rank() == 0) std::printf("%s\n", ended.c_str());
-    return;
+    if (world.rank() == 0) std::printf("%s\n", ended.c_str());
+    return std::nullopt;
   }
-  if (a.resume_dir == "auto" && world->rank() == 0)
+  if (a.resume_dir == "auto" && world.rank() == 0)
     std::printf("%s\n", resume ? fmt::format("--resume auto: continuing the run in {}", run_dir).c_str()
                                : fmt::format("--resume auto: no run in {} yet, starting one", run_dir).c_str());
   const std::string taken =
-      claim_run_directory(*world, run_dir, {"events.jsonl", "status.json", "summary.json"}, resume, a.force, "run");
+      claim_run_directory(world, run_dir, {"events.jsonl", "status.json", "summary.json"}, resume, a.force, "run");
   if (!taken.empty()) {
-    if (world->rank() == 0) throw ConfigError(taken);
-    return;
+    if (world.rank() == 0) throw ConfigError(taken);
+    return std::nullopt;
   }
+  return std::pair{run_dir, resume};
+}
+
+void run_run(const RunArgs& a) {
+  runtime::ensure_mpi();
+  auto slowdowns = injected_slowdown();  // a malformed value fails before any work
+  auto world = comm::make_mpi_world_communicator();
+  if (a.demo && !a.jobs_file.empty()) throw ConfigError("run: give either a jobs file or --demo, not both");
+  if (!a.demo && a.jobs_file.empty()) throw ConfigError("run: a jobs file (TOML) is required, or --demo for the built-in example");
+  const auto place = choose_run_directory(a, *world);
+  if (!place) return;  // nothing to do, or rank 0 reports why not
+  const auto& [run_dir, resume] = *place;
   if (a.demo) runtime::prepare_demo_data(run_dir, *world);
 
   // Rank 0 reads the jobs file; its verdict goes to every rank so a bad file ends the run at once.
