@@ -387,6 +387,8 @@ ConvertStats convert_criteo(const ConvertOptions& o) {
     out.add(row, input, line);
   });
   check_rows(o, stats, scan);
+  for (std::size_t f = 0; f < o.inputs.size(); ++f)
+    if (scan.tally()[f].header) stats.headers.push_back({input_label(o.inputs[f]), scan.tally()[f].header_line});
   out.finish();
   stats.seconds = scan.seconds();
   return stats;

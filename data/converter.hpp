@@ -43,6 +43,12 @@ struct MalformedLine {
   std::string reason;
 };
 
+// An input whose line 1 starts with a letter: taken as a header and not converted.
+struct HeaderLine {
+  std::string file;
+  std::string text;  // its first 80 characters
+};
+
 struct ConvertStats {
   std::int64_t lines = 0;        // lines read (header included)
   std::int64_t rows = 0;         // rows written over all outputs
@@ -51,6 +57,7 @@ struct ConvertStats {
   std::int64_t bytes = 0;        // uncompressed input bytes
   double seconds = 0;
   std::vector<MalformedLine> reported;  // the first max_reported malformed lines
+  std::vector<HeaderLine> headers;      // the inputs whose line 1 was taken as a header
   std::vector<std::string> outputs;
   std::vector<std::int64_t> output_rows;
   std::vector<std::int64_t> table_rows;

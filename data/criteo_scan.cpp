@@ -90,6 +90,7 @@ CriteoScan::Line CriteoScan::read_line(Input& in, std::string_view line, bool te
     in.delimiter = detect_delimiter(line, options_.format, in.label);
     if (is_header(line)) {
       tally_[in.index].header = true;
+      tally_[in.index].header_line = std::string(line.substr(0, 80));
       return Line::passed_over;
     }
   }

@@ -26,6 +26,7 @@ bool is_header(std::string_view line);
 struct InputTally {
   std::int64_t lines = 0, rows = 0, skipped = 0;
   bool header = false;
+  std::string header_line;  // line 1 when taken as a header (its first 80 characters)
   MalformedLine first_skipped;
 };
 

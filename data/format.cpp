@@ -59,6 +59,11 @@ DatasetInfo open_file_info(const std::string& file) {
   const hsize_t n = ls[0];
   require_shape(labels, {n}, true);
   h5::Dataset dense = h5::open_dataset(f, "dense");
+  // A /labels of another length than /dense and the rows attribute is the one named.
+  if (const std::vector<hsize_t> ds = h5::shape(dense); !ds.empty() && ds[0] != n && h5::has_attribute(f, "rows") &&
+                                                       h5::read_int_attribute(f, "rows") == static_cast<std::int64_t>(ds[0]))
+    throw DataError(h5::describe(labels) + ": " + std::to_string(n) + " rows, but /dense and the attribute rows have " +
+                    std::to_string(ds[0]));
   require_shape(dense, {n, static_cast<hsize_t>(info.num_dense)}, true);
   const auto tables = static_cast<hsize_t>(info.table_rows.size());
   if (!info.multi_hot) {

@@ -19,8 +19,11 @@ namespace recmix::h5 {
 
 std::recursive_mutex& api_mutex() {
   static std::recursive_mutex mutex;
-  static const bool quiet = [] {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr dumps
+  // Errors become exceptions, not stderr dumps. A thread-safe HDF5 keeps the error stack, and
+  // whether it prints, per thread: every thread that calls the library (the reader's prefetch
+  // threads too) turns the printing off once.
+  thread_local const bool quiet = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();
   (void)quiet;
@@ -119,9 +122,19 @@ File create_file(const std::string& path) {
   return File(f);
 }
 
+// A directory or device handed to H5Fopen fails with a dump of HDF5's error stack that names
+// neither; the path is checked first.
+static void require_regular_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) throw IoError(path + ": no such file");
+  if (std::filesystem::is_directory(status)) throw IoError(path + ": is a directory, not an HDF5 file");
+  if (!std::filesystem::is_regular_file(status)) throw IoError(path + ": is not a regular file");
+}
+
 File open_file(const std::string& path, bool writable) {
   Lock lock(api_mutex());
-  if (!std::filesystem::exists(path)) throw IoError(path + ": no such file");
+  require_regular_file(path);
   hid_t f = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) fail_io(path, "cannot open as HDF5 (not an HDF5 file, or truncated)");
   return File(f);
@@ -149,7 +162,7 @@ File create_file_mpio(const std::string& path, void* mpi_comm) {
 
 File open_file_mpio(const std::string& path, void* mpi_comm, bool writable) {
   Lock lock(api_mutex());
-  if (!std::filesystem::exists(path)) throw IoError(path + ": no such file");
+  require_regular_file(path);
   PropList fapl = fapl_mpio(mpi_comm);
   hid_t f = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
   if (f < 0) fail_io(path, "cannot open as HDF5 with MPI-IO (not an HDF5 file, or truncated)");

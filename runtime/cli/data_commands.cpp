@@ -128,6 +128,9 @@ void add_convert(CLI::App& data) {
     o->replace = *force;
     h5::AtomicPath::remove_temporaries_on_signal();
     data::ConvertStats s = data::convert_criteo(*o);
+    for (const data::HeaderLine& h : s.headers)
+      std::fprintf(stderr, "header: %s:1: taken as a header (it starts with a letter), not converted: %s\n",
+                   h.file.c_str(), h.text.c_str());
     for (const data::MalformedLine& m : s.reported)
       std::fprintf(stderr, "malformed: %s:%lld: %s\n", m.file.c_str(), static_cast<long long>(m.line),
                    m.reason.c_str());

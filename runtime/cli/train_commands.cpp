@@ -14,7 +14,10 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/run_directory.hpp"
 #include "runtime/cli/stop_signals.hpp"
+#include "data/format.hpp"
 #include "runtime/train/demo.hpp"
+#include "runtime/train/input_checks.hpp"
+#include "runtime/train/memory_fit.hpp"
 #include "runtime/train/job_spec.hpp"
 #include "runtime/cli/mpi_session.hpp"
 #include "runtime/train/trainer.hpp"
@@ -130,6 +133,12 @@ void run_train(const TrainArgs& a) {
   // a checkpoint; the command then exits with kStoppedBySignal.
   const std::atomic<bool>& stop = install_stop_signals();
   options.stop_requested = [&stop] { return stop.load(); };
+  // Sizes past the machine are refused by the estimate before anything is allocated (recmix run
+  // makes the same check when a job is submitted); the data first, so that a batch larger than
+  // the data is named as such.
+  const data::DatasetInfo info = data::open_dataset_info(spec.data.train);
+  runtime::check_inputs(spec, info.table_rows, info.num_dense, info.rows);
+  runtime::check_memory_fits(spec, info, comm->size());
   runtime::TrainResult result;
   {
     runtime::Trainer trainer(spec, *comm);

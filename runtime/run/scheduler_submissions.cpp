@@ -22,44 +22,16 @@
 #include "sched/memory_estimator.hpp"
 #include "runtime/run/messages.hpp"
 #include "runtime/run/scheduler_record.hpp"
+#include "runtime/train/memory_fit.hpp"
 
 namespace recmix::runtime::run {
 namespace fs = std::filesystem;
 namespace {
 
-// The scheduler's view of a trainer job spec: the model shape with the dataset's tables.
+// The scheduler's view of a trainer job spec: the estimator's (runtime/train/memory_fit.hpp), with
+// the job's priority and arrival.
 sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
-  const auto& s = job.spec;
-  sched::JobSpec out;
-  out.name = s.name;
-  for (auto rows : info.table_rows) out.shape.tables.push_back({rows, s.model.embedding_dim});
-  out.shape.bottom_mlp = {info.num_dense};
-  out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
-  out.shape.top_mlp = s.model.top_mlp;
-  out.shape.concat_interaction = s.model.interaction == "cat";
-  if (s.model.interaction == "dcn") {
-    out.shape.cross_layers = s.model.cross_layers;
-    out.shape.cross_rank = s.model.cross_rank;
-  }
-  // Indices per bag: the data's longest bag (1 for one-hot; a multi-hot file without its max_bag
-  // attribute counts as one-hot, docs/scheduler.md, Limits).
-  out.shape.pooling = static_cast<int>(std::max<std::int64_t>(1, info.max_bag_rows()));
-  out.tiering.enabled = s.embedding.tiered();
-  out.tiering.pinned_transit = s.embedding.tiered() && s.device.kind != "cpu";
-  out.device_kernels = s.device.kind != "cpu";
-  out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
-  out.tiering.device_budget = s.embedding.device_budget;
-  out.table_bytes = half::storage_bytes(half::parse_storage(s.precision.embedding));
-  // "auto" counted as bf16 (the device backends take it; on the cpu backend an upper bound).
-  out.gemm_math = sched::parse_gemm_math(s.precision.dense == "auto" ? "bf16" : s.precision.dense);
-  out.graphs = s.device.graphs == "true" ||
-               (s.device.graphs == "auto" && device::graphs_by_default(device::parse_backend_kind(s.device.kind)));
-  out.global_batch = static_cast<int>(s.train.batch_size);
-  out.optimizer = sched::parse_optimizer(s.optimizer.dense);
-  out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);
-  out.ranks = job.ranks;
-  const std::int64_t per_epoch = info.rows / std::max<std::int64_t>(1, s.train.batch_size);
-  out.steps = s.train.steps > 0 ? s.train.steps : s.train.epochs * per_epoch;
+  sched::JobSpec out = estimator_spec(job.spec, info, job.ranks);
   out.priority = job.priority;
   out.arrival_s = job.arrival_s;
   return out;

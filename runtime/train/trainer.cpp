@@ -25,6 +25,7 @@
 #include "runtime/checkpoint/checkpoint_write.hpp"
 #include "runtime/train/device_metrics.hpp"
 #include "runtime/train/dlrm_model.hpp"
+#include "runtime/train/input_checks.hpp"
 #include "runtime/train/metrics.hpp"
 #include "runtime/train/mllog.hpp"
 #include "runtime/train/checkpoint_schedule.hpp"
@@ -104,6 +105,29 @@ data::ReaderOptions reader_options(const JobSpec& spec, const comm::Communicator
 
 Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetShape> shape)
     : init_ms_(mllog_now_ms()), spec_(std::move(spec)), comm_(comm) {
+  // The data's shape, and every check that needs no allocation, before anything is allocated.
+  const bool from_checkpoint = shape.has_value();
+  std::int64_t bag_rows = 1;  // the longest bag of the data (sizes the step's index buffers and tiers' staging)
+  std::optional<data::DatasetInfo> train_info;
+  if (!shape) {
+    train_info = data::open_dataset_info(spec_.data.train);
+    shape = DatasetShape{train_info->table_rows, train_info->num_dense};
+    bag_rows = std::max<std::int64_t>(1, train_info->max_bag_rows());
+  }
+  num_dense_ = shape->num_dense;
+  table_rows_ = shape->table_rows;
+  if (!spec_.model.table_rows.empty() && spec_.model.table_rows != table_rows_)
+    throw ConfigError(fmt::format(
+        "'model.tables' [{}] ({} tables) disagrees with the dataset '{}' [{}] ({} tables): remove the key to take the "
+        "sizes from the data",
+        fmt::join(spec_.model.table_rows, ", "), spec_.model.table_rows.size(), spec_.data.train.front(),
+        fmt::join(table_rows_, ", "), table_rows_.size()));
+  if (table_rows_.empty()) throw DataError(fmt::format("dataset '{}' has no categorical features", spec_.data.train.front()));
+  if (spec_.train.batch_size < comm_.size())
+    throw ConfigError(fmt::format("'train.batch_size' = {} is smaller than the number of ranks ({})",
+                                  spec_.train.batch_size, comm_.size()));
+  if (train_info) check_inputs(spec_, table_rows_, num_dense_, train_info->rows);
+
   const auto kind = device::parse_backend_kind(spec_.device.kind);
   if (spec_.device.gemm == "onednn" && !device::onednn_compiled())
     throw ConfigError("device.gemm = \"onednn\", but this build has no oneDNN (install libdnnl-dev and rebuild, "
@@ -120,25 +144,6 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   // Co-located by recmix run (device.shared): device collectives of several jobs on one device
   // never interleave.
   device_comm_ = comm::device_communicator(comm_, *backend_, std::move(early_device_comm), spec_.device.shared);
-
-  const bool from_checkpoint = shape.has_value();
-  std::int64_t bag_rows = 1;  // the longest bag of the data (sizes the step's index buffers and tiers' staging)
-  if (!shape) {
-    auto info = data::open_dataset_info(spec_.data.train);
-    shape = DatasetShape{info.table_rows, info.num_dense};
-    bag_rows = std::max<std::int64_t>(1, info.max_bag_rows());
-  }
-  num_dense_ = shape->num_dense;
-  table_rows_ = shape->table_rows;
-  if (!spec_.model.table_rows.empty() && spec_.model.table_rows != table_rows_)
-    throw ConfigError(fmt::format(
-        "'model.tables' ({} tables) disagrees with the dataset '{}' ({} tables of {} rows): remove the key to "
-        "take the sizes from the data",
-        spec_.model.table_rows.size(), spec_.data.train.front(), table_rows_.size(), fmt::join(table_rows_, ", ")));
-  if (table_rows_.empty()) throw DataError(fmt::format("dataset '{}' has no categorical features", spec_.data.train.front()));
-  if (spec_.train.batch_size < comm_.size())
-    throw ConfigError(fmt::format("'train.batch_size' = {} is smaller than the number of ranks ({})",
-                                  spec_.train.batch_size, comm_.size()));
 
   std::vector<embedding::TableSpec> tables;
   for (auto rows : table_rows_) tables.push_back({rows, spec_.model.embedding_dim});
@@ -208,8 +213,10 @@ std::int64_t Trainer::resume(const TrainOptions& options, data::Reader& reader, 
     step = load(options.resume);
     resumed_from = options.resume;
   }
+  resumed_from_ = resumed_from;
   if (!resumed_from.empty()) {
     check_resume_settings(resumed_from, options.allow_changes, log);
+    check_resume_step(resumed_from, step, reader.batches_per_epoch(), options.allow_changes);
     reader.seek(resume_position_);
     log.info("resumed from {} at step {} (epoch {}, batch {})", resumed_from, step, resume_position_.epoch,
               resume_position_.batch);
@@ -321,7 +328,6 @@ TrainResult Trainer::train(const TrainOptions& options) {
   }
   comm_.barrier();
   auto log = make_logger(spec_, rank, options.quiet);
-  MetricsWriter metrics(spec_.run_dir, rank == 0);
   arm_faults(options.faults);
   data::Reader reader(spec_.data.train, reader_options(spec_, comm_));
   if (reader.batches_per_epoch() == 0)
@@ -333,7 +339,18 @@ TrainResult Trainer::train(const TrainOptions& options) {
   // A write that never finished (the process was killed in it) leaves a temporary file behind.
   if (rank == 0) remove_unfinished_checkpoints(*log);
   std::int64_t step = resume(options, reader, *log);
+  if (!resumed_from_.empty() && step >= total_steps) {
+    // Nothing to train: no checkpoint, metrics record or evaluation is written.
+    log->info("{} is at step {}: the target of {} steps is already reached, nothing to do", resumed_from_, step,
+              total_steps);
+    TrainResult done;
+    done.steps = step;
+    done.last_checkpoint = resumed_from_;
+    done.already_reached = true;
+    return done;
+  }
   log_job(*log, reader, total_steps);
+  MetricsWriter metrics(spec_.run_dir, rank == 0);
   Progress p(backend_->counters().snapshot(), step);
   CheckpointSchedule checkpoints(*this, options, *log, step);
   MlLog mllog(spec_.run_dir, spec_.train.mllog && rank == 0);
@@ -427,11 +444,8 @@ EvalResult Trainer::evaluate(const std::vector<std::string>& files, std::int64_t
   ro.prefetch = spec_.data.prefetch;
   ro.drop_last = false;
   ro.packed_one_hot = true;
+  for (const auto& file : files) check_file_shape("eval", data::open_file_info(file), table_rows_, num_dense_);
   data::Reader reader(files, ro);
-  if (reader.info().num_dense != num_dense_ || reader.info().table_rows != table_rows_)
-    throw DataError(fmt::format("'{}' has {} dense features and {} tables; the model was built for {} and {}",
-                                files.front(), reader.info().num_dense, reader.info().table_rows.size(), num_dense_,
-                                table_rows_.size()));
   std::vector<float> probs, labels;
   data::Batch batch;
   std::vector<float> buf;

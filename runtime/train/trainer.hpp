@@ -65,6 +65,7 @@ struct TrainResult {
   bool stopped = false;            // stopped early (stop_after or stop_requested), checkpoint written
   std::optional<TargetOutcome> target;  // when train.target_auc is set (reached: the run ended there)
   double hot_hit_rate = -1;        // tiered tables: the share of rank 0's lookups served by hot rows
+  bool already_reached = false;    // resumed at or past the target: nothing trained or written
 };
 
 struct TrainOptions {
@@ -123,6 +124,9 @@ class Trainer {
   void prune_checkpoints() const;
   void remove_unfinished_checkpoints(spdlog::logger& log) const;  // ckpt-*.h5.tmp (rank 0, at start)
   void check_resume_settings(const std::string& path, bool allowed, spdlog::logger& log) const;
+  // A checkpoint's step agrees with its data position and lies within the run's epochs.
+  void check_resume_step(const std::string& path, std::int64_t step, std::int64_t batches_per_epoch,
+                         bool settings_changed) const;
   CheckpointMeta checkpoint_meta(std::int64_t step) const;
   void inject_checkpoint_fault(std::int64_t step) const;
   // Pieces of train(): the resumed step (the reader moved to its position), the opening log lines,
@@ -154,6 +158,7 @@ class Trainer {
   std::unique_ptr<embedding::ShardingPlan> plan_;
   std::unique_ptr<DlrmModel> model_;
   data::ReaderPosition resume_position_;
+  std::string resumed_from_;  // the checkpoint train() resumed from ("" for a fresh start)
   TrainFaults faults_;  // of the run in train()
   bool fault_armed_ = false;  // the step being trained is the one to fail inside
 };

@@ -141,6 +141,11 @@ TEST(Converter, TsvCsvAndGzipGiveIdenticalFiles) {
   ConvertStats s = convert_criteo(options({dir / "a.csv"}, dir / "csv.h5"));
   EXPECT_EQ(s.rows, 100);
   EXPECT_EQ(s.malformed, 0);
+  // The header is reported as taken, with its text; the TSV without one reports none.
+  ASSERT_EQ(s.headers.size(), 1u);
+  EXPECT_EQ(s.headers[0].file, dir / "a.csv");
+  EXPECT_EQ(s.headers[0].text.substr(0, 12), "label,I1,I2,");
+  EXPECT_TRUE(convert_criteo(options({sample_a()}, dir / "tsv2.h5")).headers.empty());
   convert_criteo(options({dir / "a.tsv.gz"}, dir / "gz.h5"));
   Contents a = load(dir / "tsv.h5");
   EXPECT_TRUE(a == load(dir / "csv.h5"));

@@ -193,6 +193,26 @@ TEST(Format, LayoutErrorsNameFileAndDataset) {
   EXPECT_NE(e.find("must be an integer"), std::string::npos) << e;
 }
 
+// A /labels shorter than /dense and the rows attribute is named as the culprit, not /dense.
+TEST(Format, ShortLabelsAreNamed) {
+  ScratchDir dir;
+  const std::string e = open_error_after(dir / "l.h5", [](hid_t f) {
+    H5Ldelete(f, "labels", H5P_DEFAULT);
+    std::vector<float> shorter(40, 0.f);
+    h5::write_array(f, "labels", shorter.data(), {40});
+  });
+  EXPECT_NE(e.find("l.h5:/labels: 40 rows, but /dense and the attribute rows have 50"), std::string::npos) << e;
+}
+
+// A directory (or anything but a regular file) is one line naming it, before HDF5 reads it.
+TEST(Format, DirectoryIsNamedNotOpened) {
+  ScratchDir dir;
+  std::filesystem::create_directories(dir / "data.h5");
+  const std::string e = error_of([&] { open_dataset_info({dir / "data.h5"}); });
+  EXPECT_NE(e.find("data.h5: is a directory, not an HDF5 file"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 // Found by the structured dataset fuzzer (fuzz/dataset_edits_fuzz.cpp); each failed or misread
 // before its fix.
 TEST(Format, FuzzFindingsAreClearErrors) {
