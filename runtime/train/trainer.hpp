@@ -124,7 +124,7 @@ class Trainer {
   void prune_checkpoints() const;
   void remove_unfinished_checkpoints(spdlog::logger& log) const;  // ckpt-*.h5.tmp (rank 0, at start)
   void check_resume_settings(const std::string& path, bool allowed, spdlog::logger& log) const;
-  // A checkpoint's step agrees with its data position and lies within the run's epochs.
+  // A checkpoint's step lies in the epoch of its data position and within the run's epochs.
   void check_resume_step(const std::string& path, std::int64_t step, std::int64_t batches_per_epoch,
                          bool settings_changed) const;
   CheckpointMeta checkpoint_meta(std::int64_t step) const;

@@ -102,26 +102,23 @@ void Trainer::check_resume_settings(const std::string& path, bool allowed, spdlo
   log.warn("{}: resuming anyway (--allow-changes)", what);
 }
 
-// A step taken as found would skip or repeat data, or report steps never trained: it must be the
-// one the checkpoint's data position gives (unless the batch size was allowed to change, which
-// moves the position), and within the epochs the job trains for.
+// A step taken as found could report steps never trained and name checkpoints after them: it
+// must lie in the epoch of the checkpoint's data position (steps epoch x batches per epoch ..
+// (epoch + 1) x batches per epoch; unless --allow-changes let the batch size change, which
+// changes the batches per epoch), and within the epochs the job trains for.
 void Trainer::check_resume_step(const std::string& path, std::int64_t step, std::int64_t batches_per_epoch,
                                 bool settings_changed) const {
   const data::ReaderPosition& at = resume_position_;
-  const std::string where = fmt::format("the data position it saved (epoch {}, batch {}; {} batches per epoch of {})",
-                                        at.epoch, at.batch, batches_per_epoch, fmt::join(spec_.data.train, ", "));
-  std::int64_t expected = 0;
-  const bool position_ok = at.epoch >= 0 && at.batch >= 0 && at.batch <= batches_per_epoch &&
-                           !__builtin_mul_overflow(at.epoch, batches_per_epoch, &expected) &&
-                           !__builtin_add_overflow(expected, at.batch, &expected);
-  if (step < 0 || !position_ok)
-    throw DataError(fmt::format("checkpoint {}: its step {} or {} is out of range: the checkpoint is damaged or not of "
-                                "this data",
-                                path, step, where));
-  if (!settings_changed && step != expected)
-    throw DataError(fmt::format("checkpoint {}: its step {} disagrees with {}, which gives step {}: the checkpoint is "
-                                "damaged or not of this data",
-                                path, step, where, expected));
+  std::int64_t first = 0, last = 0;
+  const bool epoch_in_range = !__builtin_mul_overflow(at.epoch, batches_per_epoch, &first) &&
+                              !__builtin_add_overflow(first, batches_per_epoch, &last);
+  if (!settings_changed && (!epoch_in_range || step < first || step > last))
+    throw DataError(fmt::format("checkpoint {}: its step {} lies outside the epoch of the data position it saved (epoch "
+                                "{}, batch {}; at {} batches per epoch of {}, steps {}..{}): the checkpoint is damaged "
+                                "or not of this data",
+                                path, step, at.epoch, at.batch, batches_per_epoch, fmt::join(spec_.data.train, ", "),
+                                epoch_in_range ? std::to_string(first) : std::string("?"),
+                                epoch_in_range ? std::to_string(last) : std::string("?")));
   std::int64_t epoch_steps = 0;
   if (spec_.train.steps == 0 && !__builtin_mul_overflow(spec_.train.epochs, batches_per_epoch, &epoch_steps) &&
       step > epoch_steps)
