@@ -77,7 +77,8 @@ written() { ls -l --time-style=+%s.%N "$work/run/checkpoints" "$work/run/metrics
 before=$(written)
 "$recmix" train "$work/done.toml" --steps 5 --resume auto >"$work/out" 2>"$work/err" ||
   fail "--steps 5 on a step-10 checkpoint: exit status $?: $(cat "$work/err")"
-said "ckpt-000000010.h5 is at step 10: the target of 5 steps is already reached, nothing to do"
+grep -q "has no step left: .*ckpt-000000010.h5 is at step 10, past the job's last (5); nothing to resume" "$work/out" ||
+  fail "--steps 5 on a step-10 checkpoint: stdout does not say so: $(cat "$work/out")"
 [[ $(written) == "$before" ]] || fail "--steps 5 on a step-10 checkpoint wrote a checkpoint or metrics"
 
 "$recmix" --help >"$work/out" 2>"$work/err" || fail "recmix --help: exit status $?"
