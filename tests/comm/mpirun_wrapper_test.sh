@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # launch/recmix-mpirun: the flags it chooses (--dry-run) and a real 2-rank run that forms one job.
-#   mpirun_wrapper_test.sh <recmix-mpirun> <rank_report binary>
+#   mpirun_wrapper_test.sh <recmix-mpirun> <rank_report binary> <listen_probe binary>
 set -uo pipefail
-wrapper=$1 payload=$2
+wrapper=$1 payload=$2 probe=$3
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 expect() {  # expect <label> <text> <pattern>: fixed-string match
@@ -33,5 +33,16 @@ echo "$out"
 for r in 0 1; do
   grep -qx "rank $r of 2: sum of ranks 1" <<<"$out" || fail "rank $r did not report 'rank $r of 2: sum of ranks 1'"
 done
+
+# On one host no rank listens beyond loopback (the TCP transport is left out); given a transport
+# of the user's, the wrapper does not add its own.
+out=$(timeout 50 "$wrapper" -np 2 "$probe" 2>&1); rc=$?
+echo "$out"
+((rc == 0)) || fail "a rank listens beyond loopback on one host (exit $rc)"
+grep -q "^listeners 0 outside loopback" <<<"$out" || fail "listen_probe reported nothing"
+cmd=$("$wrapper" --dry-run -np 2 --mca btl self,vader,tcp "$probe")
+expect "user btl" "$cmd" "--mca btl self\\,vader\\,tcp"
+reject "user btl" "$cmd" "--mca btl self\\,vader "
+reject "hostfile" "$("$wrapper" --dry-run --hostfile /dev/null -np 2 "$probe")" "oob_tcp_if_include lo"
 echo "$failures failure(s)"
 ((failures == 0))
