@@ -114,8 +114,8 @@ class TieredRows {
  public:
   // Builds the host tier from init (called once per owned shard with host pointers to fill:
   // weights [rows x dim] of the weights' type (void*), state [rows x state_per_row]), picks the
-  // hot rows and allocates the device tier into `weights` and `state` from `pool`. ConfigError for
-  // a bad hot_fraction or a device_budget below the staging slots (naming both numbers).
+  // hot rows and allocates the device tier into `weights` and `state` from `pool`. ConfigError for a
+  // device_budget below the staging slots (naming both numbers); invalid_argument: a bad hot_fraction.
   template <class Init>
   TieredRows(device::Backend& backend, device::MemoryPool& pool, std::vector<TierShard> shards, int dim,
              std::size_t state_per_row, TierOptions options, int rank, bool on_host, TierWeights weights,

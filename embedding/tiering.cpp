@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <numeric>
 #include <queue>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "core/hot_rows.hpp"
@@ -95,8 +96,9 @@ std::vector<std::int64_t> hot_rows_per_shard(std::int64_t budget_rows, const std
 }
 
 std::int64_t hot_rows_for_fraction(std::int64_t rows, double hot_fraction) {
-  RECMIX_REQUIRE(hot_fraction > 0 && hot_fraction <= 1, ConfigError,
-                 fmt::format("'embedding.hot_fraction' = {} is outside (0, 1]", hot_fraction));
+  // The job spec's parser owns the rule (with the key in its error); this is the invariant.
+  if (!(hot_fraction > 0 && hot_fraction <= 1))
+    throw std::invalid_argument(fmt::format("hot_rows_for_fraction: hot fraction {} is outside (0, 1]", hot_fraction));
   return hot_rows_of_fraction(rows, hot_fraction);
 }
 

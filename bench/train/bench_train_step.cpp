@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     auto plan = embedding::ShardingPlan::automatic(specs, world);
     device::MemoryPool pool(*backend, device::Tier::device, "bench");
     const std::int64_t local = (global_batch + world - 1) / world;
-    spec.device.dense_replicas = replicas;
+    spec.device.dense_replicas = runtime::parse_choice<runtime::DenseReplicas>(replicas, "--dense-replicas");
     runtime::DlrmModel model(spec, table_rows, 13, *comm, *comm, *backend, pool, local, plan);
     constexpr int kBatches = 8;
     std::vector<data::Batch> data;

@@ -113,10 +113,10 @@ void run_train(const TrainArgs& a) {
   }
   if (a.steps >= 0) spec.train.steps = a.steps;
   if (a.threads > 0) spec.device.threads = a.threads;
-  if (!a.gemm.empty()) spec.device.gemm = a.gemm;
-  if (!a.device.empty()) spec.device.kind = a.device;
-  if (!a.graphs.empty()) spec.device.graphs = a.graphs;
-  if (!a.l2_window.empty()) spec.device.l2_window = a.l2_window;
+  if (!a.gemm.empty()) spec.device.gemm = runtime::parse_choice<device::CpuGemm>(a.gemm, "--gemm");
+  if (!a.device.empty()) spec.device.kind = runtime::parse_choice<device::BackendKind>(a.device, "--device");
+  if (!a.graphs.empty()) spec.device.graphs = runtime::parse_choice<runtime::AutoSwitch>(a.graphs, "--graphs");
+  if (!a.l2_window.empty()) spec.device.l2_window = runtime::parse_choice<runtime::AutoSwitch>(a.l2_window, "--l2-window");
   runtime::TrainOptions options;
   options.resume = a.resume_latest ? "latest" : a.resume;
   if (!options.resume.empty()) {  // a resume with nothing to do says so and touches nothing
@@ -177,9 +177,9 @@ void run_eval(const EvalArgs& a) {
   auto spec = runtime::parse_job_spec(meta.job_spec, a.checkpoint + " (job spec)");
   if (a.batch_size > 0) spec.train.batch_size = a.batch_size;
   if (a.threads > 0) spec.device.threads = a.threads;
-  if (!a.gemm.empty()) spec.device.gemm = a.gemm;
-  if (!a.device.empty()) spec.device.kind = a.device;
-  if (!a.tables.empty()) spec.precision.embedding = a.tables;
+  if (!a.gemm.empty()) spec.device.gemm = runtime::parse_choice<device::CpuGemm>(a.gemm, "--gemm");
+  if (!a.device.empty()) spec.device.kind = runtime::parse_choice<device::BackendKind>(a.device, "--device");
+  if (!a.tables.empty()) spec.precision.embedding = runtime::parse_choice<half::Storage>(a.tables, "--tables");
   spec.data.prefetch = 1;
   runtime::Trainer trainer(spec, *comm, runtime::DatasetShape{meta.table_rows, meta.num_dense});
   trainer.load(a.checkpoint);

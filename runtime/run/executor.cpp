@@ -35,9 +35,11 @@ void Executor::handle(const Message& m) {
       auto& runner = runners_[launch] = std::make_unique<JobRunner>(plane_, std::move(placement), std::move(comm));
       if (draining_) runner->request_stop();
     } catch (const Error& e) {
-      plane_.send_to_scheduler({"failed", m.job, -1,
-                                {{"launch", placement.launch}, {"rank", plane_.rank()},
-                                 {"error", std::string(e.kind()) + ": " + e.what()}}});
+      JobReport report;
+      report.launch = placement.launch;
+      report.rank = plane_.rank();
+      report.error = std::string(e.kind()) + ": " + e.what();
+      plane_.send_to_scheduler({"failed", m.job, -1, report.to_json()});
     }
   } else if (m.kind == "stop" || m.kind == "io_grant") {
     const auto it = runners_.find(launch_of(m));

@@ -81,7 +81,7 @@ JobSpec JobRunner::job_spec() const {
   spec.run_dir = p.run_dir;
   spec.checkpoint.dir = (std::filesystem::path(p.run_dir) / "checkpoints").string();
   spec.device.threads = p.threads;
-  spec.device.kind = p.device_kind;
+  spec.device.kind = parse_choice<device::BackendKind>(p.device_kind, "device_kind");
   spec.device.shared = true;
   spec.device.priority = p.priority;
   if (p.memory_share > 0 && (spec.device.memory_capacity == 0 || spec.device.memory_capacity > p.memory_share))
@@ -132,19 +132,23 @@ class JobRunner::Sampler {
     const auto phases = phase_groups();
     const auto& p = r_.placement_;
     const double n = static_cast<double>(steps_);
-    Message sample{"sample", p.job, -1,
-                   {{"launch", p.launch}, {"rank", r_.plane_.rank()}, {"step", s.step}, {"total_steps", s.total_steps},
-                    {"step_s", step_sum_ / n}, {"data_wait_s", wait_sum_ / n},
-                    {"dense_s", (phases[0] - phases_start_[0]) / n}, {"embedding_s", (phases[1] - phases_start_[1]) / n},
-                    {"allreduce_update_s", (phases[2] - phases_start_[2]) / n}, {"loss", s.loss},
-                    {"pool_current_bytes", s.pool_current_bytes}, {"pool_peak_bytes", s.pool_peak_bytes},
-                    {"busy_share", std::min(1.0, (cpu - cpu_start_) / std::max(wall, 1e-9))}}};
-    if (const auto gpu = device::read_gpu_usage(trainer_.device_pool().backend().device_index())) {
-      sample.body["gpu_util"] = gpu->utilization;
-      sample.body["gpu_memory_util"] = gpu->memory_utilization;
-      sample.body["gpu_memory_used_bytes"] = gpu->memory_used_bytes;
-    }
-    r_.plane_.send_to_scheduler(sample);
+    JobSample sample;
+    sample.launch = p.launch;
+    sample.rank = r_.plane_.rank();
+    sample.step = s.step;
+    sample.total_steps = s.total_steps;
+    sample.step_s = step_sum_ / n;
+    sample.data_wait_s = wait_sum_ / n;
+    sample.dense_s = (phases[0] - phases_start_[0]) / n;
+    sample.embedding_s = (phases[1] - phases_start_[1]) / n;
+    sample.allreduce_update_s = (phases[2] - phases_start_[2]) / n;
+    sample.loss = s.loss;
+    sample.pool_current_bytes = s.pool_current_bytes;
+    sample.pool_peak_bytes = s.pool_peak_bytes;
+    sample.busy_share = std::min(1.0, (cpu - cpu_start_) / std::max(wall, 1e-9));
+    if (const auto gpu = device::read_gpu_usage(trainer_.device_pool().backend().device_index()))
+      sample.gpu = JobSample::Gpu{gpu->utilization, gpu->memory_utilization, gpu->memory_used_bytes};
+    r_.plane_.send_to_scheduler({"sample", p.job, -1, sample.to_json()});
     window_start_ = now;
     cpu_start_ = cpu;
     phases_start_ = phases;
@@ -186,7 +190,10 @@ void JobRunner::main() {
     for (int c : p.cores) CPU_SET(c, &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   }
-  nlohmann::json report = {{"launch", p.launch}, {"rank", plane_.rank()}, {"job_rank", comm_->rank()}};
+  JobReport report;
+  report.launch = p.launch;
+  report.rank = plane_.rank();
+  report.job_rank = comm_->rank();
   std::unique_ptr<Sampler> sampler;
   auto peak = [&] { return sampler ? sampler->peak() : std::size_t{0}; };
   std::string outcome = "failed";
@@ -201,21 +208,21 @@ void JobRunner::main() {
     options.faults = TrainFaults::from_environment(trainer->spec().name, comm_->rank());
     options.on_step = [&](const StepSample& s) { sampler->on_step(s); };
     const TrainResult r = trainer->train(options);
-    report["steps"] = r.steps;
-    report["loss"] = r.last_loss;
-    report["samples_per_s"] = r.samples_per_second;
-    report["checkpoint"] = r.last_checkpoint;
-    report["pool_peak_bytes"] = std::max(peak(), trainer->device_pool().peak_bytes());
-    if (r.eval) report["eval"] = {{"auc", r.eval->auc}, {"logloss", r.eval->log_loss}};
+    report.steps = r.steps;
+    report.loss = r.last_loss;
+    report.samples_per_s = r.samples_per_second;
+    report.checkpoint = r.last_checkpoint;
+    report.pool_peak_bytes = std::max(peak(), trainer->device_pool().peak_bytes());
+    if (r.eval) report.eval = JobReport::Eval{r.eval->auc, r.eval->log_loss};
     outcome = r.stopped ? "stopped" : "finished";
   } catch (const Error& e) {
-    report["error"] = fmt::format("{}: {}", e.kind(), e.what());
-    report["pool_peak_bytes"] = peak();
-    report["out_of_memory"] = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
-    report["peer"] = dynamic_cast<const PeerFailedError*>(&e) != nullptr;
+    report.error = fmt::format("{}: {}", e.kind(), e.what());
+    report.pool_peak_bytes = peak();
+    report.out_of_memory = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
+    report.peer = dynamic_cast<const PeerFailedError*>(&e) != nullptr;
   } catch (const std::exception& e) {
-    report["error"] = fmt::format("error: {}", e.what());
-    report["pool_peak_bytes"] = peak();
+    report.error = fmt::format("error: {}", e.what());
+    report.pool_peak_bytes = peak();
   }
   sampler.reset();
   finish(outcome, report);
@@ -223,27 +230,27 @@ void JobRunner::main() {
 
 // The job's last status word: a rank that failed by itself says so, and a rank whose training
 // ended well learns whether a peer failed after the last collective they shared. Then the report.
-void JobRunner::finish(std::string outcome, nlohmann::json& report) {
+void JobRunner::finish(std::string outcome, JobReport& report) {
   const auto& p = placement_;
-  const bool failed_here = outcome == "failed" && !report.value("peer", false);
+  const bool failed_here = outcome == "failed" && !report.peer;
   // Said before the close, which waits for the peers' next collective: if they never get there
   // (stuck in a collective the guard does not see), the scheduler's watchdog still learns of it.
-  if (failed_here) plane_.send_to_scheduler({"failing", p.job, -1, report});
+  if (failed_here) plane_.send_to_scheduler({"failing", p.job, -1, report.to_json()});
   try {
     const int failed_ranks = comm_->close(failed_here);
     if (outcome != "failed" && failed_ranks > 0) {
       outcome = "failed";
-      report["error"] = fmt::format("peer failed: {} other rank(s) of the job failed after its last step", failed_ranks);
-      report["peer"] = true;
+      report.error = fmt::format("peer failed: {} other rank(s) of the job failed after its last step", failed_ranks);
+      report.peer = true;
     }
   } catch (const std::exception& e) {
     outcome = "failed";
-    report["error"] = fmt::format("communication error: closing the job's communicator: {}", e.what());
+    report.error = fmt::format("communication error: closing the job's communicator: {}", e.what());
   }
   // Done before the report leaves, so that this rank's executor frees the job's cores before the
   // scheduler's next start (sent on the report) can arrive.
   done_.store(true);
-  plane_.send_to_scheduler({outcome, p.job, -1, report});
+  plane_.send_to_scheduler({outcome, p.job, -1, report.to_json()});
 }
 
 }  // namespace recmix::runtime::run

@@ -47,7 +47,7 @@ class JobRunner {
   void main();
   JobSpec job_spec() const;
   std::unique_ptr<Trainer> build_trainer(const JobSpec& spec);
-  void finish(std::string outcome, nlohmann::json& report);
+  void finish(std::string outcome, JobReport& report);
   void gated_write(const std::function<void()>& write);
 
   ControlPlane& plane_;

@@ -2,7 +2,9 @@
 // The bodies of recmix run's control-plane messages (ControlPlane, docs/run.md), each written to
 // and read from JSON in one place (messages.cpp). The scheduler service and the executors both
 // include this, and neither needs the other's classes for it.
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,53 @@ struct JobPlacement {
 
   nlohmann::json to_json() const;
   static JobPlacement from_json(const nlohmann::json& j);
+};
+
+// The body of a "sample" (a job's rank to the scheduler, every sample_interval_s and after the
+// job's last step): means over the interval of the step time, its data wait and its phases, the
+// pool's bytes, and the share of the interval the job's thread was busy on a core. The scheduler
+// logs it as the event "sample" (events.jsonl) with these keys.
+struct JobSample {
+  int launch = 0;
+  int rank = 0;  // world rank
+  std::int64_t step = 0, total_steps = 0;
+  double step_s = 0, data_wait_s = 0;
+  double dense_s = 0, embedding_s = 0, allreduce_update_s = 0;  // the step's phases
+  double loss = 0;
+  std::size_t pool_current_bytes = 0, pool_peak_bytes = 0;
+  double busy_share = 0;
+  // On a GPU whose driver answers NVML: the device's own view, shared by every job on it.
+  struct Gpu {
+    double util = 0, memory_util = 0;
+    std::size_t memory_used_bytes = 0;
+  };
+  std::optional<Gpu> gpu;
+
+  nlohmann::json to_json() const;
+  static JobSample from_json(const nlohmann::json& j);
+};
+
+// The body of a job's end report, one per rank: the message kind is the outcome ("finished",
+// "stopped", "failed"; "failing" when a rank failed by itself, before its peers know). A job
+// whose training ran carries its results; a failed one its error.
+struct JobReport {
+  int launch = 0;
+  int rank = -1;      // world rank; -1: the sender's
+  int job_rank = -1;  // rank in the job; -1: the job never started on this rank
+  std::optional<std::int64_t> steps;
+  std::optional<double> loss, samples_per_s;
+  std::optional<std::string> checkpoint;
+  std::optional<std::size_t> pool_peak_bytes;
+  struct Eval {
+    double auc = 0, logloss = 0;
+  };
+  std::optional<Eval> eval;
+  std::string error;           // "<kind>: <what>"; empty: none
+  bool out_of_memory = false;  // the error is the job's pool running out
+  bool peer = false;           // the error is a peer's failure, not this rank's
+
+  nlohmann::json to_json() const;
+  static JobReport from_json(const nlohmann::json& j);
 };
 
 // The messages that name one launch of a job and nothing else: "stop" and "io_grant" (scheduler

@@ -145,7 +145,7 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   p.run_dir = r.job.spec.run_dir;
   p.ranks = ranks;
   p.threads = r.job.spec.device.threads;
-  p.device_kind = r.job.spec.device.kind;
+  p.device_kind = std::string(spelling(r.job.spec.device.kind));
   p.memory_share = static_cast<std::uint64_t>(std::ceil(r.share));
   p.priority = r.job.priority;
   p.resume = r.resume;
@@ -285,14 +285,14 @@ void SchedulerService::stop_job(Record& r, nlohmann::json e) {
 // job's main thread was busy, times its threads over the rank's cores (its other threads are
 // taken to be as busy). The ranks' demand and the interference model follow at once, in the
 // live run and in its replay (event profile_measured).
-void SchedulerService::measure_profile(Record& r, const nlohmann::json& sample) {
+void SchedulerService::measure_profile(Record& r, const JobSample& sample) {
   sched::UtilisationVector util = r.sjob.profile.util;
   const double roofline = util[sched::Resource::compute];
   std::string source = "gpu_util";
-  double compute = sample.value("gpu_util", -1.0);
+  double compute = sample.gpu ? sample.gpu->util : -1.0;
   if (compute < 0) {
     source = "busy_share";
-    compute = sample.value("busy_share", 0.0) * r.job.spec.device.threads / std::max(1, options_.cores_per_rank);
+    compute = sample.busy_share * r.job.spec.device.threads / std::max(1, options_.cores_per_rank);
   }
   util[sched::Resource::compute] = std::clamp(compute, 0.0, 1.0);
   cluster_->set_job_utilisation(r.sjob, util);
@@ -400,13 +400,13 @@ void SchedulerService::restart_with_more_memory(Record& r) {
 // Every rank of a failed job reports (its guarded communicator makes the peers of a failing rank
 // stop too); the error of a rank that failed by itself names the cause, not its peers' "peer
 // failed". The first notice starts the stuck-job clock.
-void SchedulerService::note_failure(Record& r, int rank, const nlohmann::json& body) {
+void SchedulerService::note_failure(Record& r, int rank, const JobReport& report) {
   if (!r.failed) r.failed_at = now();
   r.failed = true;
-  r.out_of_memory = r.out_of_memory || body.value("out_of_memory", false);
-  const bool peer = body.value("peer", false);
+  r.out_of_memory = r.out_of_memory || report.out_of_memory;
+  const bool peer = report.peer;
   if (r.error.empty() || (!peer && r.error_from_peer)) {
-    r.error = fmt::format("rank {}: {}", rank, body.value("error", std::string("unknown error")));
+    r.error = fmt::format("rank {}: {}", rank, report.error.empty() ? std::string("unknown error") : report.error);
     r.error_from_peer = peer;
   }
 }
@@ -425,14 +425,15 @@ void SchedulerService::handle(const Message& m) {
     io_queue_.push_back(launch);
     grant_next_io();
   } else if (m.kind == "sample") {
-    const int rank = m.body.at("rank").get<int>();
-    r.step = m.body.at("step").get<std::int64_t>();
-    r.total_steps = m.body.at("total_steps").get<std::int64_t>();
-    r.loss = m.body.at("loss").get<double>();
+    const JobSample sample = JobSample::from_json(m.body);
+    const int rank = sample.rank;
+    r.step = sample.step;
+    r.total_steps = sample.total_steps;
+    r.loss = sample.loss;
     r.last_sample_t = now();
-    const auto pool_peak = m.body.at("pool_peak_bytes").get<std::size_t>();
+    const auto pool_peak = sample.pool_peak_bytes;
     r.peak_by_rank[rank] = std::max(r.peak_by_rank[rank], pool_peak);
-    pool_now_[{r.sjob.id, rank}] = m.body.at("pool_current_bytes").get<std::size_t>();
+    pool_now_[{r.sjob.id, rank}] = sample.pool_current_bytes;
     std::size_t on_rank = 0;
     for (auto id : cluster_->jobs_on(rank)) {
       auto p = pool_now_.find({id, rank});
@@ -443,7 +444,7 @@ void SchedulerService::handle(const Message& m) {
     const bool colocated = !partners.empty();
     const bool first_rank = rank == r.ranks.front();
     if (first_rank) {
-      double step_s = m.body.at("step_s").get<double>();
+      double step_s = sample.step_s;
       for (const auto& p : partners)
         if (auto f = options_.injected_slowdown.find(p); f != options_.injected_slowdown.end()) step_s *= f->second;
       (colocated ? r.shared_sum : r.alone_sum) += step_s;
@@ -454,7 +455,7 @@ void SchedulerService::handle(const Message& m) {
       if (colocated) r.recent_shared.push_back(step_s);
       if (r.recent_shared.size() > 3) r.recent_shared.erase(r.recent_shared.begin());
     }
-    nlohmann::json e = m.body;
+    nlohmann::json e = sample.to_json();
     e["event"] = "sample";
     e["job"] = r.job.spec.name;
     e["partners"] = partners;
@@ -465,23 +466,24 @@ void SchedulerService::handle(const Message& m) {
       event({{"event", "estimate_below_peak"}, {"level", "error"}, {"job", r.job.spec.name}, {"rank", rank},
              {"estimate_bytes", r.estimate}, {"measured_peak_bytes", pool_peak}});
     }
-    if (first_rank && !colocated && !r.profile_measured) measure_profile(r, m.body);
+    if (first_rank && !colocated && !r.profile_measured) measure_profile(r, sample);
     if (first_rank) move_apart_if_slowed(r);
   } else if (m.kind == "failing") {  // a rank failed by itself; its report follows once its peers know
-    note_failure(r, m.body.value("rank", m.from), m.body);
+    const JobReport report = JobReport::from_json(m.body);
+    note_failure(r, report.rank >= 0 ? report.rank : m.from, report);
   } else if (m.kind == "finished" || m.kind == "stopped" || m.kind == "failed") {
-    const int rank = m.body.value("rank", m.from);
-    if (m.body.contains("pool_peak_bytes"))
-      r.peak_by_rank[rank] = std::max(r.peak_by_rank[rank], m.body.at("pool_peak_bytes").get<std::size_t>());
+    const JobReport report = JobReport::from_json(m.body);
+    const int rank = report.rank >= 0 ? report.rank : m.from;
+    if (report.pool_peak_bytes) r.peak_by_rank[rank] = std::max(r.peak_by_rank[rank], *report.pool_peak_bytes);
     if (static_cast<double>(r.peak_by_rank[rank]) > r.estimate && !r.estimate_below_peak) {
       r.estimate_below_peak = true;
       event({{"event", "estimate_below_peak"}, {"level", "error"}, {"job", r.job.spec.name}, {"rank", rank},
              {"estimate_bytes", r.estimate}, {"measured_peak_bytes", r.peak_by_rank[rank]}});
     }
-    if (m.body.contains("steps")) r.step = m.body.at("steps").get<std::int64_t>();
-    if (m.body.contains("loss")) r.loss = m.body.at("loss").get<double>();
-    if (m.body.contains("eval")) r.eval = m.body.at("eval");
-    if (m.kind == "failed") note_failure(r, rank, m.body);
+    if (report.steps) r.step = *report.steps;
+    if (report.loss) r.loss = *report.loss;
+    if (report.eval) r.eval = {{"auc", report.eval->auc}, {"logloss", report.eval->logloss}};
+    if (m.kind == "failed") note_failure(r, rank, report);
     if (++r.reports < static_cast<int>(r.ranks.size())) return;
     // The job's own device.memory_capacity, when it binds, is the user's limit: no second try.
     const auto own = static_cast<double>(r.job.spec.device.memory_capacity);

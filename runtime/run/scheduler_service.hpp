@@ -17,6 +17,7 @@
 
 #include "runtime/run/control_plane.hpp"
 #include "runtime/run/job_file.hpp"
+#include "runtime/run/messages.hpp"
 #include "sched/cluster_state.hpp"
 #include "sched/interference_model.hpp"
 #include "sched/policy.hpp"
@@ -67,7 +68,7 @@ class SchedulerService {
   void take_spool();
   void load_previous_run();
   void handle(const Message& message);
-  void note_failure(Record& r, int rank, const nlohmann::json& body);
+  void note_failure(Record& r, int rank, const JobReport& report);
   void schedule_round();
   void start(Record& r, const std::vector<int>& ranks);
   void release_ranks(Record& r);
@@ -76,7 +77,7 @@ class SchedulerService {
   void stop_job(Record& r, nlohmann::json event);
   void move_apart_if_slowed(Record& r);
   static double alone_step_s(const Record& r);
-  void measure_profile(Record& r, const nlohmann::json& sample);
+  void measure_profile(Record& r, const JobSample& sample);
   void check_stuck();
   void grant_next_io();
   void progress_line(bool force);

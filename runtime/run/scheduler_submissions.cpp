@@ -22,28 +22,16 @@
 #include "sched/memory_estimator.hpp"
 #include "runtime/run/messages.hpp"
 #include "runtime/run/scheduler_record.hpp"
-#include "runtime/train/memory_fit.hpp"
+#include "runtime/train/job_spec_sched.hpp"
 
 namespace recmix::runtime::run {
 namespace fs = std::filesystem;
-namespace {
-
-// The scheduler's view of a trainer job spec: the estimator's (runtime/train/memory_fit.hpp), with
-// the job's priority and arrival.
-sched::JobSpec sched_spec(const RunJob& job, const data::DatasetInfo& info) {
-  sched::JobSpec out = estimator_spec(job.spec, info, job.ranks);
-  out.priority = job.priority;
-  out.arrival_s = job.arrival_s;
-  return out;
-}
-
-}  // namespace
 
 void SchedulerService::add_job(RunJob job, const std::string& source) {
   auto rec = std::make_unique<Record>();
   Record& r = *rec;
   r.job = std::move(job);
-  if (!options_.device_kind.empty()) r.job.spec.device.kind = options_.device_kind;
+  if (!options_.device_kind.empty()) r.job.spec.device.kind = parse_choice<device::BackendKind>(options_.device_kind, "--device");
   r.job.spec.run_dir = (fs::path(options_.run_dir) / "jobs" / r.job.spec.name).string();
   r.job.spec.checkpoint.dir = (fs::path(r.job.spec.run_dir) / "checkpoints").string();
   r.sjob.id = static_cast<sched::JobId>(records_.size());
@@ -69,7 +57,7 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
       throw ConfigError(fmt::format("job '{}' asks for {} threads per rank; ranks have {} cores",
                                     r.job.spec.name, r.job.spec.device.threads, options_.cores_per_rank));
     const auto info = data::open_dataset_info(r.job.spec.data.train);
-    const auto sspec = sched_spec(r.job, info);
+    const auto sspec = to_sched_spec(r.job.spec, info, r.job.ranks, r.job.priority, r.job.arrival_s);
     sched::JobProfile profile = sched::dlrm_profile(sspec, sched::machine_model(options_.machine));
     // The machine model is the whole CPU; a job with fewer threads than the rank's cores uses
     // that share of its compute.

@@ -50,7 +50,7 @@ void Trainer::CheckpointSchedule::write(std::int64_t step, bool final) {
   // background write checks the values as it copies them (one pass over the model, not two).
   const bool background = writer_ && !final;
   if (!background) require_finite_model(model, comm, step, path);
-  if (background && writer_->in_flight() && t_.spec_.checkpoint.when_busy == "skip") {
+  if (background && writer_->in_flight() && t_.spec_.checkpoint.when_busy == WhenBusy::skip) {
     std::int32_t busy = writer_->finished() ? 0 : 1;  // every rank skips, or none
     comm.all_reduce_sum(&busy, &busy, 1, comm::DataType::i32);
     if (busy > 0) {

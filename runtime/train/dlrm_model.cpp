@@ -28,7 +28,7 @@ enum StepPiece : int {
 }  // namespace
 
 embedding::TableStorage table_storage(const PrecisionSpec& precision) {
-  return {half::parse_storage(precision.embedding), precision.rounding != "nearest"};
+  return {precision.embedding, precision.rounding != Rounding::nearest};
 }
 
 namespace {
@@ -44,7 +44,7 @@ std::string cpu_model_name() {
 }  // namespace
 
 bool bf16_dense(const PrecisionSpec& precision, const device::Backend& backend) {
-  if (precision.dense == "fp32" || precision.dense == "tf32") return false;
+  if (precision.dense == DensePrecision::fp32 || precision.dense == DensePrecision::tf32) return false;
   if (!device::device_memory_is_host(backend)) return true;
   std::string missing;
   if (!device::cpu_has_avx512_bf16())
@@ -54,7 +54,7 @@ bool bf16_dense(const PrecisionSpec& precision, const device::Backend& backend) 
   else if (backend.gemm_library() != device::GemmLibrary::onednn)
     missing = "the oneDNN GEMM ([device] gemm = \"onednn\" or \"auto\"; OpenBLAS has no bf16 GEMM here)";
   if (missing.empty()) return true;
-  if (precision.dense == "auto") return false;
+  if (precision.dense == DensePrecision::automatic) return false;
   throw ConfigError(fmt::format("'precision.dense' = \"bf16\" on the cpu backend needs {}: use \"fp32\", or \"auto\" "
                                 "to take bf16 only where it runs natively",
                                 missing));
@@ -77,19 +77,19 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   threads_ = backend.num_threads();
   const bool bf16 = bf16_dense(spec.precision, backend);
   // TF32 is the backend's math for every fp32 GEMM of this job, set before the MLPs are made.
-  const bool tf32 = spec.precision.dense == "tf32";
+  const bool tf32 = spec.precision.dense == DensePrecision::tf32;
   backend.set_fp32_math(tf32 ? device::Fp32Math::tf32 : device::Fp32Math::fp32);
   // The dense replicas run the fp32 fused CPU kernels: not with bf16 or TF32 GEMMs, and sum the
   // MLPs' gradients only: not with the cross network's parameters.
-  const bool cross = spec.model.interaction == "dcn";
-  if (cross && spec.device.dense_replicas == "on")
+  const bool cross = spec.model.interaction == Interaction::dcn;
+  if (cross && spec.device.dense_replicas == DenseReplicas::on)
     throw ConfigError("device.dense_replicas = \"on\" does not apply to model.interaction = \"dcn\" (the replicas "
                       "sum the MLPs' gradients only): use \"auto\" or \"off\"");
   const bool use_replicas =
       !bf16 && !tf32 && !cross && device::device_memory_is_host(backend) && threads_ > 1 &&
       max_local_batch_ >= threads_ &&
-      (spec.device.dense_replicas == "on" ||
-       (spec.device.dense_replicas == "auto" && comm.size() == 1 &&
+      (spec.device.dense_replicas == DenseReplicas::on ||
+       (spec.device.dense_replicas == DenseReplicas::automatic && comm.size() == 1 &&
         max_local_batch_ >= replica_min_rows(backend.gemm_library()) * threads_));
   // With replicas the primary MLPs only hold the parameters and the summed gradients: their own
   // activation buffers are sized for one sample.
@@ -101,7 +101,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   bottom_ = std::make_unique<mlp::Mlp>(backend, pool, "bottom", bottom_sizes, mlp::Activation::relu,
                                        spec.seed * 4 + 1, max_batch, bf16);
   // The cross network's GEMMs stay fp32 (or TF32) with bf16 MLPs.
-  interaction_ = mlp::make_interaction(spec.model.interaction, backend, pool, k, dim_, max_batch,
+  interaction_ = mlp::make_interaction(std::string(spelling(spec.model.interaction)), backend, pool, k, dim_, max_batch,
                                        mlp::CrossSpec{spec.model.cross_layers, spec.model.cross_rank, spec.seed * 4});
   std::vector<int> top_sizes = {interaction_->out_features()};
   top_sizes.insert(top_sizes.end(), spec.model.top_mlp.begin(), spec.model.top_mlp.end());
@@ -111,23 +111,23 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   std::vector<embedding::TableSpec> tables;
   for (auto rows : table_rows) tables.push_back({rows, dim_});
   embedding::SparseOptimizerConfig sparse;
-  sparse.kind = spec.optimizer.sparse;
+  sparse.kind = spelling(spec.optimizer.sparse);
   sparse.lr = spec.optimizer.sparse_lr > 0 ? spec.optimizer.sparse_lr : spec.optimizer.lr;
   if (spec.optimizer.eps >= 0) sparse.eps = spec.optimizer.eps;
   sparse.initial_accumulator = spec.optimizer.initial_accumulator;
   embedding_ = std::make_unique<embedding::ShardedEmbedding>(
       comm, backend, pool, tables,
-      spec.model.pooling == "mean" ? embedding::Pooling::mean : embedding::Pooling::sum, plan, sparse,
+      spec.model.pooling, plan, sparse,
       spec.seed * 4 + 3, &device_comm, std::move(tiers), table_storage(spec.precision));
   embedding_->reserve(*stream_, static_cast<int>(max_local_batch_), spec.train.batch_size, bag_rows);
 
   // The rows the lookups read most kept in the GPU's persisting L2 (device.l2_window; auto: on
   // wherever the backend has such a cache).
-  if (spec.device.l2_window == "true" && !backend.has_l2_window())
+  if (spec.device.l2_window == AutoSwitch::on && !backend.has_l2_window())
     throw ConfigError(fmt::format("device.l2_window = true: the {} backend has no L2 window (cuda has one, cpu-strict "
                                   "emulates it)",
                                   to_string(backend.kind())));
-  if (spec.device.l2_window != "false") {
+  if (spec.device.l2_window != AutoSwitch::off) {
     const auto region = embedding_->hot_region();
     if (region.bytes > 0) l2_window_bytes_ = backend.set_l2_window(*stream_, region.ptr, region.bytes);
   }
@@ -136,7 +136,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   interaction_params_ = interaction_->parameters();
   top_params_ = top_->parameters();
   mlp::DenseOptimizerConfig dense;
-  dense.kind = spec.optimizer.dense;
+  dense.kind = spelling(spec.optimizer.dense);
   dense.lr = spec.optimizer.lr;
   if (spec.optimizer.eps >= 0) dense.eps = spec.optimizer.eps;
   dense.initial_accumulator = spec.optimizer.initial_accumulator;
@@ -146,14 +146,15 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   dense_optimizer_ = mlp::make_dense_optimizer(dense, backend, pool, dense_parameters());
   // (The cross network's parameters take the optimizer's step, and a schedule's rate is read from
   // device memory by the optimizer's kernels: no folding with either.)
-  fold_sgd_ = comm.size() == 1 && dense.kind == "sgd" && interaction_params_.empty() && !schedule_.active();
+  fold_sgd_ = comm.size() == 1 && spec.optimizer.dense == sched::Optimizer::sgd && interaction_params_.empty() && !schedule_.active();
   sgd_lr_ = dense.lr;
-  if (spec.device.graphs == "true" && !backend.supports_graphs())
+  if (spec.device.graphs == AutoSwitch::on && !backend.supports_graphs())
     throw ConfigError(fmt::format("device.graphs = true: the {} backend has no graphs (cuda has them, cpu-strict "
                                   "emulates them)",
                                   to_string(backend.kind())));
   // "auto": where the backend says graphs pay (Backend::graphs_by_default: cuda).
-  const bool graphs = spec.device.graphs == "true" || (spec.device.graphs == "auto" && backend.graphs_by_default());
+  const bool graphs =
+      spec.device.graphs == AutoSwitch::on || (spec.device.graphs == AutoSwitch::automatic && backend.graphs_by_default());
   graphs_ = std::make_unique<StepGraphs>(backend, *stream_, graphs && !use_replicas);
 
   if (use_replicas) {
@@ -165,7 +166,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       Replica rep;
       rep.bottom = std::make_unique<mlp::Mlp>(*bottom_, *replica_backend_, share);
       rep.top = std::make_unique<mlp::Mlp>(*top_, *replica_backend_, share);
-      rep.interaction = mlp::make_interaction(spec.model.interaction, *replica_backend_, pool, k, dim_, share);
+      rep.interaction = mlp::make_interaction(std::string(spelling(spec.model.interaction)), *replica_backend_, pool, k, dim_, share);
       rep.stream = replica_backend_->create_stream();
       replicas_.push_back(std::move(rep));
     }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -14,6 +15,83 @@
 
 namespace recmix::runtime {
 namespace {
+
+template <class Choice>
+using ChoiceTable = std::initializer_list<std::pair<std::string_view, Choice>>;
+
+// Each choice's spellings, in the order the error lists them (the first spelling of a value is
+// the one written back).
+template <class Choice>
+ChoiceTable<Choice> choices();
+template <>
+ChoiceTable<Interaction> choices() {
+  return {{"dot", Interaction::dot}, {"cat", Interaction::cat}, {"dcn", Interaction::dcn}};
+}
+template <>
+ChoiceTable<embedding::Pooling> choices() {
+  return {{"sum", embedding::Pooling::sum}, {"mean", embedding::Pooling::mean}};
+}
+template <>
+ChoiceTable<sched::Optimizer> choices() {
+  return {{"sgd", sched::Optimizer::sgd}, {"adagrad", sched::Optimizer::adagrad}, {"adam", sched::Optimizer::adam}};
+}
+template <>
+ChoiceTable<sched::SparseOptimizer> choices() {
+  return {{"sgd", sched::SparseOptimizer::sgd},
+          {"adagrad", sched::SparseOptimizer::adagrad},
+          {"rowwise_adagrad", sched::SparseOptimizer::rowwise_adagrad}};
+}
+template <>
+ChoiceTable<WhenBusy> choices() {
+  return {{"wait", WhenBusy::wait}, {"skip", WhenBusy::skip}};
+}
+template <>
+ChoiceTable<device::BackendKind> choices() {
+  return {{"cpu", device::BackendKind::cpu}, {"cuda", device::BackendKind::cuda}, {"cpu-strict", device::BackendKind::cpu_strict}};
+}
+template <>
+ChoiceTable<DenseReplicas> choices() {
+  return {{"auto", DenseReplicas::automatic}, {"on", DenseReplicas::on}, {"off", DenseReplicas::off}};
+}
+template <>
+ChoiceTable<device::CpuGemm> choices() {
+  return {{"auto", device::CpuGemm::automatic}, {"openblas", device::CpuGemm::openblas}, {"onednn", device::CpuGemm::onednn}};
+}
+template <>
+ChoiceTable<AutoSwitch> choices() {
+  return {{"true", AutoSwitch::on}, {"false", AutoSwitch::off}, {"auto", AutoSwitch::automatic}};
+}
+template <>
+ChoiceTable<embedding::HotSet> choices() {
+  return {{"counts", embedding::HotSet::counts}, {"lfu", embedding::HotSet::lfu}};
+}
+template <>
+ChoiceTable<embedding::ColdUpdate> choices() {
+  return {{"device", embedding::ColdUpdate::device}, {"host", embedding::ColdUpdate::host}};
+}
+template <>
+ChoiceTable<DensePrecision> choices() {
+  return {{"fp32", DensePrecision::fp32}, {"tf32", DensePrecision::tf32}, {"bf16", DensePrecision::bf16},
+          {"auto", DensePrecision::automatic}};
+}
+template <>
+ChoiceTable<half::Storage> choices() {
+  return {{"fp32", half::Storage::fp32}, {"fp16", half::Storage::fp16}, {"bf16", half::Storage::bf16}};
+}
+template <>
+ChoiceTable<Rounding> choices() {
+  return {{"stochastic", Rounding::stochastic}, {"nearest", Rounding::nearest}};
+}
+
+// The choice spelled `text`, or nothing; `allowed` is set to the spellings for the error.
+template <class Choice>
+std::optional<Choice> find_choice(std::string_view text, std::string& allowed) {
+  for (const auto& [name, value] : choices<Choice>()) {
+    if (name == text) return value;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(name);
+  }
+  return std::nullopt;
+}
 
 // Reads values from one TOML table, remembering which keys were used so that the rest can be
 // reported as unknown.
@@ -46,13 +124,13 @@ class Section {
       out = *n->value<bool>();
     }
   }
-  // true, false or the string "auto", kept as "true", "false" or "auto".
-  void read_switch(const std::string& key, std::string& out) {
+  // true, false or the string "auto".
+  void read_switch(const std::string& key, AutoSwitch& out) {
     if (auto* n = find(key)) {
       if (n->is_boolean())
-        out = *n->value<bool>() ? "true" : "false";
+        out = *n->value<bool>() ? AutoSwitch::on : AutoSwitch::off;
       else if (n->is_string() && *n->value<std::string>() == "auto")
-        out = "auto";
+        out = AutoSwitch::automatic;
       else
         fail(key, "must be true, false or \"auto\"");
     }
@@ -126,12 +204,16 @@ class Section {
       }
     }
   }
-  void one_of(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
-    for (const char* a : allowed)
-      if (value == a) return;
-    std::string list;
-    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    fail(key, fmt::format("must be one of {} (got \"{}\")", list, value));
+  // A string naming one of the choices (choices<Choice>()).
+  template <class Choice>
+  void read_choice(const std::string& key, Choice& out) {
+    if (!find(key)) return;
+    std::string text;
+    read(key, text);
+    std::string allowed;
+    const auto value = find_choice<Choice>(text, allowed);
+    if (!value) fail(key, fmt::format("must be one of {} (got \"{}\")", allowed, text));
+    out = *value;
   }
   Section sub(const std::string& key) {
     const toml::node* n = find(key);
@@ -155,6 +237,40 @@ class Section {
 };
 
 }  // namespace
+
+template <class Choice>
+std::string_view spelling(Choice value) {
+  for (const auto& [name, v] : choices<Choice>())
+    if (v == value) return name;
+  return "?";
+}
+
+template <class Choice>
+Choice parse_choice(std::string_view text, const std::string& key) {
+  std::string allowed;
+  const auto value = find_choice<Choice>(text, allowed);
+  if (!value) throw ConfigError(fmt::format("'{}' must be one of {} (got \"{}\")", key, allowed, text));
+  return *value;
+}
+
+#define RECMIX_JOB_SPEC_CHOICE(Choice)                       \
+  template std::string_view spelling<Choice>(Choice value); \
+  template Choice parse_choice<Choice>(std::string_view text, const std::string& key);
+RECMIX_JOB_SPEC_CHOICE(Interaction)
+RECMIX_JOB_SPEC_CHOICE(embedding::Pooling)
+RECMIX_JOB_SPEC_CHOICE(sched::Optimizer)
+RECMIX_JOB_SPEC_CHOICE(sched::SparseOptimizer)
+RECMIX_JOB_SPEC_CHOICE(WhenBusy)
+RECMIX_JOB_SPEC_CHOICE(device::BackendKind)
+RECMIX_JOB_SPEC_CHOICE(DenseReplicas)
+RECMIX_JOB_SPEC_CHOICE(device::CpuGemm)
+RECMIX_JOB_SPEC_CHOICE(AutoSwitch)
+RECMIX_JOB_SPEC_CHOICE(embedding::HotSet)
+RECMIX_JOB_SPEC_CHOICE(embedding::ColdUpdate)
+RECMIX_JOB_SPEC_CHOICE(DensePrecision)
+RECMIX_JOB_SPEC_CHOICE(half::Storage)
+RECMIX_JOB_SPEC_CHOICE(Rounding)
+#undef RECMIX_JOB_SPEC_CHOICE
 
 std::string resolve_path(const std::string& path, const std::string& base_dir) {
   if (base_dir.empty() || path.empty() || std::filesystem::path(path).is_absolute()) return path;
@@ -211,15 +327,13 @@ void read_model(Section& top, ModelSpec& m) {
   model.read_int("embedding_dim", m.embedding_dim, 1, 4096);
   model.read_int_list("bottom_mlp", m.bottom_mlp, 1);
   model.read_int_list("top_mlp", m.top_mlp, 1);
-  model.read("interaction", m.interaction);
-  model.one_of("interaction", m.interaction, {"dot", "cat", "dcn"});
+  model.read_choice("interaction", m.interaction);
   model.read_int("cross_layers", m.cross_layers, 1, 64);
   model.read_int("cross_rank", m.cross_rank, 0, 1 << 20);
   for (const char* key : {"cross_layers", "cross_rank"})
-    if (model.find(key) && m.interaction != "dcn")
-      model.fail(key, fmt::format("applies to interaction = \"dcn\" only (the interaction is \"{}\")", m.interaction));
-  model.read("pooling", m.pooling);
-  model.one_of("pooling", m.pooling, {"sum", "mean"});
+    if (model.find(key) && m.interaction != Interaction::dcn)
+      model.fail(key, fmt::format("applies to interaction = \"dcn\" only (the interaction is \"{}\")", spelling(m.interaction)));
+  model.read_choice("pooling", m.pooling);
   if (m.bottom_mlp.empty()) model.fail("bottom_mlp", "must name at least one layer");
   if (m.bottom_mlp.back() != m.embedding_dim)
     model.fail("bottom_mlp", fmt::format("must end in embedding_dim = {} (the dot interaction stacks it with the embeddings; got {})",
@@ -241,21 +355,17 @@ void read_embedding(Section& top, EmbeddingSpec& e) {
   if (emb.find("device_budget") && e.device_budget == 0) emb.fail("device_budget", "must be above 0 bytes");
   if (e.hot_fraction > 0 && e.device_budget > 0)
     emb.fail("device_budget", "and 'embedding.hot_fraction' are alternatives: give one of them");
-  emb.read("hot_set", e.hot_set);
-  emb.one_of("hot_set", e.hot_set, {"counts", "lfu"});
+  emb.read_choice("hot_set", e.hot_set);
   emb.read_int("rerank_interval", e.rerank_interval, 0, INT64_MAX);
-  emb.read("cold_update", e.cold_update);
-  emb.one_of("cold_update", e.cold_update, {"device", "host"});
+  emb.read_choice("cold_update", e.cold_update);
   emb.reject_unknown();
 }
 
 // [optimizer].
 void read_optimizer(Section& top, OptimizerSpec& o) {
   auto opt = top.sub("optimizer");
-  opt.read("dense", o.dense);
-  opt.one_of("dense", o.dense, {"sgd", "adagrad", "adam"});
-  opt.read("sparse", o.sparse);
-  opt.one_of("sparse", o.sparse, {"sgd", "adagrad", "rowwise_adagrad"});
+  opt.read_choice("dense", o.dense);
+  opt.read_choice("sparse", o.sparse);
   opt.read_float("lr", o.lr, 1e-12, 1e6);
   opt.read_float("sparse_lr", o.sparse_lr, 1e-12, 1e6);
   opt.read_float("eps", o.eps, 0, 1);
@@ -318,21 +428,17 @@ void read_checkpoint(Section& top, JobSpec& spec) {
   ckpt.read_int("interval", spec.checkpoint.interval, 0, INT64_MAX);
   ckpt.read_int("keep", spec.checkpoint.keep, 1, 1000);
   ckpt.read("async", spec.checkpoint.async);
-  ckpt.read("when_busy", spec.checkpoint.when_busy);
-  ckpt.one_of("when_busy", spec.checkpoint.when_busy, {"wait", "skip"});
+  ckpt.read_choice("when_busy", spec.checkpoint.when_busy);
   ckpt.reject_unknown();
 }
 
 // [device].
 void read_device(Section& top, JobSpec& spec) {
   auto dev = top.sub("device");
-  dev.read("kind", spec.device.kind);
-  dev.one_of("kind", spec.device.kind, {"cpu", "cuda", "cpu-strict"});
+  dev.read_choice("kind", spec.device.kind);
   dev.read_int("threads", spec.device.threads, 1, 1024);
-  dev.read("dense_replicas", spec.device.dense_replicas);
-  dev.one_of("dense_replicas", spec.device.dense_replicas, {"auto", "on", "off"});
-  dev.read("gemm", spec.device.gemm);
-  dev.one_of("gemm", spec.device.gemm, {"auto", "openblas", "onednn"});
+  dev.read_choice("dense_replicas", spec.device.dense_replicas);
+  dev.read_choice("gemm", spec.device.gemm);
   dev.read_switch("graphs", spec.device.graphs);
   dev.read_switch("l2_window", spec.device.l2_window);
   dev.read_bytes("memory_capacity", spec.device.memory_capacity);
@@ -343,12 +449,9 @@ void read_device(Section& top, JobSpec& spec) {
 // [precision].
 void read_precision(Section& top, PrecisionSpec& pr) {
   auto prec = top.sub("precision");
-  prec.read("dense", pr.dense);
-  prec.one_of("dense", pr.dense, {"fp32", "tf32", "bf16", "auto"});
-  prec.read("embedding", pr.embedding);
-  prec.one_of("embedding", pr.embedding, {"fp32", "fp16", "bf16"});
-  prec.read("rounding", pr.rounding);
-  prec.one_of("rounding", pr.rounding, {"stochastic", "nearest"});
+  prec.read_choice("dense", pr.dense);
+  prec.read_choice("embedding", pr.embedding);
+  prec.read_choice("rounding", pr.rounding);
   prec.reject_unknown();
 }
 

@@ -3,26 +3,52 @@
 // Unknown keys and bad values are ConfigErrors that name the key.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/half.hpp"
 #include "core/lr_schedule.hpp"
+#include "device/types.hpp"
+#include "embedding/tiered_rows.hpp"  // HotSet, ColdUpdate
+#include "embedding/types.hpp"
+#include "sched/job_spec.hpp"
 
 namespace recmix::runtime {
+
+// The job spec's choices, typed once by the parser. Where a lower layer already has the enum the
+// spec uses it (device::BackendKind, device::CpuGemm, embedding::Pooling, embedding::HotSet,
+// embedding::ColdUpdate, half::Storage, sched::Optimizer, sched::SparseOptimizer); the rest are
+// the spec's own.
+enum class Interaction { dot, cat, dcn };               // model.interaction
+enum class DenseReplicas { automatic, on, off };        // device.dense_replicas: "auto" | "on" | "off"
+enum class AutoSwitch { automatic, on, off };           // device.graphs, device.l2_window: "auto" | true | false
+enum class WhenBusy { wait, skip };                     // checkpoint.when_busy
+enum class DensePrecision { fp32, tf32, bf16, automatic };  // precision.dense: "fp32" | "tf32" | "bf16" | "auto"
+enum class Rounding { stochastic, nearest };            // precision.rounding
+
+// The spelling of a choice in a job spec ("dcn", "cpu-strict", "auto", "true", ...): the same
+// text the parser takes, for logs, messages and the command line's overrides.
+template <class Choice>
+std::string_view spelling(Choice value);
+// The choice spelled `text`; ConfigError "'<key>' must be one of a, b, c (got "x")" otherwise.
+// AutoSwitch takes "auto", "true" and "false" (the command line's spellings of the TOML values).
+template <class Choice>
+Choice parse_choice(std::string_view text, const std::string& key);
 
 struct ModelSpec {
   std::vector<std::int64_t> table_rows;  // empty: take from the dataset
   int embedding_dim = 16;
   std::vector<int> bottom_mlp = {512, 256, 64, 16};  // layer widths after the dense input
   std::vector<int> top_mlp = {512, 256, 1};          // layer widths after the interaction
-  std::string interaction = "dot";                   // dot | cat | dcn (DCN-V2 cross layers on the cat vector)
+  Interaction interaction = Interaction::dot;        // dot | cat | dcn (DCN-V2 cross layers on the cat vector)
   int cross_layers = 3;                              // dcn: cross layers
   int cross_rank = 512;                              // dcn: their rank; 0: full n x n matrices
-  std::string pooling = "sum";                       // sum | mean
+  embedding::Pooling pooling = embedding::Pooling::sum;  // sum | mean
 };
 
 struct OptimizerSpec {
-  std::string dense = "sgd";   // sgd | adagrad | adam
-  std::string sparse = "sgd";  // sgd | adagrad | rowwise_adagrad
+  sched::Optimizer dense = sched::Optimizer::sgd;              // sgd | adagrad | adam
+  sched::SparseOptimizer sparse = sched::SparseOptimizer::sgd;  // sgd | adagrad | rowwise_adagrad
   float lr = 0.1f;
   float sparse_lr = -1.f;  // < 0: same as lr
   float eps = -1.f;        // < 0: the optimizer's default
@@ -60,22 +86,22 @@ struct CheckpointSpec {
   // of recmix run write in the step). when_busy: a checkpoint due while the previous write is
   // still going waits for it ("wait") or is left out ("skip").
   bool async = false;
-  std::string when_busy = "wait";
+  WhenBusy when_busy = WhenBusy::wait;
 };
 
 struct DeviceSpec {
-  std::string kind = "cpu";  // cpu | cuda | cpu-strict (the strict device emulator, for tests)
+  device::BackendKind kind = device::BackendKind::cpu;  // cpu | cuda | cpu-strict (the strict device emulator, for tests)
   int threads = 1;           // per rank
-  std::string dense_replicas = "auto";  // cpu, several threads per rank: auto | on | off
-  std::string gemm = "auto";            // cpu: auto | openblas | onednn
-  // Steps replayed from captured graphs (device/graph.hpp): "true" | "false" | "auto" (on for
+  DenseReplicas dense_replicas = DenseReplicas::automatic;  // cpu, several threads per rank: auto | on | off
+  device::CpuGemm gemm = device::CpuGemm::automatic;       // cpu: auto | openblas | onednn
+  // Steps replayed from captured graphs (device/graph.hpp): true | false | "auto" (on for
   // cuda, Backend::graphs_by_default; off elsewhere: cpu-strict emulates them, the cpu backend has
   // none).
-  std::string graphs = "auto";
+  AutoSwitch graphs = AutoSwitch::automatic;
   // The embedding's hot rows (tiered: the hot slots; untiered: every local row) in an L2
-  // persisting window (device/backend.hpp, set_l2_window): "true" | "false" | "auto" (on where the
+  // persisting window (device/backend.hpp, set_l2_window): true | false | "auto" (on where the
   // backend has such a cache: cuda, emulated by cpu-strict).
-  std::string l2_window = "auto";
+  AutoSwitch l2_window = AutoSwitch::automatic;
   std::uint64_t memory_capacity = 0;       // bytes of device memory; 0: unlimited
   std::uint64_t host_memory_capacity = 0;  // bytes of host-tier memory; 0: unlimited
   // Set by recmix run, not a job-spec key: other jobs' device collectives share this rank's
@@ -91,9 +117,9 @@ struct DeviceSpec {
 struct EmbeddingSpec {
   double hot_fraction = 0;             // (0, 1]: share of each shard's rows kept on the device; 0: unset
   std::uint64_t device_budget = 0;     // bytes of one rank's hot rows and staging; 0: unset
-  std::string hot_set = "counts";      // counts (the dataset's /access_counts) | lfu (counted online)
+  embedding::HotSet hot_set = embedding::HotSet::counts;  // counts (the dataset's /access_counts) | lfu (counted online)
   std::int64_t rerank_interval = 0;    // steps between re-ranks of the hot set; 0: lfu 100, counts never
-  std::string cold_update = "device";  // device (in staging, written back) | host (in the host tier)
+  embedding::ColdUpdate cold_update = embedding::ColdUpdate::device;  // device (in staging, written back) | host (in the host tier)
   bool tiered() const { return hot_fraction > 0 || device_budget > 0; }
 };
 
@@ -102,9 +128,9 @@ struct EmbeddingSpec {
 // how the tables are stored (pooling and the optimizer's arithmetic stay fp32); rounding: how an
 // updated 16-bit weight is rounded back.
 struct PrecisionSpec {
-  std::string dense = "fp32";          // fp32 | bf16 | auto
-  std::string embedding = "fp32";      // fp32 | fp16 | bf16
-  std::string rounding = "stochastic";  // stochastic | nearest
+  DensePrecision dense = DensePrecision::fp32;      // fp32 | tf32 | bf16 | auto
+  half::Storage embedding = half::Storage::fp32;    // fp32 | fp16 | bf16
+  Rounding rounding = Rounding::stochastic;         // stochastic | nearest
 };
 
 struct JobSpec {

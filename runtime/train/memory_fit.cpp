@@ -14,6 +14,7 @@
 #include "device/backend.hpp"
 #include "device/memory_pool.hpp"
 #include "runtime/train/job_spec.hpp"
+#include "runtime/train/job_spec_sched.hpp"
 #include "sched/machine_model.hpp"
 
 namespace recmix::runtime {
@@ -25,43 +26,9 @@ std::string bytes_text(double bytes) {
   return fmt::format("{:.3g} bytes", bytes);
 }
 
-bool host_memory_backend(const std::string& kind) { return kind == "cpu" || kind == "cpu-strict"; }
+bool host_memory_backend(device::BackendKind kind) { return kind != device::BackendKind::cuda; }
 
 }  // namespace
-
-sched::JobSpec estimator_spec(const JobSpec& s, const data::DatasetInfo& info, int ranks) {
-  sched::JobSpec out;
-  out.name = s.name;
-  for (auto rows : info.table_rows) out.shape.tables.push_back({rows, s.model.embedding_dim});
-  out.shape.bottom_mlp = {info.num_dense};
-  out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
-  out.shape.top_mlp = s.model.top_mlp;
-  out.shape.concat_interaction = s.model.interaction == "cat";
-  if (s.model.interaction == "dcn") {
-    out.shape.cross_layers = s.model.cross_layers;
-    out.shape.cross_rank = s.model.cross_rank;
-  }
-  // Indices per bag: the data's longest bag (1 for one-hot; a multi-hot file without its max_bag
-  // attribute counts as one-hot, docs/scheduler.md, Limits).
-  out.shape.pooling = static_cast<int>(std::max<std::int64_t>(1, info.max_bag_rows()));
-  out.tiering.enabled = s.embedding.tiered();
-  out.tiering.pinned_transit = s.embedding.tiered() && s.device.kind != "cpu";
-  out.device_kernels = s.device.kind != "cpu";
-  out.tiering.hot_fraction = s.embedding.hot_fraction > 0 ? s.embedding.hot_fraction : 1.0;
-  out.tiering.device_budget = s.embedding.device_budget;
-  out.table_bytes = half::storage_bytes(half::parse_storage(s.precision.embedding));
-  // "auto" counted as bf16 (the device backends take it; on the cpu backend an upper bound).
-  out.gemm_math = sched::parse_gemm_math(s.precision.dense == "auto" ? "bf16" : s.precision.dense);
-  out.graphs = s.device.graphs == "true" ||
-               (s.device.graphs == "auto" && device::graphs_by_default(device::parse_backend_kind(s.device.kind)));
-  out.global_batch = static_cast<int>(s.train.batch_size);
-  out.optimizer = sched::parse_optimizer(s.optimizer.dense);
-  out.sparse_optimizer = sched::parse_sparse_optimizer(s.optimizer.sparse);
-  out.ranks = ranks;
-  const std::int64_t per_epoch = info.rows / std::max<std::int64_t>(1, s.train.batch_size);
-  out.steps = s.train.steps > 0 ? s.train.steps : s.train.epochs * per_epoch;
-  return out;
-}
 
 double physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
@@ -124,7 +91,7 @@ std::string memory_misfit(const std::string& job, const sched::MemoryEstimate& e
 }
 
 void check_memory_fits(const JobSpec& spec, const data::DatasetInfo& info, int ranks) {
-  const sched::JobSpec s = estimator_spec(spec, info, ranks);
+  const sched::JobSpec s = to_sched_spec(spec, info, ranks);
   const std::string machine = host_memory_backend(spec.device.kind) ? "cpu-zen3-2vcpu" : "a100-dgx";
   const sched::MemoryEstimate e = sched::estimate_peak_memory(s, sched::machine_model(machine));
   if (const std::string why = memory_misfit(spec.name, e, memory_capacity(spec)); !why.empty())

@@ -1,6 +1,6 @@
 #pragma once
 // Whether a job can fit its memory, decided before anything is allocated: the peak-memory
-// estimator (sched/memory_estimator.hpp, as recmix run uses it) against device.memory_capacity
+// estimator (sched/memory_estimator.hpp, as recmix run uses it, on the spec's view in job_spec_sched.hpp) against device.memory_capacity
 // and host_memory_capacity, or this machine's physical memory where the memory is host memory.
 // A job sized far past the machine is refused with the estimate, the capacity and the largest
 // term, instead of failing on some allocation late and unnamed.
@@ -14,10 +14,6 @@
 namespace recmix::runtime {
 
 struct JobSpec;
-
-// The estimator's view of a trainer job on `ranks` ranks: the model shape with the dataset's
-// tables and longest bag.
-sched::JobSpec estimator_spec(const JobSpec& spec, const data::DatasetInfo& info, int ranks);
 
 // The memory one rank may use, in bytes (0: not checked), and where each figure comes from.
 struct MemoryCapacity {

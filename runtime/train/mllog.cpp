@@ -74,7 +74,7 @@ void MlLog::open_run(const JobSpec& spec, int ranks, std::int64_t init_ms) {
   event("submission_benchmark", "dlrm_dcnv2");
   event("submission_division", "closed");
   event("submission_org", "recmix");
-  event("submission_platform", std::to_string(ranks) + "x" + spec.device.kind);
+  event("submission_platform", std::to_string(ranks) + "x" + std::string(spelling(spec.device.kind)));
   event("submission_status", "research");
   event("global_batch_size", spec.train.batch_size);
   event("gradient_accumulation_steps", 1);

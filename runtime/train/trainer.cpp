@@ -128,13 +128,13 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
                                   spec_.train.batch_size, comm_.size()));
   if (train_info) check_inputs(spec_, table_rows_, num_dense_, train_info->rows);
 
-  const auto kind = device::parse_backend_kind(spec_.device.kind);
-  if (spec_.device.gemm == "onednn" && !device::onednn_compiled())
+  const auto kind = spec_.device.kind;
+  if (spec_.device.gemm == device::CpuGemm::onednn && !device::onednn_compiled())
     throw ConfigError("device.gemm = \"onednn\", but this build has no oneDNN (install libdnnl-dev and rebuild, "
                       "or use \"auto\" or \"openblas\")");
   // On CUDA the NCCL communicator comes first (comm/device_communicator.hpp).
   auto early_device_comm = comm::device_communicator_before_backend(comm_, kind);
-  backend_ = device::make_backend(kind, spec_.device.threads, device::parse_cpu_gemm(spec_.device.gemm));
+  backend_ = device::make_backend(kind, spec_.device.threads, spec_.device.gemm);
   backend_->set_stream_priority(spec_.device.priority);  // before any stream is made
   device_pool_ = std::make_unique<device::MemoryPool>(*backend_, device::Tier::device, spec_.name,
                                                       spec_.device.memory_capacity);
@@ -151,7 +151,7 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   // (not when the shape comes from a checkpoint: evaluation places tables by size alone).
   std::vector<std::vector<std::int64_t>> access_counts;
   const EmbeddingSpec& es = spec_.embedding;
-  const bool tier_counts = es.tiered() && es.hot_set == "counts" && !from_checkpoint;
+  const bool tier_counts = es.tiered() && es.hot_set == embedding::HotSet::counts && !from_checkpoint;
   if ((spec_.sharding == "auto" && !from_checkpoint && comm_.size() > 1) || tier_counts)
     access_counts = read_access_counts(spec_.data.train, table_rows_);
   plan_ = std::make_unique<embedding::ShardingPlan>(
@@ -162,9 +162,9 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   if (es.tiered()) {
     tiers.hot_fraction = es.hot_fraction;
     tiers.device_budget = es.device_budget;
-    tiers.hot_set = es.hot_set == "lfu" ? embedding::HotSet::lfu : embedding::HotSet::counts;
-    tiers.rerank_interval = es.rerank_interval > 0 ? es.rerank_interval : es.hot_set == "lfu" ? 100 : 0;
-    tiers.cold_update = es.cold_update == "host" ? embedding::ColdUpdate::host : embedding::ColdUpdate::device;
+    tiers.hot_set = es.hot_set;
+    tiers.rerank_interval = es.rerank_interval > 0 ? es.rerank_interval : es.hot_set == embedding::HotSet::lfu ? 100 : 0;
+    tiers.cold_update = es.cold_update;
     tiers.global_batch = spec_.train.batch_size;
     tiers.bag_rows = bag_rows;  // multi-hot data without a max_bag attribute: grown on the first long step
     if (tier_counts) tiers.table_counts = access_counts;

@@ -52,7 +52,8 @@ void Trainer::log_job(spdlog::logger& log, const data::Reader& reader, std::int6
     log.info("embedding tiers: {}, hot set by {}{}, cold updates on the {}; device tier {} on rank {}, host tier {}",
               e.device_budget > 0 ? "device budget " + device::format_bytes(e.device_budget)
                                   : fmt::format("hot fraction {}", e.hot_fraction),
-              e.hot_set, e.rerank_interval > 0 || e.hot_set == "lfu" ? ", re-ranked" : "", e.cold_update,
+              spelling(e.hot_set), e.rerank_interval > 0 || e.hot_set == embedding::HotSet::lfu ? ", re-ranked" : "",
+              spelling(e.cold_update),
               device::format_bytes(model_->embedding().local_bytes()), comm_.rank(),
               device::format_bytes(model_->embedding().host_tier_bytes()));
   }

@@ -51,21 +51,21 @@ TEST_P(GraphSteps, EqualEagerStepsBitForBit) {
     spec.optimizer.schedule = LrSchedule{3, 5, 4, 2.0};  // over the 12 steps: every phase
   }
   if (c.cross_rank >= 0) {
-    spec.model.interaction = "dcn";
+    spec.model.interaction = Interaction::dcn;
     spec.model.cross_layers = 2;
     spec.model.cross_rank = c.cross_rank;
   }
-  spec.device.kind = "cpu-strict";
-  spec.optimizer.sparse = c.sparse;
-  spec.optimizer.dense = c.dense;
-  spec.precision.embedding = c.tables;
-  spec.precision.dense = c.dense_precision;
+  spec.device.kind = device::BackendKind::cpu_strict;
+  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.dense, "optimizer.dense");
+  spec.precision.embedding = parse_choice<half::Storage>(c.tables, "precision.embedding");
+  spec.precision.dense = parse_choice<DensePrecision>(c.dense_precision, "precision.dense");
   spec.embedding.hot_fraction = c.hot_fraction;
   const std::string dir = run_dir(spec.name);
-  spec.device.graphs = "false";
+  spec.device.graphs = AutoSwitch::off;
   const auto eager = train_steps(spec, comm, 12, dir + "/eager.h5", {}, c.packed);
   spec.name += "-graphs";
-  spec.device.graphs = "true";
+  spec.device.graphs = AutoSwitch::on;
   const auto graphs = train_steps(spec, comm, 12, dir + "/graphs.h5", {}, c.packed);
   EXPECT_EQ(graphs, eager);
   const auto a = read_weights(dir + "/eager.h5"), b = read_weights(dir + "/graphs.h5");
@@ -101,9 +101,9 @@ TEST(GraphRun, StopAndResumeEqualAnEagerRun) {
   auto& comm = *world->comm;
   auto run = [&](const std::string& name, const std::string& graphs, std::int64_t stop_after) {
     auto spec = small_spec(name);
-    spec.device.kind = "cpu-strict";
-    spec.device.graphs = graphs;
-    spec.optimizer.dense = "adam";
+    spec.device.kind = device::BackendKind::cpu_strict;
+    spec.device.graphs = parse_choice<AutoSwitch>(graphs, "device.graphs");
+    spec.optimizer.dense = sched::Optimizer::adam;
     spec.checkpoint.interval = 8;
     spec.run_dir = run_dir(spec.name);
     spec.checkpoint.dir = spec.run_dir + "/checkpoints";
@@ -131,17 +131,17 @@ TEST(GraphRun, TwoJobsOnTheirOwnThreadsEachEqualTheirEagerRun) {
   auto& comm = *world->comm;
   auto job = [&](const std::string& name, const char* sparse, const char* dense, const char* tables) {
     auto spec = small_spec(name);
-    spec.device.kind = "cpu-strict";
-    spec.optimizer.sparse = sparse;
-    spec.optimizer.dense = dense;
-    spec.precision.embedding = tables;
+    spec.device.kind = device::BackendKind::cpu_strict;
+    spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(sparse, "optimizer.sparse");
+    spec.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
+    spec.precision.embedding = parse_choice<half::Storage>(tables, "precision.embedding");
     return spec;
   };
   auto a = job("pair-a", "sgd", "adam", "fp32"), b = job("pair-b", "rowwise_adagrad", "adagrad", "bf16");
-  a.device.graphs = b.device.graphs = "false";
+  a.device.graphs = b.device.graphs = AutoSwitch::off;
   const auto eager_a = train_steps(a, comm, 10, run_dir(a.name) + "/eager.h5");
   const auto eager_b = train_steps(b, comm, 10, run_dir(b.name) + "/eager.h5");
-  a.device.graphs = b.device.graphs = "true";
+  a.device.graphs = b.device.graphs = AutoSwitch::on;
   auto comm_a = comm.split(0, comm.rank()), comm_b = comm.split(0, comm.rank());
   std::vector<double> graphs_a, graphs_b;
   std::string error_a, error_b;
@@ -200,12 +200,12 @@ TEST(GraphRun, CudaGraphStepsEqualEagerSteps) {
   if (device::cuda_device_count() < comm.size()) GTEST_SKIP() << "needs a GPU per rank";
   for (const char* dense : {"sgd", "adam"}) {
     auto spec = small_spec(fmt::format("graphs-cuda-{}", dense));
-    spec.device.kind = "cuda";
-    spec.optimizer.dense = dense;
+    spec.device.kind = device::BackendKind::cuda;
+    spec.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
     const std::string dir = run_dir(spec.name);
-    spec.device.graphs = "false";
+    spec.device.graphs = AutoSwitch::off;
     const auto eager = train_steps(spec, comm, 12, dir + "/eager.h5");
-    spec.device.graphs = "true";
+    spec.device.graphs = AutoSwitch::on;
     const auto graphs = train_steps(spec, comm, 12, dir + "/graphs.h5");
     EXPECT_EQ(graphs, eager) << dense;
     const auto a = read_weights(dir + "/eager.h5"), b = read_weights(dir + "/graphs.h5");
@@ -215,8 +215,8 @@ TEST(GraphRun, CudaGraphStepsEqualEagerSteps) {
 
 TEST(GraphRun, TheCpuBackendRefusesGraphsTrueByName) {
   auto spec = small_spec("graph-cpu");
-  spec.device.kind = "cpu";
-  spec.device.graphs = "true";
+  spec.device.kind = device::BackendKind::cpu;
+  spec.device.graphs = AutoSwitch::on;
   spec.run_dir = run_dir(spec.name);
   try {
     Trainer t(spec, *world->comm);

@@ -29,9 +29,9 @@ JobSpec half_spec(const std::string& name, const std::string& storage, std::uint
   spec.seed = seed;
   spec.train.steps = 1200;
   spec.train.batch_size = 128;
-  spec.optimizer.dense = "adagrad";
-  spec.optimizer.sparse = "rowwise_adagrad";
-  spec.precision.embedding = storage;
+  spec.optimizer.dense = sched::Optimizer::adagrad;
+  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
+  spec.precision.embedding = parse_choice<half::Storage>(storage, "precision.embedding");
   spec.run_dir = run_dir(name);
   spec.checkpoint.dir = spec.run_dir + "/checkpoints";
   return spec;
@@ -84,7 +84,7 @@ TEST(HalfTables, LearnThePlantedSignalAsFp32Does) {
 TEST(HalfTables, HalveTheTablesDeviceBytes) {
   auto fp32 = half_spec("bytes-fp32", "fp32", 5);
   auto bf16 = half_spec("bytes-bf16", "bf16", 5);
-  fp32.optimizer.sparse = bf16.optimizer.sparse = "sgd";  // no state: the weights alone
+  fp32.optimizer.sparse = bf16.optimizer.sparse = sched::SparseOptimizer::sgd;  // no state: the weights alone
   Trainer a(fp32, *world->comm), b(bf16, *world->comm);
   EXPECT_EQ(b.model().embedding().local_bytes() * 2, a.model().embedding().local_bytes());
   EXPECT_GT(a.model().embedding().local_bytes(), 0u);
@@ -95,7 +95,7 @@ TEST(HalfTables, StopAndResumeIsBitwiseEqual) {
     auto spec = half_spec(fmt::format("resume-{}", storage), storage, 5);
     spec.train.steps = 30;
     spec.train.batch_size = 64;  // as the spec's text says (a resume compares it)
-    spec.optimizer.sparse = "adagrad";
+    spec.optimizer.sparse = sched::SparseOptimizer::adagrad;
     spec.data.shuffle = true;
     spec.data.eval.clear();
     auto straight = spec;
@@ -155,7 +155,7 @@ TEST(HalfTables, CheckpointsConvertBetweenStorageTypes) {
 TEST(Bf16Dense, RefusedOnACpuWithoutAvx512Bf16) {
   if (device::cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU has AVX512_BF16";
   auto spec = half_spec("bf16-refused", "fp32", 5);
-  spec.precision.dense = "bf16";
+  spec.precision.dense = DensePrecision::bf16;
   try {
     Trainer t(spec, *world->comm);
     FAIL() << "no error";
@@ -163,7 +163,7 @@ TEST(Bf16Dense, RefusedOnACpuWithoutAvx512Bf16) {
     EXPECT_NE(std::string(e.what()).find("AVX512_BF16"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("precision.dense"), std::string::npos) << e.what();
   }
-  spec.precision.dense = "auto";  // fp32 here, no error
+  spec.precision.dense = DensePrecision::automatic;  // fp32 here, no error
   Trainer t(spec, *world->comm);
   EXPECT_FALSE(t.model().dense_in_bf16());
 }
@@ -179,8 +179,8 @@ TEST(Bf16Dense, RunsNativelyOnACpuWithAvx512Bf16) {
   const auto base = train_quietly(half_spec("native-fp32", "fp32", 5));
   for (const char* dense : {"bf16", "auto"}) {
     auto spec = half_spec(fmt::format("native-{}", dense), "bf16", 5);
-    spec.device.gemm = "onednn";
-    spec.precision.dense = dense;
+    spec.device.gemm = device::CpuGemm::onednn;
+    spec.precision.dense = parse_choice<DensePrecision>(dense, "precision.dense");
     Trainer t(spec, *world->comm);
     EXPECT_TRUE(t.model().dense_in_bf16()) << dense;
     TrainOptions options;
@@ -208,8 +208,8 @@ TEST(Bf16Dense, LearnsThePlantedSignalAsFp32DoesOnTheEmulator) {
     ASSERT_TRUE(base.eval.has_value());
     for (int i = 0; i < 2; ++i) {
       auto spec = half_spec(fmt::format("strict-bf16-{}-{}", tables[i], seed), tables[i], seed);
-      spec.device.kind = "cpu-strict";
-      spec.precision.dense = "bf16";
+      spec.device.kind = device::BackendKind::cpu_strict;
+      spec.precision.dense = DensePrecision::bf16;
       const auto r = train_quietly(spec);
       ASSERT_TRUE(r.eval.has_value());
       EXPECT_NEAR(r.eval->auc, base.eval->auc, 0.005) << "tables " << tables[i] << ", seed " << seed;
@@ -235,9 +235,9 @@ TEST(Tf32Dense, LearnsThePlantedSignalAsFp32Does) {
     for (const char* kind : {"cpu", "cpu-strict"}) {
       if (seed == 6 && std::string(kind) == "cpu-strict") continue;  // the emulator is slower: one seed
       auto spec = half_spec(fmt::format("tf32-{}-{}", kind, seed), "fp32", seed);
-      spec.device.kind = kind;
+      spec.device.kind = parse_choice<device::BackendKind>(kind, "device.kind");
       spec.device.threads = 2;
-      spec.precision.dense = "tf32";
+      spec.precision.dense = DensePrecision::tf32;
       Trainer trainer(spec, *world->comm);
       EXPECT_EQ(trainer.device_pool().backend().fp32_math(), device::Fp32Math::tf32);
       EXPECT_FALSE(trainer.model().dense_in_bf16());

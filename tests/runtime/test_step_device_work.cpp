@@ -54,13 +54,13 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
   const StepCase c = GetParam();
   auto& comm = *world->comm;
   JobSpec spec = small_spec(fmt::format("steps-{}-{}", c.name, comm.size()), c.data);
-  spec.device.kind = "cpu-strict";
-  spec.optimizer.sparse = c.sparse;
-  spec.optimizer.dense = c.dense;
-  spec.precision.embedding = c.tables;
-  spec.precision.dense = c.gemms;
+  spec.device.kind = device::BackendKind::cpu_strict;
+  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.dense, "optimizer.dense");
+  spec.precision.embedding = parse_choice<half::Storage>(c.tables, "precision.embedding");
+  spec.precision.dense = parse_choice<DensePrecision>(c.gemms, "precision.dense");
   if (c.hot_fraction > 0) spec.embedding.hot_fraction = c.hot_fraction;
-  spec.device.graphs = c.graphs ? "true" : "false";
+  spec.device.graphs = c.graphs ? AutoSwitch::on : AutoSwitch::off;
   spec.train.steps = 12;
   spec.train.log_interval_s = 0;
   spec.run_dir = run_dir(spec.name);
@@ -120,10 +120,10 @@ TEST(StepColocated, ThreeJobsEachStayHostFree) {
   for (int j = 0; j < 3; ++j) {
     JobSpec& spec = jobs[j].spec;
     spec = small_spec(fmt::format("colocated-{}-{}", j, comm.size()));
-    spec.device.kind = "cpu-strict";
+    spec.device.kind = device::BackendKind::cpu_strict;
     spec.device.priority = j;
     spec.device.shared = true;  // as recmix run sets it: device collectives in epochs (comm/epoch)
-    spec.optimizer.sparse = sparse[j];
+    spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(sparse[j], "optimizer.sparse");
     if (j == 2) spec.embedding.hot_fraction = 0.2;
     spec.train.steps = 10;
     spec.train.log_interval_s = 0;
@@ -184,8 +184,8 @@ TEST(StepL2Window, CoversTheHotRowsAndIsLoggedOrOff) {
   for (const char* setting : {"auto", "false"})
     for (double hot : {0.1, 0.0}) {
       JobSpec spec = small_spec(fmt::format("l2-{}-{}-{}", setting, hot, comm.size()));
-      spec.device.kind = "cpu-strict";
-      spec.device.l2_window = setting;
+      spec.device.kind = device::BackendKind::cpu_strict;
+      spec.device.l2_window = parse_choice<AutoSwitch>(setting, "device.l2_window");
       if (hot > 0) spec.embedding.hot_fraction = hot;
       spec.train.steps = 2;
       spec.run_dir = run_dir(spec.name);
@@ -204,7 +204,7 @@ TEST(StepL2Window, CoversTheHotRowsAndIsLoggedOrOff) {
           << log.substr(at, 120);
     }
   JobSpec spec = small_spec(fmt::format("l2-cpu-{}", comm.size()));
-  spec.device.l2_window = "true";
+  spec.device.l2_window = AutoSwitch::on;
   spec.run_dir = run_dir(spec.name);
   EXPECT_THROW(
       {

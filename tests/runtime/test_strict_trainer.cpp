@@ -45,7 +45,7 @@ SideBySide against_cpu(JobSpec spec, const std::string& kind, int steps) {
   SideBySide r;
   r.cpu_losses = train_steps(spec, comm, steps, dir + "/cpu.h5");
   spec.name += "-" + kind;
-  spec.device.kind = kind;
+  spec.device.kind = parse_choice<device::BackendKind>(kind, "device.kind");
   r.losses = train_steps(spec, comm, steps, dir + "/" + kind + ".h5");
   r.cpu_weights = read_weights(dir + "/cpu.h5");
   r.weights = read_weights(dir + "/" + kind + ".h5");
@@ -60,9 +60,9 @@ TEST_P(StrictTrainer, MatchesTheCpuBackend) {
   SameArithmetic same;
   auto spec = small_spec(
       fmt::format("strict-{}-{}-{}-{}", std::string(c.data).substr(0, 5), c.sparse, c.dense, c.tables), c.data);
-  spec.optimizer.sparse = c.sparse;
-  spec.optimizer.dense = c.dense;
-  spec.precision.embedding = c.tables;
+  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.dense, "optimizer.dense");
+  spec.precision.embedding = parse_choice<half::Storage>(c.tables, "precision.embedding");
   const auto r = against_cpu(spec, "cpu-strict", 10);
   EXPECT_EQ(r.losses, r.cpu_losses);
   EXPECT_TRUE(bitwise_equal(r.weights, r.cpu_weights))
@@ -88,7 +88,7 @@ TEST(CudaTrainer, AFewStepsMatchTheCpuBackend) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   if (device::cuda_device_count() < ranks) GTEST_SKIP() << "needs a GPU per rank";
   auto spec = small_spec("cuda-steps");
-  spec.optimizer.sparse = "rowwise_adagrad";
+  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
   const auto r = against_cpu(spec, "cuda", 6);
   for (std::size_t i = 0; i < r.cpu_losses.size(); ++i)
     EXPECT_NEAR(r.losses[i], r.cpu_losses[i], 1e-4 * std::abs(r.cpu_losses[i])) << "step " << i;
@@ -106,8 +106,8 @@ TEST(CudaTrainer, TwoRunsAreBitwiseEqual) {
   if (device::cuda_device_count() < ranks) GTEST_SKIP() << "needs a GPU per rank";
   auto& comm = *world->comm;
   auto spec = small_spec("cuda-twice", "multi.h5");
-  spec.optimizer.sparse = "adagrad";
-  spec.device.kind = "cuda";
+  spec.optimizer.sparse = sched::SparseOptimizer::adagrad;
+  spec.device.kind = device::BackendKind::cuda;
   const std::string dir = run_dir(spec.name);
   const auto first = train_steps(spec, comm, 8, dir + "/first.h5");
   const auto second = train_steps(spec, comm, 8, dir + "/second.h5");
@@ -125,13 +125,13 @@ TEST(CudaTrainer, MixedPrecisionStepsStayNearTheCpuBackend) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   if (device::cuda_device_count() < ranks) GTEST_SKIP() << "needs a GPU per rank";
   auto spec = small_spec("cuda-mixed");
-  spec.precision.embedding = "bf16";
+  spec.precision.embedding = half::Storage::bf16;
   auto& comm = *world->comm;
   const std::string dir = run_dir(spec.name);
   const auto cpu_losses = train_steps(spec, comm, 6, dir + "/cpu.h5");
   spec.name += "-cuda";
-  spec.device.kind = "cuda";
-  spec.precision.dense = "bf16";
+  spec.device.kind = device::BackendKind::cuda;
+  spec.precision.dense = DensePrecision::bf16;
   const auto losses = train_steps(spec, comm, 6, dir + "/cuda.h5");
   ASSERT_EQ(losses.size(), cpu_losses.size());
   for (std::size_t i = 0; i < losses.size(); ++i)
@@ -143,7 +143,7 @@ TEST(CudaTrainer, MixedPrecisionStepsStayNearTheCpuBackend) {
 TEST(StrictTrainerRun, TrainEvaluateStopAndResumeBitForBit) {
   auto& comm = *world->comm;
   auto spec = small_spec("strict-run");
-  spec.device.kind = "cpu-strict";
+  spec.device.kind = device::BackendKind::cpu_strict;
   spec.checkpoint.interval = 8;
   spec.run_dir = run_dir(spec.name);
   spec.checkpoint.dir = spec.run_dir + "/checkpoints";
@@ -179,13 +179,13 @@ TEST(StrictTrainerRun, CheckpointsMoveBetweenBackendsAndRankCounts) {
   auto& comm = *world->comm;
   auto self = comm.split(comm.rank(), 0);
   auto spec = small_spec("strict-ckpt");
-  spec.optimizer.sparse = "rowwise_adagrad";
-  spec.optimizer.dense = "adam";
-  spec.device.kind = "cpu-strict";
+  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
+  spec.optimizer.dense = sched::Optimizer::adam;
+  spec.device.kind = device::BackendKind::cpu_strict;
   const std::string dir = run_dir(spec.name);
   train_steps(spec, comm, 6, dir + "/n.h5");
   auto one_spec = spec;
-  one_spec.device.kind = "cpu";
+  one_spec.device.kind = device::BackendKind::cpu;
   one_spec.name += fmt::format("-one{}", comm.rank());
   one_spec.run_dir = run_dir(one_spec.name);
   {
@@ -206,7 +206,7 @@ TEST(StrictTrainerRun, CheckpointsMoveBetweenBackendsAndRankCounts) {
   SameArithmetic same;
   auto resume_on_one = [&](const std::string& kind) {
     auto s = spec;
-    s.device.kind = kind;
+    s.device.kind = parse_choice<device::BackendKind>(kind, "device.kind");
     s.name = fmt::format("strict-ckpt-resumed-{}-{}", kind, comm.rank());
     s.run_dir = run_dir(s.name);
     s.checkpoint.dir = s.run_dir + "/checkpoints";

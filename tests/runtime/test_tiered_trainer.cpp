@@ -49,13 +49,13 @@ TEST_P(TieredTrainer, EqualsUntieredBitForBit) {
   if (gpu && device::cuda_device_count() < comm.size()) GTEST_SKIP() << "needs a GPU per rank";
   if (strict) mlp::cpu::set_fused_linear_enabled(false);
   auto spec = small_spec(fmt::format("tiered-{}", c.name), c.data);
-  spec.optimizer.sparse = c.sparse;
-  spec.precision.embedding = c.tables;
-  if (gpu) spec.device.kind = "cuda";  // the GPU against itself: its copies, streams and pinned memory
+  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
+  spec.precision.embedding = parse_choice<half::Storage>(c.tables, "precision.embedding");
+  if (gpu) spec.device.kind = device::BackendKind::cuda;  // the GPU against itself: its copies, streams and pinned memory
   const std::string dir = run_dir(spec.name);
   const auto plain = train_steps(spec, comm, 12, dir + "/untiered.h5");
   spec.name += "-tiered";
-  spec.device.kind = c.kind;
+  spec.device.kind = parse_choice<device::BackendKind>(c.kind, "device.kind");
   set_tiers(spec, c.tiers);
   const auto tiered = train_steps(spec, comm, 12, dir + "/tiered.h5");
   if (strict) mlp::cpu::set_fused_linear_enabled(true);
@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(TieredTrainerRun, ResumesAcrossTieringSettings) {
   auto& comm = *world->comm;
   auto base = small_spec("tiered-resume");
-  base.optimizer.sparse = "adagrad";
+  base.optimizer.sparse = sched::SparseOptimizer::adagrad;
   base.data.eval.clear();
   auto run = [&](const std::string& name, const std::string& first, const std::string& second) {
     auto spec = base;

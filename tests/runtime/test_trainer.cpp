@@ -99,7 +99,7 @@ void expect_resume_is_bitwise_equal(const JobSpec& spec, comm::Communicator& com
 // The dcn interaction with two small cross layers (rank 0: full rank); a negative rank: unchanged.
 void use_cross(JobSpec& spec, int rank) {
   if (rank < 0) return;
-  spec.model.interaction = "dcn";
+  spec.model.interaction = Interaction::dcn;
   spec.model.cross_layers = 2;
   spec.model.cross_rank = rank;
 }
@@ -113,8 +113,8 @@ TEST_P(MultiRankEquivalence, MatchesSingleRank) {
   auto self = comm.split(comm.rank(), 0);
   auto spec = small_spec(fmt::format("eq-{}-{}-{}-{}", c.plan, c.sparse, c.data, c.cross_rank), c.data);
   use_cross(spec, c.cross_rank);
-  spec.optimizer.sparse = c.sparse;
-  spec.optimizer.dense = c.dense;
+  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.dense, "optimizer.dense");
   spec.sharding = plan_text(c.plan, comm.size(), static_cast<int>(kTables.size()));
   const std::string dir = run_dir(spec.name);
   auto many = train_steps(spec, comm, 12, dir + "/many.h5");
@@ -160,9 +160,9 @@ TEST(Trainer, ReplicasOnEveryRankMatchOneRank) {
   for (const char* dense : {"sgd", "adam"}) {
     SCOPED_TRACE(dense);
     auto spec = small_spec(fmt::format("replicas-ranks-{}", dense));
-    spec.optimizer.dense = dense;
+    spec.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
     spec.device.threads = 2;
-    spec.device.dense_replicas = "on";
+    spec.device.dense_replicas = DenseReplicas::on;
     const std::string dir = run_dir(spec.name);
     {
       auto probe = spec;
@@ -171,7 +171,7 @@ TEST(Trainer, ReplicasOnEveryRankMatchOneRank) {
     }
     auto many = train_steps(spec, comm, 12, dir + "/many.h5");
     auto single = small_spec(fmt::format("replicas-ranks-{}-single{}", dense, comm.rank()));
-    single.optimizer.dense = dense;
+    single.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
     auto one = train_steps(single, *self, 12, dir + fmt::format("/one{}.h5", comm.rank()));
     ASSERT_EQ(many.size(), one.size());
     for (std::size_t i = 0; i < many.size(); ++i) EXPECT_NEAR(many[i], one[i], 1e-5 * std::abs(one[i])) << "step " << i;
@@ -184,8 +184,8 @@ TEST(Trainer, LearnsPlantedSignal) {
   auto spec = small_spec("learn");
   spec.train.steps = 400;
   spec.train.batch_size = 128;
-  spec.optimizer.dense = "adagrad";
-  spec.optimizer.sparse = "rowwise_adagrad";
+  spec.optimizer.dense = sched::Optimizer::adagrad;
+  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
   spec.run_dir = run_dir(spec.name);
   spec.checkpoint.dir = spec.run_dir + "/checkpoints";
   Trainer trainer(spec, *world->comm);
@@ -211,12 +211,12 @@ TEST(Trainer, ThreadReplicasMatchOneThread) {
   for (const char* dense : {"sgd", "adam"}) {
     SCOPED_TRACE(dense);
     auto one = small_spec(fmt::format("threads1-{}-{}", dense, comm.rank()));
-    one.optimizer.dense = dense;
-    one.optimizer.sparse = "rowwise_adagrad";
+    one.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
+    one.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
     auto two = one;
     two.name = fmt::format("threads2-{}-{}", dense, comm.rank());
     two.device.threads = 2;
-    two.device.dense_replicas = "on";  // "auto" keeps them off at this small batch with OpenBLAS
+    two.device.dense_replicas = DenseReplicas::on;  // "auto" keeps them off at this small batch with OpenBLAS
     auto again = two;
     again.name += "-again";
     const auto a = train_steps(one, *self, 12, run_dir(one.name) + "/w.h5");
@@ -234,8 +234,8 @@ TEST(Trainer, ThreadReplicasMatchOneThread) {
     SCOPED_TRACE(dense);
     auto spec = small_spec(fmt::format("threads2-resume-{}-{}", dense, comm.rank()));
     spec.device.threads = 2;
-    spec.device.dense_replicas = "on";
-    spec.optimizer.dense = dense;
+    spec.device.dense_replicas = DenseReplicas::on;
+    spec.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
     spec.data.shuffle = true;
     spec.train.steps = 16;
     spec.data.eval.clear();
@@ -268,7 +268,7 @@ TEST(Trainer, EachGemmLibraryIsDeterministicAndTheyAgree) {
   for (const auto& gemm : libraries) {
     SCOPED_TRACE(gemm);
     auto a = small_spec("gemm-" + gemm + "-a");
-    a.device.gemm = gemm;
+    a.device.gemm = parse_choice<device::CpuGemm>(gemm, "device.gemm");
     a.device.threads = 2;
     a.data.shuffle = true;
     auto b = a;
@@ -296,8 +296,8 @@ TEST(Trainer, StopAndResumeIsBitwiseEqual) {
     use_cross(spec, cross);
     if (cross == -2) spec.optimizer.schedule = LrSchedule{5, 10, 15, 2.0};  // the stop falls in the decay
     spec.data.shuffle = true;
-    spec.optimizer.dense = "adam";
-    spec.optimizer.sparse = "adagrad";
+    spec.optimizer.dense = sched::Optimizer::adam;
+    spec.optimizer.sparse = sched::SparseOptimizer::adagrad;
     spec.train.steps = 30;
     spec.data.eval.clear();
     expect_resume_is_bitwise_equal(spec, *world->comm, 13);
@@ -345,7 +345,7 @@ TEST(Trainer, SaveOnTwoRanksResumeOnOthers) {
   auto pair = comm.split(group, comm.rank());
   auto self = comm.split(comm.rank(), 0);
   auto spec = small_spec("nm");
-  spec.optimizer.sparse = "rowwise_adagrad";
+  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
   spec.sharding = "auto";
   TrainOptions quiet;
   quiet.quiet = true;
