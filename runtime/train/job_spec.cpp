@@ -8,7 +8,9 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
+#include <utility>
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
@@ -17,70 +19,98 @@ namespace recmix::runtime {
 namespace {
 
 template <class Choice>
-using ChoiceTable = std::initializer_list<std::pair<std::string_view, Choice>>;
+using ChoiceTable = std::span<const std::pair<std::string_view, Choice>>;
 
-// Each choice's spellings, in the order the error lists them (the first spelling of a value is
-// the one written back).
+// Each choice's spellings, in the order an error lists them.
 template <class Choice>
 ChoiceTable<Choice> choices();
 template <>
-ChoiceTable<Interaction> choices() {
-  return {{"dot", Interaction::dot}, {"cat", Interaction::cat}, {"dcn", Interaction::dcn}};
+ChoiceTable<Interaction> choices<Interaction>() {
+  static constexpr std::pair<std::string_view, Interaction> kTable[] = {
+      {"dot", Interaction::dot}, {"cat", Interaction::cat}, {"dcn", Interaction::dcn}};
+  return kTable;
 }
 template <>
-ChoiceTable<embedding::Pooling> choices() {
-  return {{"sum", embedding::Pooling::sum}, {"mean", embedding::Pooling::mean}};
+ChoiceTable<embedding::Pooling> choices<embedding::Pooling>() {
+  static constexpr std::pair<std::string_view, embedding::Pooling> kTable[] = {
+      {"sum", embedding::Pooling::sum}, {"mean", embedding::Pooling::mean}};
+  return kTable;
 }
 template <>
-ChoiceTable<sched::Optimizer> choices() {
-  return {{"sgd", sched::Optimizer::sgd}, {"adagrad", sched::Optimizer::adagrad}, {"adam", sched::Optimizer::adam}};
+ChoiceTable<sched::Optimizer> choices<sched::Optimizer>() {
+  static constexpr std::pair<std::string_view, sched::Optimizer> kTable[] = {
+      {"sgd", sched::Optimizer::sgd}, {"adagrad", sched::Optimizer::adagrad}, {"adam", sched::Optimizer::adam}};
+  return kTable;
 }
 template <>
-ChoiceTable<sched::SparseOptimizer> choices() {
-  return {{"sgd", sched::SparseOptimizer::sgd},
-          {"adagrad", sched::SparseOptimizer::adagrad},
-          {"rowwise_adagrad", sched::SparseOptimizer::rowwise_adagrad}};
+ChoiceTable<sched::SparseOptimizer> choices<sched::SparseOptimizer>() {
+  static constexpr std::pair<std::string_view, sched::SparseOptimizer> kTable[] = {
+      {"sgd", sched::SparseOptimizer::sgd}, {"adagrad", sched::SparseOptimizer::adagrad},
+      {"rowwise_adagrad", sched::SparseOptimizer::rowwise_adagrad}};
+  return kTable;
 }
 template <>
-ChoiceTable<WhenBusy> choices() {
-  return {{"wait", WhenBusy::wait}, {"skip", WhenBusy::skip}};
+ChoiceTable<WhenBusy> choices<WhenBusy>() {
+  static constexpr std::pair<std::string_view, WhenBusy> kTable[] = {
+      {"wait", WhenBusy::wait}, {"skip", WhenBusy::skip}};
+  return kTable;
 }
 template <>
-ChoiceTable<device::BackendKind> choices() {
-  return {{"cpu", device::BackendKind::cpu}, {"cuda", device::BackendKind::cuda}, {"cpu-strict", device::BackendKind::cpu_strict}};
+ChoiceTable<device::BackendKind> choices<device::BackendKind>() {
+  static constexpr std::pair<std::string_view, device::BackendKind> kTable[] = {
+      {"cpu", device::BackendKind::cpu}, {"cuda", device::BackendKind::cuda},
+      {"cpu-strict", device::BackendKind::cpu_strict}};
+  return kTable;
 }
 template <>
-ChoiceTable<DenseReplicas> choices() {
-  return {{"auto", DenseReplicas::automatic}, {"on", DenseReplicas::on}, {"off", DenseReplicas::off}};
+ChoiceTable<DenseReplicas> choices<DenseReplicas>() {
+  static constexpr std::pair<std::string_view, DenseReplicas> kTable[] = {
+      {"auto", DenseReplicas::automatic}, {"on", DenseReplicas::on}, {"off", DenseReplicas::off}};
+  return kTable;
 }
 template <>
-ChoiceTable<device::CpuGemm> choices() {
-  return {{"auto", device::CpuGemm::automatic}, {"openblas", device::CpuGemm::openblas}, {"onednn", device::CpuGemm::onednn}};
+ChoiceTable<device::CpuGemm> choices<device::CpuGemm>() {
+  static constexpr std::pair<std::string_view, device::CpuGemm> kTable[] = {
+      {"auto", device::CpuGemm::automatic}, {"openblas", device::CpuGemm::openblas},
+      {"onednn", device::CpuGemm::onednn}};
+  return kTable;
 }
 template <>
-ChoiceTable<AutoSwitch> choices() {
-  return {{"true", AutoSwitch::on}, {"false", AutoSwitch::off}, {"auto", AutoSwitch::automatic}};
+ChoiceTable<AutoSwitch> choices<AutoSwitch>() {
+  static constexpr std::pair<std::string_view, AutoSwitch> kTable[] = {
+      {"true", AutoSwitch::on}, {"false", AutoSwitch::off}, {"auto", AutoSwitch::automatic}};
+  return kTable;
 }
 template <>
-ChoiceTable<embedding::HotSet> choices() {
-  return {{"counts", embedding::HotSet::counts}, {"lfu", embedding::HotSet::lfu}};
+ChoiceTable<embedding::HotSet> choices<embedding::HotSet>() {
+  static constexpr std::pair<std::string_view, embedding::HotSet> kTable[] = {
+      {"counts", embedding::HotSet::counts}, {"lfu", embedding::HotSet::lfu}};
+  return kTable;
 }
 template <>
-ChoiceTable<embedding::ColdUpdate> choices() {
-  return {{"device", embedding::ColdUpdate::device}, {"host", embedding::ColdUpdate::host}};
+ChoiceTable<embedding::ColdUpdate> choices<embedding::ColdUpdate>() {
+  static constexpr std::pair<std::string_view, embedding::ColdUpdate> kTable[] = {
+      {"device", embedding::ColdUpdate::device}, {"host", embedding::ColdUpdate::host}};
+  return kTable;
 }
 template <>
-ChoiceTable<DensePrecision> choices() {
-  return {{"fp32", DensePrecision::fp32}, {"tf32", DensePrecision::tf32}, {"bf16", DensePrecision::bf16},
-          {"auto", DensePrecision::automatic}};
+ChoiceTable<DensePrecision> choices<DensePrecision>() {
+  static constexpr std::pair<std::string_view, DensePrecision> kTable[] = {
+      {"fp32", DensePrecision::fp32}, {"tf32", DensePrecision::tf32}, {"bf16", DensePrecision::bf16},
+      {"auto", DensePrecision::automatic}};
+  return kTable;
 }
 template <>
-ChoiceTable<half::Storage> choices() {
-  return {{"fp32", half::Storage::fp32}, {"fp16", half::Storage::fp16}, {"bf16", half::Storage::bf16}};
+ChoiceTable<half::Storage> choices<half::Storage>() {
+  static constexpr std::pair<std::string_view, half::Storage> kTable[] = {
+      {"fp32", half::Storage::fp32}, {"fp16", half::Storage::fp16}, {"bf16", half::Storage::bf16}};
+  return kTable;
 }
 template <>
-ChoiceTable<Rounding> choices() {
-  return {{"stochastic", Rounding::stochastic}, {"nearest", Rounding::nearest}};
+ChoiceTable<Rounding> choices<Rounding>() {
+  static constexpr std::pair<std::string_view, Rounding> kTable[] = {
+      {"stochastic", Rounding::stochastic}, {"nearest", Rounding::nearest}};
+  return kTable;
 }
 
 // The choice spelled `text`, or nothing; `allowed` is set to the spellings for the error.
