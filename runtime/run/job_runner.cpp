@@ -81,7 +81,7 @@ JobSpec JobRunner::job_spec() const {
   spec.run_dir = p.run_dir;
   spec.checkpoint.dir = (std::filesystem::path(p.run_dir) / "checkpoints").string();
   spec.device.threads = p.threads;
-  spec.device.kind = parse_choice<device::BackendKind>(p.device_kind, "device_kind");
+  spec.device.kind = p.device_kind;
   spec.device.shared = true;
   spec.device.priority = p.priority;
   if (p.memory_share > 0 && (spec.device.memory_capacity == 0 || spec.device.memory_capacity > p.memory_share))

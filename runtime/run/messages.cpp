@@ -1,11 +1,23 @@
 #include "runtime/run/messages.hpp"
 
+#include "runtime/train/job_spec.hpp"
+
 namespace recmix::runtime::run {
 
 nlohmann::json JobPlacement::to_json() const {
-  return {{"job", job},           {"launch", launch},     {"name", name},       {"spec_text", spec_text},
-          {"origin", origin},     {"base_dir", base_dir}, {"run_dir", run_dir}, {"ranks", ranks},
-          {"threads", threads},   {"device_kind", device_kind}, {"memory_share", memory_share}, {"priority", priority}, {"resume", resume},
+  return {{"job", job},
+          {"launch", launch},
+          {"name", name},
+          {"spec_text", spec_text},
+          {"origin", origin},
+          {"base_dir", base_dir},
+          {"run_dir", run_dir},
+          {"ranks", ranks},
+          {"threads", threads},
+          {"device_kind", std::string(spelling(device_kind))},
+          {"memory_share", memory_share},
+          {"priority", priority},
+          {"resume", resume},
           {"sample_interval_s", sample_interval_s}};
 }
 
@@ -20,7 +32,7 @@ JobPlacement JobPlacement::from_json(const nlohmann::json& j) {
   p.run_dir = j.at("run_dir").get<std::string>();
   p.ranks = j.at("ranks").get<std::vector<int>>();
   p.threads = j.at("threads").get<int>();
-  p.device_kind = j.at("device_kind").get<std::string>();
+  p.device_kind = parse_choice<device::BackendKind>(j.at("device_kind").get<std::string>(), "device_kind");
   p.memory_share = j.at("memory_share").get<std::uint64_t>();
   p.priority = j.value("priority", 0);
   p.resume = j.at("resume").get<bool>();

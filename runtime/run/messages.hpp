@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "device/types.hpp"
 #include "runtime/run/control_plane.hpp"
 
 namespace recmix::runtime::run {
@@ -25,7 +26,7 @@ struct JobPlacement {
   std::string run_dir;          // RUN_DIR/jobs/<name>
   std::vector<int> ranks;       // world ranks, in the job's rank order
   int threads = 1;
-  std::string device_kind = "cpu";  // the backend (the spec's device.kind, or recmix run --device)
+  device::BackendKind device_kind = device::BackendKind::cpu;  // the spec's device.kind, or recmix run --device
   std::uint64_t memory_share = 0;  // bytes the job's pool may hold on each of its ranks
   int priority = 0;             // the job's priority (its streams' priority on a GPU)
   bool resume = false;          // resume from the job's latest checkpoint

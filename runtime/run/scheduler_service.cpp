@@ -145,13 +145,14 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   p.run_dir = r.job.spec.run_dir;
   p.ranks = ranks;
   p.threads = r.job.spec.device.threads;
-  p.device_kind = std::string(spelling(r.job.spec.device.kind));
+  p.device_kind = r.job.spec.device.kind;
   p.memory_share = static_cast<std::uint64_t>(std::ceil(r.share));
   p.priority = r.job.priority;
   p.resume = r.resume;
   p.sample_interval_s = std::max(0.2, std::min(1.0, options_.jobs.scheduler.round_interval_s));
   event({{"event", "start"}, {"job", r.job.spec.name}, {"ranks", ranks}, {"launch", r.launch},
-         {"threads", p.threads}, {"device", p.device_kind}, {"estimate_bytes", r.estimate}, {"memory_share_bytes", p.memory_share},
+         {"threads", p.threads}, {"device", std::string(spelling(p.device_kind))}, {"estimate_bytes", r.estimate},
+         {"memory_share_bytes", p.memory_share},
          {"partners", partners}, {"resume", r.resume}, {"policy", policy_->name()}});
   if (!options_.quiet)
     std::fprintf(stderr, "[%7.1fs] start '%s' on rank%s %s%s%s\n", t, r.job.spec.name.c_str(), ranks.size() > 1 ? "s" : "",

@@ -17,7 +17,7 @@ TEST(Messages, JobPlacementRoundTrips) {
   p.run_dir = "/run/jobs/a";
   p.ranks = {2, 0};
   p.threads = 3;
-  p.device_kind = "cpu-strict";
+  p.device_kind = recmix::device::BackendKind::cpu_strict;
   p.memory_share = 1ull << 33;
   p.priority = -2;
   p.resume = true;
@@ -32,7 +32,8 @@ TEST(Messages, JobPlacementRoundTrips) {
   EXPECT_EQ(q.run_dir, "/run/jobs/a");
   EXPECT_EQ(q.ranks, (std::vector<int>{2, 0}));
   EXPECT_EQ(q.threads, 3);
-  EXPECT_EQ(q.device_kind, "cpu-strict");
+  EXPECT_EQ(q.device_kind, recmix::device::BackendKind::cpu_strict);
+  EXPECT_EQ(p.to_json().at("device_kind"), "cpu-strict");
   EXPECT_EQ(q.memory_share, 1ull << 33);
   EXPECT_EQ(q.priority, -2);
   EXPECT_TRUE(q.resume);
