@@ -107,7 +107,8 @@ for layout in "1x2" "2x1"; do
     "${mpirun[@]}" -np 2 --threads 1 "$recmix" run colo.toml --run-dir "colo-$layout" -q > colo.out 2>&1
   fi
   t_colo=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')
-  grep -c '"state": "finished"' "colo-$layout/summary.json" | grep -qx 4 || { cat colo.out; echo "co-located run failed"; exit 1; }
+  python3 -c 'import json, sys; print(sum(j["state"] == "finished" for j in json.load(open(sys.argv[1]))["jobs"]))' \
+    "colo-$layout/summary.json" | grep -qx 4 || { cat colo.out; echo "co-located run failed"; exit 1; }
   # Exclusive: each job alone with every core (2 threads on 1 rank, or 1 thread on each of 2 ranks).
   t0=$(now)
   for j in "${jobs[@]}"; do

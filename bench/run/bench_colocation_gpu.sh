@@ -94,6 +94,9 @@ mix_file() {
   } > "$mix.toml"
 }
 
+# finished_jobs <summary.json>: how many of its jobs finished (the run has a state of its own).
+finished_jobs() { python3 -c 'import json, sys; print(sum(j["state"] == "finished" for j in json.load(open(sys.argv[1]))["jobs"]))' "$1"; }
+
 # run_mix <mix> <policy> <job count>: recmix run of <mix>.toml under <policy>; sets t (wall
 # seconds) and keeps of run-<mix>-<policy> its summary.json and events (the jobs' outputs go).
 run_mix() {
@@ -103,7 +106,7 @@ run_mix() {
   "$recmix" run "$1.toml" --policy "$2" --run-dir "$dir" -q > "$dir.out" 2>&1 ||
     { tail -20 "$dir.out"; echo "recmix run of $1 ($2) failed"; exit 1; }
   t=$(since "$t0")
-  [[ $(grep -c '"state": "finished"' "$dir/summary.json") == "$3" ]] ||
+  [[ $(finished_jobs "$dir/summary.json") == "$3" ]] ||
     { tail -20 "$dir.out"; echo "recmix run of $1 ($2): not every job finished"; exit 1; }
   rm -rf "$dir/jobs"  # the jobs' checkpoints
 }

@@ -274,15 +274,15 @@ TEST_P(DcnReference, TrainsAsTheFloat64Model) {
   const Case& c = GetParam();
   const int steps = 4;
   auto spec = small_spec(fmt::format("dcnref-{}-{}", c.label, world->comm->size()), c.data);
-  spec.model.interaction = "dcn";
+  spec.model.interaction = Interaction::dcn;
   spec.model.cross_layers = c.options.layers;
   spec.model.cross_rank = c.options.rank;
-  spec.optimizer.dense = c.options.dense;
-  spec.optimizer.sparse = c.options.sparse;
+  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.options.dense, "optimizer.dense");
+  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.options.sparse, "optimizer.sparse");
   spec.optimizer.lr = static_cast<float>(c.options.lr);
   spec.optimizer.eps = static_cast<float>(c.options.eps);
   spec.optimizer.initial_accumulator = static_cast<float>(c.options.initial_accumulator);
-  spec.device.kind = c.device;
+  spec.device.kind = parse_choice<device::BackendKind>(c.device, "device.kind");
   ASSERT_EQ(spec.model.embedding_dim, kDim);
 
   const std::string start = run_dir(spec.name) + "-0.h5", end = run_dir(spec.name) + "-n.h5";
