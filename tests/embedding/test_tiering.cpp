@@ -1,6 +1,7 @@
 // The hot/cold plan of a rank's shards (tiering.hpp) against hand-worked cases.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <vector>
 
 #include "core/error.hpp"
@@ -31,8 +32,13 @@ TEST(Tiering, WithoutCountsTheLowestRowsAreHot) {
 TEST(Tiering, BadRequestsAreConfigErrors) {
   EXPECT_THROW(ShardTiers::by_counts(4, {}, 5), ConfigError);
   EXPECT_THROW(ShardTiers::by_counts(4, std::vector<std::int64_t>{1, 2}, 1), ConfigError);
-  EXPECT_THROW(hot_rows_for_fraction(10, 0.0), ConfigError);
-  EXPECT_THROW(hot_rows_for_fraction(10, 1.5), ConfigError);
+}
+
+// The job spec's parser owns the (0, 1] rule and names the key; below it a fraction outside is a
+// caller's mistake.
+TEST(Tiering, AFractionOutsideItsRangeIsAnInvalidArgument) {
+  EXPECT_THROW(hot_rows_for_fraction(10, 0.0), std::invalid_argument);
+  EXPECT_THROW(hot_rows_for_fraction(10, 1.5), std::invalid_argument);
 }
 
 TEST(Tiering, MovesOfAReRank) {
