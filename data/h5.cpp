@@ -21,12 +21,15 @@ std::recursive_mutex& api_mutex() {
   static std::recursive_mutex mutex;
   // Errors become exceptions, not stderr dumps. A thread-safe HDF5 keeps the error stack, and
   // whether it prints, per thread: every thread that calls the library (the reader's prefetch
-  // threads too) turns the printing off once.
-  thread_local const bool quiet = [] {
+  // threads too) turns the printing off once. That call is into HDF5 like any other, so it holds
+  // the mutex: Debian's parallel HDF5 is not thread-safe, and a prefetch thread's first call made
+  // unguarded while the main thread loaded a checkpoint crashed a resumed run.
+  thread_local bool quiet = false;
+  if (!quiet) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    return true;
-  }();
-  (void)quiet;
+    quiet = true;
+  }
   return mutex;
 }
 
