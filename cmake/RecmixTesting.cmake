@@ -26,8 +26,12 @@ endfunction()
 
 # The MPI test executable links tests/mpi_gtest_main.cpp, which initialises MPI and makes a
 # failure on any rank fail every rank.
+# COST: the seconds the test takes at one rank, about (ctest starts the costliest tests first,
+# which keeps both cores busy to the end on a fresh build that has no timings of its own).
+# PARTS: gtest filters; each rank count's test is registered once per part (name.<ranks>.<i>), so
+# that the parts of a long program run side by side.
 function(recmix_add_mpi_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;RANKS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT;COST" "SOURCES;LIBS;RANKS;PARTS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/mpi_gtest_main.cpp)
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest MPI::MPI_CXX recmix_warnings)
   if(NOT T_RANKS)
@@ -42,11 +46,31 @@ function(recmix_add_mpi_test)
     else()
       set(suffix ${n}ranks)
     endif()
-    add_test(NAME ${T_NAME}.${suffix}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${RECMIX_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${n}
-                     $<TARGET_FILE:${T_NAME}>)
-    set_tests_properties(${T_NAME}.${suffix} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS ${n}
-      LABELS mpi
-      ENVIRONMENT "RECMIX_SHARED_DIR=${RECMIX_SHARED_DIR};OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+    set(names ${T_NAME}.${suffix})
+    set(filters "")
+    if(T_PARTS)
+      set(names "")
+      set(i 0)
+      foreach(part IN LISTS T_PARTS)
+        list(APPEND names ${T_NAME}.${suffix}.${i})
+        list(APPEND filters --gtest_filter=${part})
+        math(EXPR i "${i} + 1")
+      endforeach()
+    endif()
+    foreach(test IN LISTS names)
+      set(filter "")
+      if(filters)
+        list(POP_FRONT filters filter)
+      endif()
+      add_test(NAME ${test}
+               COMMAND ${MPIEXEC_EXECUTABLE} ${RECMIX_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${n}
+                       $<TARGET_FILE:${T_NAME}> ${filter})
+      set_tests_properties(${test} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS ${n}
+        LABELS mpi
+        ENVIRONMENT "RECMIX_SHARED_DIR=${RECMIX_SHARED_DIR};OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+      if(T_COST)
+        set_tests_properties(${test} PROPERTIES COST ${T_COST})
+      endif()
+    endforeach()
   endforeach()
 endfunction()
