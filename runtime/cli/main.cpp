@@ -73,13 +73,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: usage error: %s (see recmix --help)\n", recmix::runtime::error_prefix().c_str(), e.what());
     return e.get_exit_code();
   } catch (const recmix::Error& e) {
-    std::fprintf(stderr, "%s: %s: %s\n", recmix::runtime::error_prefix().c_str(), e.kind(), e.what());
-    recmix::runtime::abort_other_ranks_on_failure();
-    return 1;
+    return recmix::runtime::end_after_error(e.kind(), e.what(), dynamic_cast<const recmix::PeerFailedError*>(&e) != nullptr);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", recmix::runtime::error_prefix().c_str(), e.what());
-    recmix::runtime::abort_other_ranks_on_failure();
-    return 1;
+    return recmix::runtime::end_after_error("error", e.what(), false);
   }
   return 0;
 }

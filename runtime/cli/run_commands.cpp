@@ -179,6 +179,7 @@ std::optional<std::pair<std::string, bool>> choose_run_directory(const RunArgs& 
   const std::string taken =
       claim_run_directory(world, run_dir, {"events.jsonl", "status.json", "summary.json"}, resume, a.force, "run");
   if (!taken.empty()) {
+    runtime::error_known_to_every_rank();
     if (world.rank() == 0) throw ConfigError(taken);
     return std::nullopt;
   }
@@ -214,9 +215,9 @@ void run_run(const RunArgs& a) {
     }
   }
   error = from_rank0(*world, error);
-  if (!error.empty()) {
-    if (world->rank() == 0) throw ConfigError(error);
-    return;
+  if (!error.empty()) {  // every rank ends with status 1 in order; rank 0 prints the line
+    runtime::error_known_to_every_rank();
+    throw ConfigError(error);
   }
 
   // Several jobs' backends in one process: OpenBLAS's process-wide count stays at one thread,

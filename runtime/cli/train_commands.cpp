@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 
 #include "comm/mpi/mpi_communicator.hpp"
@@ -93,6 +94,7 @@ void run_train(const TrainArgs& a) {
     const std::string taken =
         claim_run_directory(*comm, run_dir, {"train.log", "metrics.jsonl", "checkpoints"}, resuming, a.force, "train");
     if (taken.empty()) return true;
+    runtime::error_known_to_every_rank();
     if (comm->rank() == 0) throw ConfigError(taken);
     return false;
   };
@@ -104,13 +106,27 @@ void run_train(const TrainArgs& a) {
     spec = runtime::prepare_demo_job(run_dir, *comm);
   } else {
     if (a.job_file.empty()) throw ConfigError("train: a job spec (TOML) is required, or --demo for the built-in example");
-    spec = runtime::load_job_spec(a.job_file);
+    // Every rank reads the spec; rank 0's verdict, broadcast before any other collective, ends
+    // every rank in order when it is wrong (one line, no MPI_Abort).
+    std::string error;
+    std::exception_ptr mine;
+    try {
+      spec = runtime::load_job_spec(a.job_file);
+    } catch (const Error& e) {
+      mine = std::current_exception();
+      if (comm->rank() == 0) error = e.what();
+    }
+    error = from_rank0(*comm, error);
+    if (!error.empty()) runtime::error_known_to_every_rank();
+    if (mine) std::rethrow_exception(mine);  // alone (no verdict from rank 0): its line and MPI_Abort
+    if (!error.empty()) throw ConfigError(error);
     if (!a.run_dir.empty()) {
       spec.run_dir = a.run_dir;
       spec.checkpoint.dir = (std::filesystem::path(a.run_dir) / "checkpoints").string();
     }
     if (!claim(spec.run_dir)) return;
   }
+  runtime::set_failure_log((std::filesystem::path(spec.run_dir) / "train.log").string());
   if (a.steps >= 0) spec.train.steps = a.steps;
   if (a.threads > 0) spec.device.threads = a.threads;
   if (!a.gemm.empty()) spec.device.gemm = runtime::parse_choice<device::CpuGemm>(a.gemm, "--gemm");
