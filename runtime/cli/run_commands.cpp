@@ -178,10 +178,9 @@ std::optional<std::pair<std::string, bool>> choose_run_directory(const RunArgs& 
                                : fmt::format("--resume auto: no run in {} yet, starting one", run_dir).c_str());
   const std::string taken =
       claim_run_directory(world, run_dir, {"events.jsonl", "status.json", "summary.json"}, resume, a.force, "run");
-  if (!taken.empty()) {
+  if (!taken.empty()) {  // every rank ends with status 1; rank 0 prints the line
     runtime::error_known_to_every_rank();
-    if (world.rank() == 0) throw ConfigError(taken);
-    return std::nullopt;
+    throw ConfigError(taken);
   }
   return std::pair{run_dir, resume};
 }

@@ -90,13 +90,12 @@ void run_train(const TrainArgs& a) {
   if (resuming && a.force) throw ConfigError("train: --resume continues the job in its run directory, --force starts over; give one");
   // A run directory that holds a job's run is continued (--resume) or moved aside (--force), never
   // mixed into: a second run would append to its metrics and overwrite its checkpoints.
-  auto claim = [&](const std::string& run_dir) {
+  auto claim = [&](const std::string& run_dir) -> bool {
     const std::string taken =
         claim_run_directory(*comm, run_dir, {"train.log", "metrics.jsonl", "checkpoints"}, resuming, a.force, "train");
     if (taken.empty()) return true;
-    runtime::error_known_to_every_rank();
-    if (comm->rank() == 0) throw ConfigError(taken);
-    return false;
+    runtime::error_known_to_every_rank();  // every rank ends with status 1; rank 0 prints it
+    throw ConfigError(taken);
   };
   runtime::JobSpec spec;
   if (a.demo) {

@@ -2,8 +2,8 @@
 # What a user reads when a run on 2 ranks (through launch/recmix-mpirun) ends early:
 # - a NaN in the data of rank 1: stderr's first line is rank 1's, naming the file, row and column;
 #   rank 0's "peer failed" line is in train.log, not on stderr; no Open MPI banner; status 1;
-# - a bad job spec (recmix train) or jobs file (recmix run): exactly one "config error" line on
-#   stderr, no ORTE_ERROR_LOG line or banner, status 1;
+# - a bad job spec (recmix train), jobs file (recmix run) or a run directory holding a run:
+#   exactly one "config error" line on stderr, no ORTE_ERROR_LOG line or banner, status 1;
 # - a SIGTERM: a clean stop with status 3, its stop line and resume command, no "aborted" banner.
 # Usage: rank_failure_output.sh <recmix binary> <source dir>
 set -euo pipefail
@@ -59,6 +59,7 @@ printf '[[job]]\nname = 3\n' > bad-jobs.toml
 config_error "a bad jobs file" run bad-jobs.toml --run-dir run-bad-jobs
 printf '[[job]]\nname = "a"\nspec = "missing.toml"\n' > missing-jobs.toml
 config_error "a jobs file naming a missing spec" run missing-jobs.toml --run-dir run-missing
+config_error "a run directory holding a run" train job.toml --run-dir run-nan
 
 # A clean stop by SIGTERM: status 3, the stop line and the command that continues, no banner.
 job_toml name=S steps=1000000 log_interval_s=0.2 checkpoint=0 > long.toml
