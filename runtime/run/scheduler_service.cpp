@@ -81,6 +81,9 @@ SchedulerService::SchedulerService(ControlPlane& plane, RunOptions options)
   busy_s_.assign(plane_.size(), 0);
   rank_peak_.assign(plane_.size(), 0);
   fs::create_directories(fs::path(options_.run_dir) / "jobs");
+  // Not the umask's choice: the job specs in checkpoints are not for everyone.
+  fs::permissions(options_.run_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
+                  fs::perm_options::replace);
   fs::create_directories(fs::path(options_.run_dir) / "spool");
   fs::permissions(fs::path(options_.run_dir) / "spool", fs::perms::owner_all, fs::perm_options::replace);
   events_path_ = (fs::path(options_.run_dir) / "events.jsonl").string();

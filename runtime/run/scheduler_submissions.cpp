@@ -6,12 +6,18 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.hpp"
 #include "core/half.hpp"
@@ -26,6 +32,46 @@
 
 namespace recmix::runtime::run {
 namespace fs = std::filesystem;
+namespace {
+
+// A spool entry over this size is rejected unread.
+constexpr off_t kMaxEntryBytes = off_t{1} << 20;
+// The longest `origin` or `base_dir` a spool entry may carry.
+constexpr std::size_t kMaxFieldBytes = 4096;
+
+// The text of a spool entry, read only when it is what recmix submit writes: a regular file (not a
+// symlink, FIFO or device: O_NOFOLLOW, and O_NONBLOCK so that a FIFO cannot hang the round) owned
+// by the run's user and at most kMaxEntryBytes. The error names the entry and the rule, never its
+// bytes.
+std::string read_entry(const fs::path& f) {
+  const std::string name = f.filename().string();
+  const int fd = ::open(f.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    throw IoError(fmt::format("spool entry '{}' cannot be opened as a plain file (a symlink is refused): {}", name,
+                              std::strerror(errno)));
+  struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) throw IoError(fmt::format("spool entry '{}': {}", name, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw ConfigError(fmt::format("spool entry '{}' is not a regular file", name));
+  if (st.st_uid != ::geteuid())
+    throw ConfigError(fmt::format("spool entry '{}' is owned by uid {}, not by the run's user (uid {})", name,
+                                  st.st_uid, ::geteuid()));
+  if (st.st_size > kMaxEntryBytes)
+    throw ConfigError(fmt::format("spool entry '{}' is {} bytes, over the limit of {} bytes", name, st.st_size,
+                                  kMaxEntryBytes));
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  return text;
+}
+
+}  // namespace
 
 void SchedulerService::add_job(RunJob job, const std::string& source) {
   auto rec = std::make_unique<Record>();
@@ -136,14 +182,21 @@ void SchedulerService::take_spool() {
     event({{"event", "close_requested"}});
   }
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(spool))
-    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(spool))  // symlinks and FIFOs too: they are rejected, not skipped
+    if (e.symlink_status().type() != fs::file_type::directory && e.path().extension() == ".json")
+      files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
     std::string verdict = "accepted", reason;
     try {
-      std::ifstream in(f);
-      const auto j = nlohmann::json::parse(in);
+      const std::string text = read_entry(f);
+      const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object())
+        throw ConfigError(fmt::format("spool entry '{}' is not a JSON object", f.filename().string()));
+      for (const char* key : {"origin", "base_dir"})  // short fields: events.jsonl records them
+        if (j.contains(key) && j[key].is_string() && j[key].get_ref<const std::string&>().size() > kMaxFieldBytes)
+          throw ConfigError(fmt::format("spool entry '{}': field '{}' is longer than {} bytes", f.filename().string(),
+                                        key, kMaxFieldBytes));
       RunJob job = parse_run_job(j.at("spec_text").get<std::string>(), j.at("origin").get<std::string>(),
                                  j.at("base_dir").get<std::string>());
       for (const auto& r : records_)
