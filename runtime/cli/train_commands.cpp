@@ -71,9 +71,9 @@ std::string finished_job(const runtime::JobSpec& spec, const std::string& resume
   if (newest.empty()) return "";
   try {
     const auto meta = runtime::read_checkpoint_meta(newest);
-    const std::int64_t total = spec.train.steps > 0 ? spec.train.steps
-                                                    : spec.train.epochs * (data::open_dataset_info(spec.data.train).rows /
-                                                                           spec.train.batch_size);
+    // The data is opened only when the job counts epochs.
+    const std::int64_t total = runtime::total_steps(
+        spec, spec.train.steps > 0 ? 0 : data::open_dataset_info(spec.data.train).rows / spec.train.batch_size);
     if (meta.step < total) return "";
     return fmt::format("the job '{}' has no step left: {} is at step {}, {}; nothing to resume, every file left as it was",
                        spec.name, newest, meta.step,

@@ -155,6 +155,11 @@ JobSpec parse_job_spec(const std::string& toml_text, const std::string& origin,
                        const std::string& base_dir = "");
 JobSpec load_job_spec(const std::string& path);
 
+// The steps the job trains for: train.steps, or train.epochs epochs of batches_per_epoch.
+inline std::int64_t total_steps(const JobSpec& spec, std::int64_t batches_per_epoch) {
+  return spec.train.steps > 0 ? spec.train.steps : spec.train.epochs * batches_per_epoch;
+}
+
 // path relative to base_dir (unchanged when absolute, or when base_dir is empty).
 std::string resolve_path(const std::string& path, const std::string& base_dir);
 // The whole file; IoError "cannot open <what> '<path>'" when it cannot be read.

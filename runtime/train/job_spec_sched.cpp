@@ -41,7 +41,7 @@ sched::JobSpec to_sched_spec(const JobSpec& s, const data::DatasetInfo& info, in
   out.sparse_optimizer = s.optimizer.sparse;
   out.ranks = ranks;
   const std::int64_t per_epoch = info.rows / std::max<std::int64_t>(1, s.train.batch_size);
-  out.steps = s.train.steps > 0 ? s.train.steps : s.train.epochs * per_epoch;
+  out.steps = total_steps(s, per_epoch);
   out.priority = priority;
   out.arrival_s = arrival_s;
   return out;

@@ -334,7 +334,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
     throw DataError(fmt::format("'{}' holds {} rows, fewer than one global batch of {}", spec_.data.train.front(),
                                 reader.info().rows, spec_.train.batch_size));
   const std::int64_t total_steps =
-      spec_.train.steps > 0 ? spec_.train.steps : spec_.train.epochs * reader.batches_per_epoch();
+      runtime::total_steps(spec_, reader.batches_per_epoch());
 
   // A write that never finished (the process was killed in it) leaves a temporary file behind.
   if (rank == 0) remove_unfinished_checkpoints(*log);
