@@ -97,6 +97,8 @@ void print_summary(const nlohmann::json& s) {
                 partners.empty() ? "-" : partners.c_str());
     if (j.contains("error")) std::printf("%-18s   error: %s\n", "", j["error"].get<std::string>().c_str());
   }
+  if (s.contains("none_colocated"))
+    std::printf("no two jobs shared a rank: %s\n", s["none_colocated"].get<std::string>().c_str());
   std::printf("%-6s %10s %12s\n", "rank", "busy", "peak memory");
   for (const auto& r : s["rank_usage"])
     std::printf("%-6d %9.0f%% %12s\n", r["rank"].get<int>(), 100 * r["busy_share"].get<double>(),
@@ -297,6 +299,8 @@ void run_submit(const std::string& spec_path, const std::string& run_dir, bool q
   if (rs.state == "finished" || rs.state == "failed")
     throw ConfigError(fmt::format("the run in '{}' has {}: it takes no more jobs and has nothing to resume", run_dir,
                                   rs.state == "finished" ? "finished" : "ended (failed)"));
+  if (const std::string refused = st.value("spool_refused", std::string()); !refused.empty())
+    throw ConfigError(fmt::format("the run in '{}' takes no more jobs from its spool: {}", run_dir, refused));
   if (rs.state != "running" && !queue) {
     const std::string why = rs.state == "stale" ? "stale: " + rs.why : "stopped (a clean stop, resumable)";
     throw ConfigError(fmt::format("the run in '{}' is {}; nothing takes the job now: `recmix submit --queue` keeps it "
@@ -337,6 +341,9 @@ void run_close(const std::string& run_dir) {
   if (rs.state != "running")
     throw ConfigError(fmt::format("the run in '{}' is {}: nothing to close", run_dir,
                                   rs.state == "stale" ? "stale: " + rs.why : rs.state));
+  if (const std::string refused = rs.status.value("spool_refused", std::string()); !refused.empty())
+    throw ConfigError(fmt::format("the run in '{}' reads its spool no more ({}): stop it with SIGTERM, and it resumes "
+                                  "with --resume", run_dir, refused));
   const fs::path spool = fs::path(run_dir) / "spool";
   const fs::path tmp = spool / ".close.tmp";
   {

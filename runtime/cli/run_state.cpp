@@ -86,11 +86,15 @@ void print_run_status(const std::string& run_dir) {
     // An ETA only while the job runs: a stale run's jobs do not progress.
     const std::string eta = j.contains("eta_s") && rs.state == "running"
                                 ? fmt::format("{:.0f}s", j["eta_s"].get<double>()) : "-";
+    std::string note = j.value("error", std::string());
+    if (j.contains("stalled_s") && j["stalled_s"].is_number() && rs.state == "running")
+      note = fmt::format("no progress for {:.0f} s", j["stalled_s"].get<double>());
     std::printf("%-18s %-9s %-8s %6lld/%-7lld %8s  %s\n", j.value("name", std::string("?")).c_str(),
                 j.value("state", std::string("?")).c_str(), ranks.empty() ? "-" : ranks.c_str(),
-                static_cast<long long>(step), static_cast<long long>(total), eta.c_str(),
-                j.value("error", std::string()).c_str());
+                static_cast<long long>(step), static_cast<long long>(total), eta.c_str(), note.c_str());
   }
+  if (const std::string refused = st.value("spool_refused", std::string()); !refused.empty())
+    std::printf("spool refused: %s; the run takes no more submissions\n", refused.c_str());
   for (const auto& r : st.value("rejected_submissions", nlohmann::json::array()))
     std::printf("rejected submission %s: %s\n", r.value("file", std::string("?")).c_str(),
                 r.value("reason", std::string()).c_str());

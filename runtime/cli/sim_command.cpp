@@ -80,12 +80,13 @@ std::string resolve_trace(const std::string& trace, const std::string& traces_di
     if (dir.empty())
       if (const char* shared = std::getenv("RECMIX_SHARED_DIR")) dir = (fs::path(shared) / "traces").string();
     if (dir.empty())
-      throw ConfigError(fmt::format("--trace {} names {}: give the folder that holds it with --traces-dir (or set "
-                                    "RECMIX_SHARED_DIR), or give the file's path",
+      throw ConfigError(fmt::format("--trace {} names {}, a public trace recmix does not ship: fetch it with "
+                                    "scripts/fetch-traces.sh DIR and give --traces-dir DIR, or give the file's path",
                                     trace, file));
     const fs::path path = fs::path(dir) / file;
     if (!fs::exists(path))
-      throw IoError(fmt::format("--trace {}: {} is not in '{}'", trace, file, dir));
+      throw IoError(fmt::format("--trace {}: {} is not in '{}' (scripts/fetch-traces.sh '{}' fetches it)", trace, file,
+                                dir, dir));
     return path.string();
   }
   return trace;  // read_trace names the missing file

@@ -85,11 +85,11 @@ SchedulerSettings parse_scheduler(const toml::table& t, const std::string& origi
     static const std::set<std::string> known = {"policy",         "round_interval_s", "colocation_limit",
                                                 "memory_capacity", "slowdown_limit",   "cores_per_rank",
                                                 "las_threshold_s", "las_lease_s",      "memory_headroom",
-                                                "stuck_timeout_s"};
+                                                "stuck_timeout_s", "stall_warning_s", "progress_interval_s"};
     if (!known.count(std::string(key.str())))
       fail(std::string(key.str()), "is an unknown key (known: policy, round_interval_s, colocation_limit, "
                                    "memory_capacity, memory_headroom, slowdown_limit, cores_per_rank, las_threshold_s, "
-                                   "las_lease_s, stuck_timeout_s)");
+                                   "las_lease_s, stuck_timeout_s, stall_warning_s, progress_interval_s)");
   }
   if (auto* n = t.get("policy")) {
     if (!n->is_string()) fail("policy", "must be a string");
@@ -106,6 +106,8 @@ SchedulerSettings parse_scheduler(const toml::table& t, const std::string& origi
   integer("cores_per_rank", s.cores_per_rank, 0, 4096);
   number("memory_headroom", s.memory_headroom, 0.01, 100);
   number("stuck_timeout_s", s.stuck_timeout_s, 0.1, 1e6);
+  number("stall_warning_s", s.stall_warning_s, 0, 1e6);
+  number("progress_interval_s", s.progress_interval_s, 0.01, 3600);
   number("las_threshold_s", s.las_threshold_s, 0, 1e9);
   number("las_lease_s", s.las_lease_s, 0.01, 1e9);
   if (auto* n = t.get("memory_capacity")) {

@@ -29,8 +29,10 @@ struct SchedulerSettings {
   std::uint64_t memory_capacity = 0;     // device memory per rank for jobs; 0: 8 GiB
   double slowdown_limit = 1.5;           // measured slowdown past which a pair is moved apart
   int cores_per_rank = 0;                // 0: the CPUs the rank is bound to, else host cores / ranks on it
-  double memory_headroom = 1.25;
-  double stuck_timeout_s = 60;           // a failed job's other ranks that have not reported by then are stuck         // a job's pool may hold this many times its estimate
+  double memory_headroom = 1.25;        // a job's pool may hold this many times its estimate
+  double stuck_timeout_s = 60;           // a failed job's other ranks that have not reported by then are stuck
+  double progress_interval_s = 5;        // seconds between progress lines on stderr
+  double stall_warning_s = 60;           // a running job whose step has not moved for this long is warned of; 0: never
   double las_threshold_s = 3600;         // las: attained rank-seconds that demote a job
   double las_lease_s = 300;              // las: period of the preemptive pass
 };

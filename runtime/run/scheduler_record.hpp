@@ -29,6 +29,11 @@ struct SchedulerService::Record {
   double first_start = -1, finish = -1, queued_since = -1, queued_s = 0;
   double last_sample_t = -1;
   double last_start = -1;
+  double progress_t = -1;       // when its step last went up, or it was started
+  double stalled_since = -1;    // warned of: its step has not moved since then (-1: it moves)
+  std::int64_t line_step = 0;   // its step at the last progress line, and when: the rate since
+  double line_t = -1;
+  double samples_per_s = 0;     // over the last progress line's interval
   std::string error;
   std::set<std::string> partners;
   std::int64_t step = 0, total_steps = 0;

@@ -80,12 +80,7 @@ SchedulerService::SchedulerService(ControlPlane& plane, RunOptions options)
   busy_since_.assign(plane_.size(), -1);
   busy_s_.assign(plane_.size(), 0);
   rank_peak_.assign(plane_.size(), 0);
-  fs::create_directories(fs::path(options_.run_dir) / "jobs");
-  // Not the umask's choice: the job specs in checkpoints are not for everyone.
-  fs::permissions(options_.run_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
-                  fs::perm_options::replace);
-  fs::create_directories(fs::path(options_.run_dir) / "spool");
-  fs::permissions(fs::path(options_.run_dir) / "spool", fs::perms::owner_all, fs::perm_options::replace);
+  make_run_directory();
   events_path_ = (fs::path(options_.run_dir) / "events.jsonl").string();
   events_ = std::make_unique<std::ofstream>(events_path_, std::ios::app);
   if (!*events_) throw IoError(fmt::format("cannot write '{}'", events_path_));
@@ -125,6 +120,9 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   if (r.first_start < 0) r.first_start = t;
   if (r.sjob.first_start_s < 0) r.sjob.first_start_s = t;
   r.last_start = t;
+  r.progress_t = r.line_t = t;
+  r.line_step = r.step;
+  r.stalled_since = -1;
   if (r.queued_since >= 0) r.queued_s += t - r.queued_since;
   r.queued_since = -1;
   by_launch_[r.launch] = &r;
@@ -431,7 +429,9 @@ void SchedulerService::handle(const Message& m) {
   } else if (m.kind == "sample") {
     const JobSample sample = JobSample::from_json(m.body);
     const int rank = sample.rank;
+    const bool moved = sample.step > r.step;
     r.step = sample.step;
+    if (moved) progressed(r);
     r.total_steps = sample.total_steps;
     r.loss = sample.loss;
     r.last_sample_t = now();
@@ -549,6 +549,7 @@ nlohmann::json SchedulerService::run() {
       if (!options_.quiet) std::fprintf(stderr, "[%7.1fs] terminating: every running job stops with a checkpoint\n", t);
     }
     check_stuck();
+    check_stalls();
     if (draining_) {
       if (t >= next_round_) {  // the heartbeat goes on while the jobs write their checkpoints
         next_round_ = t + options_.jobs.scheduler.round_interval_s;

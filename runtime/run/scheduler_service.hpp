@@ -66,6 +66,7 @@ class SchedulerService {
   double now() const;
   void add_job(RunJob job, const std::string& source);
   void take_spool();
+  void make_run_directory() const;
   void load_previous_run();
   void handle(const Message& message);
   void note_failure(Record& r, int rank, const JobReport& report);
@@ -79,10 +80,13 @@ class SchedulerService {
   static double alone_step_s(const Record& r);
   void measure_profile(Record& r, const JobSample& sample);
   void check_stuck();
+  void check_stalls();
+  void progressed(Record& r);
   void grant_next_io();
   void progress_line(bool force);
   void write_status() const;
   nlohmann::json summary() const;
+  std::string why_none_colocated() const;
   void event(nlohmann::json e);
   std::vector<std::string> partners_of(const Record& r) const;
 
@@ -103,15 +107,16 @@ class SchedulerService {
   double start_time_ = 0;
   double next_round_ = 0, wake_at_ = 1e300, last_progress_ = -1e300;
   bool changed_ = true;
-  bool draining_ = false;
+  bool draining_ = false;                          // terminating: waiting for the running jobs to stop
   bool close_requested_ = false;                   // recmix close: a stay_open run may end
   bool stuck_ = false;                             // a job's ranks are stuck: the processes must end
   std::int64_t rounds_ = 0, messages_in_ = 0;
-  double round_seconds_ = 0, round_max_s_ = 0;   // wall time of the scheduling rounds                          // terminating: waiting for the running jobs to stop
+  double round_seconds_ = 0, round_max_s_ = 0;   // wall time of the scheduling rounds
   std::map<std::string, nlohmann::json> previous_; // resume: the interrupted run's summary, per job
   // Spool entries refused before they became jobs (unreadable, a duplicate name): file and reason,
   // listed in status.json so that `recmix status` reads nothing else.
   std::vector<nlohmann::json> spool_rejections_;
+  std::string spool_refused_;  // why the spool is no longer read (its owner or mode changed); "" while it is
   // The run's state in status.json: "running" while run() goes, then "finished", "stopped" or
   // "failed" (docs/run.md, Run states).
   std::string run_state_ = "running";

@@ -71,7 +71,48 @@ std::string read_entry(const fs::path& f) {
   return text;
 }
 
+// Why the spool at `spool` (in `run_dir`) cannot be trusted, or "" when it can: both are real
+// directories (not symlinks) of the run's user, the spool 0700 and the run directory writable by
+// no one else, so that no other user can put a job in it or swap it for one of theirs.
+std::string spool_distrust(const fs::path& run_dir, const fs::path& spool) {
+  struct stat st{};
+  if (::lstat(run_dir.c_str(), &st) != 0) return fmt::format("the run directory is gone ({})", std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return "the run directory is not a directory (a symlink?)";
+  if (st.st_uid != ::geteuid()) return fmt::format("the run directory is owned by uid {}, not the run's", st.st_uid);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return fmt::format("the run directory's mode is {:o}: others may write in it", st.st_mode & 07777);
+  if (::lstat(spool.c_str(), &st) != 0) return fmt::format("spool/ is gone ({})", std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return "spool/ is not a directory (a symlink?)";
+  if (st.st_uid != ::geteuid()) return fmt::format("spool/ is owned by uid {}, not the run's", st.st_uid);
+  if ((st.st_mode & 077) != 0) return fmt::format("spool/'s mode is {:o}, not 700", st.st_mode & 07777);
+  return {};
+}
+
+// mkdir with an owner-only mode, so that no umask ever leaves it open; an existing one is kept.
+void make_private_directory(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw IoError(fmt::format("cannot make '{}': {}", dir.string(), std::strerror(errno)));
+}
+
 }  // namespace
+
+// The run directory 0750 (the job specs in checkpoints are not for everyone) and its spool 0700,
+// created so at once, not opened by the umask first. A spool that another user owns, or that is
+// a symlink, is refused before the run starts.
+void SchedulerService::make_run_directory() const {
+  const fs::path dir = options_.run_dir, spool = dir / "spool";
+  if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path());
+  make_private_directory(dir);
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) == 0 && st.st_uid == ::geteuid() && S_ISDIR(st.st_mode))
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec, fs::perm_options::replace);
+  make_private_directory(spool);
+  if (::lstat(spool.c_str(), &st) == 0 && st.st_uid == ::geteuid() && S_ISDIR(st.st_mode))
+    fs::permissions(spool, fs::perms::owner_all, fs::perm_options::replace);
+  if (const std::string why = spool_distrust(dir, spool); !why.empty())
+    throw ConfigError(fmt::format("run directory '{}': {}; recmix run will not take jobs from it", dir.string(), why));
+  make_private_directory(dir / "jobs");
+}
 
 void SchedulerService::add_job(RunJob job, const std::string& source) {
   auto rec = std::make_unique<Record>();
@@ -175,8 +216,18 @@ void SchedulerService::load_previous_run() {
   }
 }
 
+// Every round: the spool is checked first (spool_distrust); when its owner or mode changed the
+// run stops reading it for good, says so once, and runs on with the jobs it has.
 void SchedulerService::take_spool() {
   const fs::path spool = fs::path(options_.run_dir) / "spool";
+  if (!spool_refused_.empty()) return;
+  if (std::string why = spool_distrust(options_.run_dir, spool); !why.empty()) {
+    spool_refused_ = std::move(why);
+    event({{"event", "spool_refused"}, {"level", "error"}, {"reason", spool_refused_}});
+    std::fprintf(stderr, "[%7.1fs] error: %s; the run takes no more jobs (nor recmix close) from its spool\n", now(),
+                 spool_refused_.c_str());
+    return;
+  }
   if (!close_requested_ && fs::exists(spool / "close")) {  // recmix close
     close_requested_ = true;
     event({{"event", "close_requested"}});

@@ -4,7 +4,10 @@
 #   - a symlink entry (to a file outside, with known content), a FIFO entry, an entry owned by
 #     another uid and an entry over 1 MiB are rejected with a reason that names the entry, unread:
 #     the FIFO does not hang the round, and no byte of theirs reaches events.jsonl or status.json;
-#   - an entry of 10 MB, or whose origin is over 4096 bytes, is rejected; events.jsonl stays small.
+#   - an entry of 10 MB, or whose origin is over 4096 bytes, is rejected; events.jsonl stays small;
+#   - a spool that is a symlink is refused before the run starts;
+#   - a spool whose mode changes while the run goes is read no more: the run says so once (event
+#     spool_refused, stderr, status.json), leaves the entry unread, and submit refuses the run.
 # Usage: run_spool_trust.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$1
@@ -48,4 +51,34 @@ grep -q "over the limit" d/spool/rejected/05-origin.json.reason || fail "the 10 
 grep -q "field 'origin' is longer than 4096 bytes" d/spool/rejected/06-origin.json.reason || fail "no origin limit"
 if grep -q SECRET-CONTENT d/events.jsonl d/status.json; then fail "an entry's content reached events.jsonl or status.json"; fi
 (( $(stat -c %s d/events.jsonl) < 100000 )) || fail "events.jsonl is $(stat -c %s d/events.jsonl) bytes"
+
+# A spool that is a symlink (to a folder another user could write) is refused before any work.
+mkdir -p e elsewhere
+ln -s ../elsewhere e/spool
+if "$recmix" run one.toml --run-dir e -q > e.out 2>&1; then fail "a run with a symlinked spool ran"; fi
+grep -q "spool/ is not a directory (a symlink?)" e.out || { cat e.out; fail "the symlinked spool's error does not say so"; }
+
+# The spool's mode changes while the run goes: it is read no more, and the run goes on.
+umask 022
+job_toml name=later ranks=1 steps=5 > later.toml
+"$recmix" run one.toml --run-dir g --stay-open -q > g.out 2> g.err &
+pid=$!
+for _ in $(seq 600); do [[ -f g/status.json ]] && break; sleep 0.1; done
+[[ -f g/status.json ]] || fail "the stay-open run wrote no status.json"
+chmod 0777 g/spool
+printf '{"spec_text": "name = \"x\"", "origin": "o", "base_dir": "."}' > g/spool/99-late.json
+for _ in $(seq 600); do grep -q '"spool_refused"' g/events.jsonl && break; sleep 0.1; done
+grep -q '"event":"spool_refused".*mode is 777' g/events.jsonl || { cat g/events.jsonl; fail "no spool_refused event naming the mode"; }
+[[ -f g/spool/99-late.json && ! -e g/spool/accepted/99-late.json && ! -e g/spool/rejected/99-late.json ]] ||
+  fail "an entry of the refused spool was taken"
+for _ in $(seq 100); do grep -q '"spool_refused": "spool' g/status.json && break; sleep 0.1; done
+grep -q '"spool_refused": "spool' g/status.json || { cat g/status.json; fail "status.json does not say the spool is refused"; }
+if "$recmix" submit later.toml --run g > sub.out 2>&1; then fail "submit to a refused spool succeeded"; fi
+grep -q "takes no more jobs from its spool" sub.out || { cat sub.out; fail "submit's error does not name the refused spool"; }
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+# Its only job had finished: the run ends as finished.
+[[ $rc == 0 ]] || { cat g.out g.err; fail "the run exited $rc on SIGTERM, not 0"; }
+[[ $(grep -c "the run takes no more jobs" g.err) == 1 ]] || { cat g.err; fail "the refusal was not said once on stderr"; }
 echo "run_spool_trust: ok"
