@@ -46,6 +46,7 @@ struct RunArgs {
   bool quiet = false;
   bool stay_open = false;
   bool force = false;
+  int cores_per_rank = 0;
 };
 
 // The cores a rank may use: the CPUs it is bound to when the launcher bound it (mpirun --bind,
@@ -234,7 +235,9 @@ void run_run(const RunArgs& a) {
   runtime::run::RunOptions options;
   options.run_dir = run_dir;
   options.jobs = std::move(jobs);
-  options.cores_per_rank = options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank : cores;
+  options.cores_per_rank = a.cores_per_rank > 0                         ? a.cores_per_rank
+                           : options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank
+                                                                       : cores;
   options.quiet = a.quiet;
   options.device_kind = a.device;
   options.terminate = &terminate;
@@ -377,6 +380,11 @@ void add_run_commands(CLI::App& app) {
   run->add_flag("--force", args->force,
                 "Start over when the run directory holds a run: the old one is moved aside to RUN_DIR.<UTC time> "
                 "(never deleted); without it (or --resume) such a directory is refused");
+  run->add_option("--cores-per-rank", args->cores_per_rank,
+                  "Cores each rank's jobs may use together, which decides how many share a rank (overrides "
+                  "[scheduler] cores_per_rank; default: the CPUs the rank is bound to, else the host's cores over "
+                  "its ranks). More than the host has oversubscribes it: jobs that share a rank share cores")
+      ->check(CLI::Range(1, 4096));
   run->add_flag("-q,--quiet", args->quiet, "No progress lines (the summary is still printed)");
   run->add_flag("--stay-open", args->stay_open,
                 "Do not end when the last job does: wait for `recmix close RUN_DIR`, taking submissions meanwhile");

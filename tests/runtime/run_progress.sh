@@ -4,7 +4,8 @@
 #   - a job whose step stops moving (a stall injected at a step) is warned of once on stderr, even
 #     with -q, as "no progress for N s", with a `stalled` event, `stalled_s` in status.json and
 #     the note in recmix status; its progress line says STALLED; the run goes on, and stops
-#     cleanly on SIGTERM.
+#     cleanly on SIGTERM;
+#   - a run in which no two jobs shared a rank says why in its summary (here: the cores).
 # Usage: run_progress.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$1
@@ -14,6 +15,15 @@ py=/usr/bin/python3
 cd "$work"
 
 "$recmix" data synth -o train.h5 --rows 8k --tables 3 --table-rows 50,300,7 --dense 5 --seed 2 > /dev/null
+# Two one-thread jobs on one rank of one core: none shares, and the summary says it was the cores.
+job_toml name=a ranks=1 steps=20 > a.toml
+job_toml name=b ranks=1 steps=20 > b.toml
+printf 'include = ["a.toml", "b.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\n' > two.toml
+"$recmix" run two.toml --run-dir two -q > two.out 2>&1 || { cat two.out; fail "the two-job run failed"; }
+grep -q "no two jobs shared a rank: each rank has 1 core(s) for jobs .* need 2" two.out ||
+  { cat two.out; fail "the summary does not say why no job shared a rank"; }
+grep -q '"none_colocated": "each rank has 1 core' two/summary.json || fail "summary.json has no none_colocated"
+
 # The stall comes late enough that progress lines with a rate come before it.
 job_toml name=slow ranks=1 steps=100000 > slow.toml
 printf 'include = ["slow.toml"]\n[scheduler]\nround_interval_s = 0.1\nprogress_interval_s = 0.2\nstall_warning_s = 0.5\n' \
