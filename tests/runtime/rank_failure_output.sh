@@ -4,7 +4,9 @@
 #   rank 0's "peer failed" line is in train.log, not on stderr; no Open MPI banner; status 1;
 # - a bad job spec (recmix train), jobs file (recmix run) or a run directory holding a run:
 #   exactly one "config error" line on stderr, no ORTE_ERROR_LOG line or banner, status 1;
-# - a SIGTERM: a clean stop with status 3, its stop line and resume command, no "aborted" banner.
+# - a SIGTERM: a clean stop with status 3, its stop line and resume command, no "aborted" banner;
+# - a program's lines come out as they are written, a line of dashes (not Open MPI's 74) too,
+#   with none held back after it.
 # Usage: rank_failure_output.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$1 src=$2
@@ -79,3 +81,13 @@ grep -q "^continue with: .*recmix-mpirun -np 2 .* train long.toml --resume auto$
   cat stop.err; fail "no resume command"; }
 no_banner stop.err "the clean stop"
 echo "ok: SIGTERM -> status 3, $(grep '^recmix train' stop.err)"
+
+# A rule of 60 dashes and a line after it, then the program waits: the line is out while it waits.
+"${mpirun[0]}" -np 1 bash -c 'printf -- "%s\nafter the rule\n" "$(printf -- "-%.0s" {1..60})" >&2; sleep 60' \
+  2> rule.err &
+pid=$!
+for _ in $(seq 1 300); do grep -q "after the rule" rule.err && break; sleep 0.1; done
+grep -q "after the rule" rule.err || { kill -TERM "$pid"; fail "a line after a program's rule was held back"; }
+kill -TERM "$pid"
+wait "$pid" || true
+echo "ok: a program's rule holds nothing back"
