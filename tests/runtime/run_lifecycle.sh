@@ -138,10 +138,12 @@ grep -q "queued 'extra' in stop" queue.out || { cat queue.out; fail "submit --qu
 pid=$!
 wait_for "jobs.get('extra', {}).get('state') == 'finished' and jobs['long']['state'] == 'running'" stop "$pid"
 rank_pid() {  # rank_pid <rank>: that rank's process of this run (LIFECYCLE_RUN in its environment)
-  local e
+  # Read whole, not piped into grep -q: under pipefail a grep that stops early fails its pipe.
+  local e env
   for e in /proc/[0-9]*/environ; do
-    tr '\0' '\n' 2>/dev/null < "$e" | grep -qx "OMPI_COMM_WORLD_RANK=$1" &&
-      tr '\0' '\n' 2>/dev/null < "$e" | grep -qx "LIFECYCLE_RUN=$work" && { e=${e#/proc/}; echo "${e%/environ}"; return; }
+    env=$'\n'$(tr '\0' '\n' 2>/dev/null < "$e")$'\n' || continue
+    [[ $env == *$'\n'"OMPI_COMM_WORLD_RANK=$1"$'\n'* && $env == *$'\n'"LIFECYCLE_RUN=$work"$'\n'* ]] &&
+      { e=${e#/proc/}; echo "${e%/environ}"; return; }
   done
   return 0
 }
