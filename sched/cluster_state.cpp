@@ -9,8 +9,8 @@ namespace recmix::sched {
 
 void validate(const ClusterSpec& spec) {
   RECMIX_REQUIRE(spec.nodes >= 1, ConfigError, "cluster: nodes must be at least 1");
-  RECMIX_REQUIRE(spec.gpus_per_node >= 1 && spec.gpus_per_node <= 64, ConfigError,
-                 "cluster: gpus_per_node must be in 1..64");
+  RECMIX_REQUIRE(spec.gpus_per_node >= 1 && spec.gpus_per_node <= 65536, ConfigError,
+                 "cluster: gpus_per_node must be in 1..65536");
   RECMIX_REQUIRE(spec.gpu_memory_bytes > 0, ConfigError, "cluster: gpu_memory must be positive");
   RECMIX_REQUIRE(spec.intra_node_bandwidth > 0 && spec.inter_node_bandwidth > 0, ConfigError,
                  "cluster: intra/inter-node bandwidth must be positive");
@@ -23,14 +23,26 @@ ClusterState::ClusterState(ClusterSpec spec) : spec_(std::move(spec)) {
   validate(spec_);
   gpus_.resize(spec_.gpu_count());
   free_gpus_ = spec_.gpu_count();
-  const std::uint64_t all =
-      spec_.gpus_per_node == 64 ? ~0ull : ((1ull << spec_.gpus_per_node) - 1ull);
-  free_mask_.assign(spec_.nodes, all);
+  // Every GPU free: whole words of ones, and the last word of each node cut to its GPUs.
+  words_per_node_ = (spec_.gpus_per_node + 63) / 64;
+  free_mask_.assign(static_cast<std::size_t>(spec_.nodes) * words_per_node_, ~0ull);
+  if (const int tail = spec_.gpus_per_node % 64; tail != 0)
+    for (int n = 0; n < spec_.nodes; ++n) free_mask_[(n + 1) * words_per_node_ - 1] = (1ull << tail) - 1ull;
+  free_on_node_.assign(spec_.nodes, spec_.gpus_per_node);
   nodes_by_free_count_.resize(spec_.gpus_per_node + 1);
   for (int n = 0; n < spec_.nodes; ++n) nodes_by_free_count_[spec_.gpus_per_node].insert(n);
 }
 
-int ClusterState::free_gpus_on_node(int node) const { return std::popcount(free_mask_[node]); }
+int ClusterState::free_gpus_on_node(int node) const { return free_on_node_[node]; }
+
+// Bit i of the node's words: its GPU i is free.
+void ClusterState::set_free(int g, bool free) {
+  const int node = node_of(g), i = g % spec_.gpus_per_node;
+  std::uint64_t& word = free_mask_[static_cast<std::size_t>(node) * words_per_node_ + i / 64];
+  const std::uint64_t bit = 1ull << (i % 64);
+  word = free ? word | bit : word & ~bit;
+  free_on_node_[node] += free ? 1 : -1;
+}
 
 bool ClusterState::fits(const Job& job, std::span<const int> gpus) const {
   if (static_cast<int>(gpus.size()) != job.gpus) return false;
@@ -91,7 +103,7 @@ bool ClusterState::place(const Job& job, std::span<const int> gpus, double now) 
     if (gpu.jobs.empty()) {
       const int before = free_gpus_on_node(node);
       nodes_by_free_count_[before].erase(node);
-      free_mask_[node] &= ~(1ull << (g % spec_.gpus_per_node));
+      set_free(g, false);
       nodes_by_free_count_[before - 1].insert(node);
       --free_gpus_;
     }
@@ -135,7 +147,7 @@ RunningJob ClusterState::remove(JobId id) {
       const int node = node_of(g);
       const int before = free_gpus_on_node(node);
       nodes_by_free_count_[before].erase(node);
-      free_mask_[node] |= 1ull << (g % spec_.gpus_per_node);
+      set_free(g, true);
       nodes_by_free_count_[before + 1].insert(node);
       ++free_gpus_;
     }
@@ -157,11 +169,13 @@ int ClusterState::best_fit_node(int n) const {
 
 std::vector<int> ClusterState::free_gpus_of(int node, int n) const {
   std::vector<int> out;
-  std::uint64_t mask = free_mask_[node];
-  while (mask && static_cast<int>(out.size()) < n) {
-    const int bit = std::countr_zero(mask);
-    out.push_back(node * spec_.gpus_per_node + bit);
-    mask &= mask - 1;
+  for (int w = 0; w < words_per_node_ && static_cast<int>(out.size()) < n; ++w) {
+    std::uint64_t mask = free_mask_[static_cast<std::size_t>(node) * words_per_node_ + w];
+    while (mask && static_cast<int>(out.size()) < n) {
+      const int bit = std::countr_zero(mask);
+      out.push_back(node * spec_.gpus_per_node + w * 64 + bit);
+      mask &= mask - 1;
+    }
   }
   return out;
 }

@@ -123,7 +123,10 @@ class ClusterState {
   std::vector<Gpu> gpus_;
   std::unordered_map<JobId, RunningJob> running_;
   int free_gpus_ = 0;
-  std::vector<std::uint64_t> free_mask_;            // per node, bit i = GPU i of the node is free
+  void set_free(int gpu, bool free);
+  int words_per_node_ = 1;
+  std::vector<std::uint64_t> free_mask_;            // words_per_node_ per node, bit i = GPU i of the node is free
+  std::vector<int> free_on_node_;                   // per node, its free GPUs
   std::vector<std::set<int>> nodes_by_free_count_;  // [k] = nodes with exactly k free GPUs
   std::set<std::pair<double, int>> shareable_;
   std::unordered_map<int, std::set<std::pair<double, int>>> shareable_by_type_;

@@ -1,6 +1,7 @@
 #include "runtime/cli/mpi_session.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -65,6 +66,27 @@ int local_ranks() {
   MPI_Comm_size(node, &n);
   MPI_Comm_free(&node);
   return n;
+}
+
+RankPlaces rank_places() {
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    throw CommError("MPI_Comm_split_type (ranks per host) failed");
+  const int me = world_rank();
+  int key = me;
+  MPI_Allreduce(&me, &key, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  constexpr int kHostBytes = 256;
+  char host[kHostBytes] = {};
+  gethostname(host, kHostBytes - 1);
+  const int n = world_size();
+  RankPlaces out;
+  out.node_key.resize(n);
+  std::vector<char> hosts(static_cast<std::size_t>(n) * kHostBytes);
+  MPI_Allgather(&key, 1, MPI_INT, out.node_key.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  MPI_Allgather(host, kHostBytes, MPI_CHAR, hosts.data(), kHostBytes, MPI_CHAR, MPI_COMM_WORLD);
+  for (int r = 0; r < n; ++r) out.host.emplace_back(hosts.data() + static_cast<std::size_t>(r) * kHostBytes);
+  return out;
 }
 
 std::string error_prefix() {

@@ -2,6 +2,7 @@
 // MPI bootstrap for commands that run under mpirun (train, eval, run). Initialises MPI with
 // thread support on first use and finalises at exit; commands that need no MPI never start it.
 #include <string>
+#include <vector>
 
 namespace recmix::runtime {
 
@@ -11,6 +12,13 @@ int world_rank();
 int world_size();
 // Ranks of the world on this rank's host (MPI_Comm_split_type, shared memory). Collective.
 int local_ranks();
+// Each world rank's node key (the smallest world rank on its host, by MPI_Comm_split_type) and
+// host name, in world order, on every rank. Collective.
+struct RankPlaces {
+  std::vector<int> node_key;
+  std::vector<std::string> host;
+};
+RankPlaces rank_places();
 // "recmix", or "recmix (rank 3)" when MPI runs several ranks: the prefix of error lines.
 std::string error_prefix();
 // Called by main after an error: under more than one rank, aborts the job so no rank hangs.

@@ -47,6 +47,7 @@ struct RunArgs {
   bool stay_open = false;
   bool force = false;
   int cores_per_rank = 0;
+  int ranks_per_node = 0;
 };
 
 // The cores a rank may use: the CPUs it is bound to when the launcher bound it (mpirun --bind,
@@ -227,6 +228,18 @@ void run_run(const RunArgs& a) {
   device::pin_process_blas_threads(1);
   const std::atomic<bool>& terminate = install_stop_signals();  // checkpoint every running job and end
   const int cores = cores_per_rank(runtime::local_ranks());
+  // The live cluster's nodes: the world's shape, or --ranks-per-node's emulated one. Every rank
+  // computes the same layout, so a launch it cannot take is the same error on every rank.
+  runtime::run::NodeLayout nodes;
+  {
+    const runtime::RankPlaces places = runtime::rank_places();
+    try {
+      nodes = runtime::run::node_layout(places.node_key, places.host, a.ranks_per_node);
+    } catch (const ConfigError&) {
+      runtime::error_known_to_every_rank();
+      throw;
+    }
+  }
   runtime::run::ControlPlane plane;
   if (plane.rank() != 0) {
     runtime::run::Executor(plane, &terminate).run();
@@ -239,6 +252,7 @@ void run_run(const RunArgs& a) {
                            : options.jobs.scheduler.cores_per_rank > 0 ? options.jobs.scheduler.cores_per_rank
                                                                        : cores;
   options.quiet = a.quiet;
+  options.nodes = std::move(nodes);
   options.device_kind = a.device;
   options.terminate = &terminate;
   options.resume = resume;
@@ -385,6 +399,10 @@ void add_run_commands(CLI::App& app) {
                   "[scheduler] cores_per_rank; default: the CPUs the rank is bound to, else the host's cores over "
                   "its ranks). More than the host has oversubscribes it: jobs that share a rank share cores")
       ->check(CLI::Range(1, 4096));
+  run->add_option("--ranks-per-node", args->ranks_per_node,
+                  "For tests and emulation: cut the world into nodes of this many consecutive ranks, whatever "
+                  "hosts they run on (default: the ranks of each host are a node; docs/run.md, Nodes)")
+      ->check(CLI::Range(1, 1 << 20));
   run->add_flag("-q,--quiet", args->quiet, "No progress lines (the summary is still printed)");
   run->add_flag("--stay-open", args->stay_open,
                 "Do not end when the last job does: wait for `recmix close RUN_DIR`, taking submissions meanwhile");

@@ -31,6 +31,13 @@ double wall_seconds() {
 
 constexpr std::uint64_t kDefaultRankCapacity = 8ull << 30;
 
+// " (node 1)", " (nodes 0,1)": where a job's ranks are, for the start line.
+std::string node_text(std::vector<int> nodes) {
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return fmt::format(" (node{} {})", nodes.size() > 1 ? "s" : "", fmt::join(nodes, ","));
+}
+
 }  // namespace
 
 // Policies' actions applied to the live ranks: an accepted start or preemption is sent to the
@@ -59,11 +66,15 @@ class SchedulerService::LiveActions final : public sched::Actions {
 SchedulerService::SchedulerService(ControlPlane& plane, RunOptions options)
     : plane_(plane), options_(std::move(options)) {
   const auto& cfg = options_.jobs.scheduler;
+  // The live cluster is the world's shape: a node of ranks per host (or as --ranks-per-node
+  // cuts it), each rank one GPU of its node, as the simulator's clusters are.
+  if (options_.nodes.hosts.empty()) options_.nodes = NodeLayout{plane_.size(), {"local"}};
+  RECMIX_REQUIRE(options_.nodes.nodes() * options_.nodes.ranks_per_node == plane_.size(), ConfigError,
+                 fmt::format("recmix run: {} nodes of {} ranks are not the world's {} ranks", options_.nodes.nodes(),
+                             options_.nodes.ranks_per_node, plane_.size()));
   sched::ClusterSpec spec;
-  spec.nodes = 1;
-  spec.gpus_per_node = plane_.size();
-  if (spec.gpus_per_node > 64)
-    throw ConfigError(fmt::format("recmix run: {} ranks; the live scheduler handles at most 64 for now", plane_.size()));
+  spec.nodes = options_.nodes.nodes();
+  spec.gpus_per_node = options_.nodes.ranks_per_node;
   spec.gpu_memory_bytes = static_cast<double>(cfg.memory_capacity ? cfg.memory_capacity : kDefaultRankCapacity);
   spec.max_jobs_per_gpu = cfg.colocation_limit;
   spec.host_cores = options_.cores_per_rank * plane_.size();
@@ -151,13 +162,16 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   p.priority = r.job.priority;
   p.resume = r.resume;
   p.sample_interval_s = std::max(0.2, std::min(1.0, options_.jobs.scheduler.round_interval_s));
-  event({{"event", "start"}, {"job", r.job.spec.name}, {"ranks", ranks}, {"launch", r.launch},
+  std::vector<int> nodes;  // the node of each of its ranks
+  for (int g : ranks) nodes.push_back(options_.nodes.node_of(g));
+  event({{"event", "start"}, {"job", r.job.spec.name}, {"ranks", ranks}, {"nodes", nodes}, {"launch", r.launch},
          {"threads", p.threads}, {"device", std::string(spelling(p.device_kind))}, {"estimate_bytes", r.estimate},
          {"memory_share_bytes", p.memory_share},
          {"partners", partners}, {"resume", r.resume}, {"policy", policy_->name()}});
   if (!options_.quiet)
-    std::fprintf(stderr, "[%7.1fs] start '%s' on rank%s %s%s%s\n", t, r.job.spec.name.c_str(), ranks.size() > 1 ? "s" : "",
-                 fmt::format("{}", fmt::join(ranks, ",")).c_str(), partners.empty() ? "" : ", with ",
+    std::fprintf(stderr, "[%7.1fs] start '%s' on rank%s %s%s%s%s\n", t, r.job.spec.name.c_str(),
+                 ranks.size() > 1 ? "s" : "", fmt::format("{}", fmt::join(ranks, ",")).c_str(),
+                 options_.nodes.nodes() > 1 ? node_text(nodes).c_str() : "", partners.empty() ? "" : ", with ",
                  fmt::format("{}", fmt::join(partners, ", ")).c_str());
   // Every rank gets its starts in this one order (MPI keeps a sender's order per receiver).
   const auto body = p.to_json();
@@ -304,6 +318,10 @@ nlohmann::json SchedulerService::run() {
          {"las_threshold_s", cfg.las_threshold_s}, {"las_lease_s", cfg.las_lease_s}, {"machine", options_.machine},
          {"resume", options_.resume}, {"stay_open", options_.stay_open},
          {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
+         {"nodes", options_.nodes.nodes()}, {"ranks_per_node", options_.nodes.ranks_per_node},
+         {"node_hosts", options_.nodes.hosts},
+         {"intra_node_gbps", cluster_->spec().intra_node_bandwidth / 1e9},
+         {"inter_node_gbps", cluster_->spec().inter_node_bandwidth / 1e9},
          {"colocation_limit", cluster_->spec().max_jobs_per_gpu}});
   if (options_.resume) load_previous_run();
   for (auto& job : options_.jobs.jobs) add_job(std::move(job), "jobs file");

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/run/control_plane.hpp"
+#include "runtime/run/node_layout.hpp"
 #include "runtime/run/job_file.hpp"
 #include "runtime/run/messages.hpp"
 #include "sched/cluster_state.hpp"
@@ -30,6 +31,8 @@ struct RunOptions {
   std::string machine = "cpu-zen3-2vcpu";  // machine model of the roofline profiles
   int cores_per_rank = 1;                  // resolved (scheduler.cores_per_rank or the host's)
   bool quiet = false;                      // no progress lines
+  // The ranks' nodes (node k: ranks [k R, (k + 1) R)); none given: one node of every rank.
+  NodeLayout nodes;
   // When set, every job of the run (in the jobs file, submitted, resumed) runs on this backend
   // whatever its device.kind says ("cpu", "cuda", "cpu-strict"): recmix run --device.
   std::string device_kind;

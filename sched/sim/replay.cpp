@@ -45,8 +45,11 @@ RunReplay read_run_events(const std::string& events_path) {
       if (kind == "run_start") {
         if (started) return AfterEvent::stop;  // a later run in the same directory (--resume): replay the first one
         started = true;
-        run.cluster.nodes = 1;
-        run.cluster.gpus_per_node = e.at("ranks").get<int>();
+        // The live cluster's nodes (a run before nodes: one node of every rank).
+        run.cluster.gpus_per_node = e.value("ranks_per_node", e.at("ranks").get<int>());
+        run.cluster.nodes = e.value("nodes", 1);
+        if (e.contains("intra_node_gbps")) run.cluster.intra_node_bandwidth = e.at("intra_node_gbps").get<double>() * 1e9;
+        if (e.contains("inter_node_gbps")) run.cluster.inter_node_bandwidth = e.at("inter_node_gbps").get<double>() * 1e9;
         run.cluster.gpu_memory_bytes = e.at("memory_capacity_bytes").get<double>();
         run.cluster.max_jobs_per_gpu = e.at("colocation_limit").get<int>();
         run.cluster.machine = e.value("machine", std::string("cpu-zen3-2vcpu"));
