@@ -51,10 +51,6 @@ std::string escape_html(const std::string& text) {
   return out;
 }
 
-std::string number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "n/a"; }
-std::string integer(long long v) { return fmt::format("{}", v); }
-std::string derived(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "n/a"; }
-
 Page::Page(std::string title) : title_(std::move(title)) {}
 
 void Page::heading(int level, const std::string& text) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "report/format.hpp"
+
 namespace recmix::report {
 
 // One line, bar set or marker set of a chart.
@@ -15,7 +17,8 @@ struct Series {
   // dashed: joined by a dashed line (a derived series, as a smoothed one);
   // points: unjoined dots; marker: large symbols (events: checkpoints, preemptions);
   // failure: large red crosses; bar: bars over the chart's categories (y only);
-  // range: floating horizontal bars (`ranges`, on the categories as lanes).
+  // range: floating horizontal bars (`ranges`, on the categories as lanes); band: the same, pale
+  // and borderless, for a stretch of time over every lane (a stopped run).
   std::string style = "line";
   std::vector<double> x, y;
   struct Range {
@@ -70,11 +73,4 @@ class Page {
 };
 
 std::string escape_html(const std::string& text);
-// Figures for tables: the shortest text that reads back as the same double; "n/a" for NaN.
-std::string number(double v);
-std::string integer(long long v);
-// Figures derived by arithmetic (differences, means, unit changes): six significant digits, so
-// that rounding noise does not pass for precision.
-std::string derived(double v);
-
 }  // namespace recmix::report

@@ -21,6 +21,41 @@ std::string lane_name(int rank, int slot) {
   return slot == 0 ? fmt::format("rank {}", rank) : fmt::format("rank {} (shared, {})", rank, slot + 1);
 }
 
+// The stops of a resumed run: from each part's last event to the next part's start.
+struct Gap {
+  double stopped_s, resumed_s;
+  bool known;  // false: the next part has no wall-clock time, and was put right after
+};
+
+std::vector<Gap> gaps(const SchedRun& run) {
+  std::vector<Gap> out;
+  for (std::size_t i = 1; i < run.parts.size(); ++i)
+    out.push_back({run.parts[i - 1].end_s, run.parts[i].begin_s, !run.parts[i].after_previous});
+  return out;
+}
+
+// "stopped at 22.0 s, resumed at 25.1 s; ..."
+std::string gaps_text(const SchedRun& run) {
+  std::string out;
+  for (const Gap& g : gaps(run))
+    out += fmt::format("{}stopped at {:.1f} s, resumed {}", out.empty() ? "" : "; ", g.stopped_s,
+                       g.known ? fmt::format("at {:.1f} s", g.resumed_s) : "after an unknown time (drawn at once)");
+  return out;
+}
+
+// Triangles at y = 0 where the run stopped and where it resumed, for the charts against time.
+void add_gap_markers(const SchedRun& run, XyChart& chart) {
+  XySeries marks{"run stopped / resumed", "marker", 7, {}, {}, false};
+  for (const Gap& g : gaps(run))
+    for (const double at : {g.stopped_s, g.resumed_s}) {
+      marks.x.push_back(at);
+      marks.y.push_back(0);
+    }
+  if (marks.x.empty()) return;
+  chart.series.push_back(std::move(marks));
+  chart.caption += " Black triangles on the time axis: where the run stopped and where it was resumed (nothing ran between).";
+}
+
 void gantt(Page& page, const SchedRun& run) {
   // Lanes: each rank's slots, in rank order.
   std::map<std::pair<int, int>, std::size_t> lane_of;
@@ -56,8 +91,16 @@ void gantt(Page& page, const SchedRun& run) {
   }
   if (!stops.x.empty()) chart.series.push_back(std::move(stops));
   if (!failures.x.empty()) chart.series.push_back(std::move(failures));
+  // The run's own stops: a grey band over every lane, from the last event before to the resume.
+  Series stopped{"run stopped (resumed with --resume)", "band", {}, {}, {}, 7};
+  for (const Gap& g : gaps(run))
+    for (std::size_t lane = 0; lane < chart.categories.size(); ++lane) stopped.ranges.push_back({g.stopped_s, g.resumed_s, lane});
   chart.caption = "One bar per job and rank, from its start to when it left the rank; jobs that share a rank at once are "
                   "stacked on its extra lanes. Triangles: a stop asked for (the bar ends at its checkpoint); crosses: failures.";
+  if (!stopped.ranges.empty()) {
+    chart.series.push_back(std::move(stopped));
+    chart.caption += " Grey band: the run was stopped (" + gaps_text(run) + ").";
+  }
   Table t;
   t.caption = "Placements";
   t.columns = {"job", "rank", "lane", "start (s)", "end (s)", "duration (s)", "ended by", "resumed"};
@@ -65,8 +108,8 @@ void gantt(Page& page, const SchedRun& run) {
   for (const Placement& p : run.placements) order.push_back(&p);
   std::stable_sort(order.begin(), order.end(), [](const Placement* a, const Placement* b) { return a->begin_s < b->begin_s; });
   for (const Placement* p : order)
-    t.rows.push_back({p->job, integer(p->rank), integer(p->slot + 1), number(p->begin_s), number(p->end_s),
-                      derived(p->end_s - p->begin_s), p->ended_by, p->resumed ? "yes" : "no"});
+    t.rows.push_back({p->job, integer(p->rank), integer(p->slot + 1), figure(p->begin_s), figure(p->end_s),
+                      figure(p->end_s - p->begin_s), p->ended_by, p->resumed ? "yes" : "no"});
   t.collapsed = t.rows.size() > 25;
   page.chart_with_table(chart, t);
 }
@@ -129,9 +172,9 @@ void utilisation_and_memory(Page& page, const SchedRun& run) {
                                "bins of {:.2f} s).", width);
   bool any_gpu = false;
   for (std::size_t r = 0; r < ranks; ++r) {
-    XySeries u{fmt::format("rank {}", r), "line", static_cast<int>(r), {}, {}, true, false};
-    XySeries m{fmt::format("rank {}", r), "line", static_cast<int>(r), {}, {}, true, false};
-    XySeries g{fmt::format("rank {} GPU (NVML)", r), "dashed", static_cast<int>(r), {}, {}, true, false};
+    XySeries u{fmt::format("rank {}", r), "line", static_cast<int>(r), {}, {}, true};
+    XySeries m{fmt::format("rank {}", r), "line", static_cast<int>(r), {}, {}, true};
+    XySeries g{fmt::format("rank {} GPU (NVML)", r), "dashed", static_cast<int>(r), {}, {}, true};
     // A job placed on the rank through a bin without a sample of its own keeps its last one.
     std::vector<double> last_busy(jobs, 0), last_pool(jobs, 0);
     std::vector<char> placed_in(bins * jobs, 0);  // [bin][job]: the job is on this rank at the bin's centre
@@ -180,7 +223,9 @@ void utilisation_and_memory(Page& page, const SchedRun& run) {
   }
   if (any_gpu) util.caption += " Dashed: NVML's GPU utilisation (a share of the whole GPU).";
   if (std::isfinite(run.memory_capacity_bytes) && run.memory_capacity_bytes > 0)
-    memory.caption += fmt::format(" The scheduler's memory_capacity per rank: {} MiB.", derived(run.memory_capacity_bytes / kMiB));
+    memory.caption += fmt::format(" The scheduler's memory_capacity per rank: {}.", bytes(run.memory_capacity_bytes));
+  add_gap_markers(run, util);
+  add_gap_markers(run, memory);
   add_xy_chart(page, util);
   add_xy_chart(page, memory);
 }
@@ -198,7 +243,6 @@ void job_tables(Page& page, const SchedRun& run) {
   memory.y_label = "device memory per rank (MiB)";
   memory.series_labels = {"estimate (MiB)", "measured peak (MiB)"};
   memory.values.resize(2);
-  memory.exact = false;
   memory.caption = "The scheduler's analytic estimate (sched/memory_estimator) against the largest pool peak any of "
                    "the job's ranks reported.";
   for (const JobFigures& j : run.jobs) {
@@ -209,9 +253,13 @@ void job_tables(Page& page, const SchedRun& run) {
     memory.values[0].push_back(j.estimate_bytes / kMiB);
     memory.values[1].push_back(j.measured_peak_bytes / kMiB);
   }
-  times.caption = run.have_summary ? "From summary.json: time queued (before the first start and after each stop) and "
-                                     "job completion time (finish - arrival)."
-                                   : "From the events (summary.json is absent).";
+  times.caption = run.parts.size() > 1
+                      ? "From the events of every part of the resumed run: time queued while a part ran (before the "
+                        "first start and after each stop) and job completion time (finish - first arrival, the "
+                        "stops of the run included)."
+                  : run.have_summary ? "From summary.json: time queued (before the first start and after each stop) and "
+                                       "job completion time (finish - arrival)."
+                                     : "From the events (summary.json is absent).";
   if (!run.jobs.empty()) {
     add_bar_chart(page, times);
     add_bar_chart(page, memory);
@@ -219,35 +267,59 @@ void job_tables(Page& page, const SchedRun& run) {
   Table t;
   t.caption = "Jobs";
   t.columns = {"job", "state", "ranks", "steps", "arrival (s)", "first start (s)", "queued (s)", "JCT (s)",
-               "samples/s alone", "samples/s co-located", "estimate (bytes)", "measured peak (bytes)", "peak / estimate",
+               "alone (samples/s)", "co-located (samples/s)", "estimate", "measured peak", "peak / estimate",
                "stops", "partners", "error"};
   for (const JobFigures& j : run.jobs)
-    t.rows.push_back({j.name, j.state, j.ranks, integer(j.steps), number(j.arrival_s), number(j.first_start_s),
-                      derived(j.queued_s), derived(j.jct_s), number(j.samples_per_s_alone), number(j.samples_per_s_colocated),
-                      number(j.estimate_bytes), number(j.measured_peak_bytes),
+    t.rows.push_back({j.name, j.state, j.ranks, integer(j.steps), figure(j.arrival_s), figure(j.first_start_s),
+                      figure(j.queued_s), figure(j.jct_s), figure(j.samples_per_s_alone), figure(j.samples_per_s_colocated),
+                      bytes(j.estimate_bytes), bytes(j.measured_peak_bytes),
                       j.estimate_bytes > 0 ? fmt::format("{:.3f}", j.measured_peak_bytes / j.estimate_bytes) : "n/a",
                       integer(j.preemptions), j.partners, j.error});
   page.table(t);
   if (!run.rank_figures.empty()) {
     Table r;
-    r.caption = "Ranks (summary.json)";
-    r.columns = {"rank", "busy share of the run", "peak memory (bytes)", "peak memory (MiB)"};
-    for (const RankFigures& f : run.rank_figures)
-      r.rows.push_back({integer(f.rank), number(f.busy_share), number(f.peak_bytes), derived(f.peak_bytes / kMiB)});
+    // summary.json is rewritten by each part and covers it alone: the figures are the last part's.
+    const bool resumed = run.parts.size() > 1;
+    r.caption = resumed ? fmt::format("Ranks (summary.json: the last part only, from {:.1f} s)", run.parts.back().begin_s)
+                        : "Ranks (summary.json)";
+    r.columns = {"rank", resumed ? "busy share of the last part" : "busy share of the run", "peak memory"};
+    for (const RankFigures& f : run.rank_figures) r.rows.push_back({integer(f.rank), figure(f.busy_share), bytes(f.peak_bytes)});
     page.table(r);
   }
+}
+
+// A resumed run: its parts, each at its place on the report's time axis.
+void parts_table(Page& page, const SchedRun& run) {
+  Table t;
+  t.caption = "Parts of the run (each recmix run over the directory)";
+  t.columns = {"part", "start (s)", "last event (s)", "duration (s)", "placed by"};
+  for (std::size_t i = 0; i < run.parts.size(); ++i) {
+    const RunPart& p = run.parts[i];
+    t.rows.push_back({integer(static_cast<long long>(i + 1)), figure(p.begin_s), figure(p.end_s),
+                      figure(p.end_s - p.begin_s),
+                      i == 0 ? "first" : p.after_previous ? "after the previous part (no wall-clock time)"
+                                                          : "its wall-clock time (run_start's unix_s)"});
+  }
+  page.table(t);
 }
 
 }  // namespace
 
 void add_sched_run_section(Page& page, const SchedRun& run) {
   page.heading(2, "recmix run: " + run.dir);
-  page.paragraph(fmt::format("Policy {}, {} ranks, {} jobs, {:.1f} s from the first event to the last{}.",
+  page.paragraph(fmt::format("Policy {}, {} ranks, {} jobs, {:.1f} s from the first event to the last{}{}.",
                              run.policy.empty() ? "?" : run.policy, run.ranks, run.job_names.size(), run.span_s,
+                             run.parts.size() > 1 ? fmt::format(" in {} parts ({})", run.parts.size(), gaps_text(run)) : "",
                              std::isfinite(run.memory_capacity_bytes) && run.memory_capacity_bytes > 0
-                                 ? fmt::format(", memory capacity {:.0f} MiB per rank", run.memory_capacity_bytes / kMiB)
+                                 ? fmt::format(", memory capacity {} per rank", bytes(run.memory_capacity_bytes))
                                  : ""));
+  if (run.parts.size() > 1)
+    page.paragraph("The run was stopped and resumed (recmix run --resume): each part's events start their clock at 0, "
+                   "and are drawn here at the part's wall-clock start after the first part's. summary.json covers "
+                   "the last part only: the jobs' times and stops come from the events of every part, the ranks' "
+                   "figures are the last part's.");
   for (const std::string& n : run.notes) page.note(n);
+  if (run.parts.size() > 1) parts_table(page, run);
   if (!run.placements.empty()) gantt(page, run);
   utilisation_and_memory(page, run);
   job_tables(page, run);

@@ -56,7 +56,8 @@ struct JobTrack {
 };
 
 // A SchedRun built from events.jsonl, one event at a time, one method per kind of event; each
-// job's figures are kept in its track until the events end.
+// job's figures are kept in its track until the events end. Each run_start opens a part (a
+// resumed run appends one, its times from 0 again): its events are moved by the part's offset.
 class RunFromEvents {
  public:
   explicit RunFromEvents(SchedRun& run) : run_(run) {}
@@ -67,7 +68,7 @@ class RunFromEvents {
     if (!in) throw IoError(fmt::format("{}: cannot read", events_path.string()));
     const sched::EventLines read =
         sched::read_event_lines(in, events_path.string(), sched::BadLines::skip, [&](const sched::RunEvent& e) {
-          add(e);
+          add(e, events_path);
           return sched::AfterEvent::read_on;
         });
     run_.event_lines = read.lines;
@@ -81,6 +82,7 @@ class RunFromEvents {
   // After the last event: the span, placements still open drawn to its end, slots, the jobs' figures.
   void finish(const fs::path& events_path) {
     run_.span_s = std::isfinite(run_end_) ? std::max(run_end_, last_t_) : last_t_;
+    if (!run_.parts.empty()) run_.parts.back().end_s = run_.span_s;
     for (Placement& p : run_.placements)
       if (p.ended_by == "running") p.end_s = run_.span_s;
     if (!std::isfinite(run_end_) && !run_.placements.empty())
@@ -92,29 +94,82 @@ class RunFromEvents {
   }
 
  private:
-  void add(const sched::RunEvent& e) {
-    last_t_ = std::max(last_t_, e.t);
-    if (e.kind == "run_start") return run_start(e);
-    if (e.kind == "run_end") return run_end(e);
+  void add(const sched::RunEvent& e, const fs::path& events_path) {
+    if (e.kind == "run_start") run_start(e, events_path);
+    const double t = e.t + offset_;
+    last_t_ = std::max(last_t_, t);
+    if (e.kind == "run_start") return;
+    if (e.kind == "run_end") return run_end(e, t);
     if (e.job.empty()) return;  // rejected files, terminating
     if (e.kind == "submitted") return submitted(e);
-    if (e.kind == "arrival") return arrival(e);
-    if (e.kind == "start") return start(e);
-    if (e.kind == "sample") return sample(e);
-    if (e.kind == "preempt" || e.kind == "move_apart" || e.kind == "stop") return stop_asked(e);
-    if (e.kind == "stopped") return stopped(e);
-    if (e.kind == "finished" || e.kind == "failed" || e.kind == "stuck" || e.kind == "memory_restart") return ended(e);
+    if (e.kind == "arrival") return arrival(e, t);
+    if (e.kind == "start") return start(e, t);
+    if (e.kind == "sample") return sample(e, t);
+    if (e.kind == "preempt" || e.kind == "move_apart" || e.kind == "stop") return stop_asked(e, t);
+    if (e.kind == "stopped") return stopped(e, t);
+    if (e.kind == "finished" || e.kind == "failed" || e.kind == "stuck" || e.kind == "memory_restart") return ended(e, t);
   }
 
-  void run_start(const sched::RunEvent& e) {
+  // A part begins: after a first one, the previous part ends at its last event, and this one is
+  // placed at its wall-clock time after the first (or, without one, right after the previous).
+  void run_start(const sched::RunEvent& e, const fs::path& events_path) {
     run_.ranks = std::max(run_.ranks, e.fields.value("ranks", 0));
     run_.policy = string_or_empty(e.fields, "policy");
     run_.memory_capacity_bytes = number_or_nan(e.fields, "memory_capacity_bytes");
+    RunPart part;
+    part.unix_s = number_or_nan(e.fields, "unix_s");
+    if (run_.parts.empty()) {
+      offset_ = 0;
+      first_unix_ = part.unix_s - e.t;
+      part.begin_s = e.t;
+      run_.parts.push_back(part);
+      return;
+    }
+    const double previous_end = last_t_;
+    run_.parts.back().end_s = previous_end;
+    end_part(previous_end);
+    const double by_clock = part.unix_s - first_unix_;  // NaN without both wall clocks
+    if (std::isfinite(by_clock) && by_clock >= previous_end) {
+      part.begin_s = by_clock;
+    } else {
+      part.begin_s = previous_end;
+      part.after_previous = true;
+      run_.notes.push_back(fmt::format(
+          "{}: part {} of the run (a resume, line {}) {}; it is drawn right after the previous part's last event, at "
+          "{:.1f} s, and the time between the two is unknown",
+          events_path.string(), run_.parts.size() + 1, e.line,
+          std::isfinite(by_clock) ? "starts before the previous part's last event by the wall clock"
+                                  : "has no wall-clock time (unix_s) in its run_start",
+          previous_end));
+    }
+    offset_ = part.begin_s - e.t;
+    run_end_ = kNaN;
+    run_.parts.push_back(part);
   }
 
-  void run_end(const sched::RunEvent& e) {
-    run_end_ = number_or_nan(e.fields, "makespan_s");
-    if (!std::isfinite(run_end_)) run_end_ = e.t;
+  // What the previous part left open ends with it: its jobs' placements (their events ended
+  // there: a killed run) and their time in the queue, which goes on only while a part runs.
+  void end_part(double at) {
+    for (auto& [name, tr] : tracks_) {
+      for (std::size_t i : tr.open) {
+        Placement& p = run_.placements[i];
+        if (p.ended_by == "running") {
+          p.ended_by = "run ended";
+          p.ended_at_s = at;
+        }
+        p.end_s = std::max(p.begin_s, at);
+      }
+      if (!tr.open.empty() && tr.figures.state == "running") tr.figures.state = "queued";
+      tr.open.clear();
+      tr.stopping = false;
+      if (std::isfinite(tr.queued_since)) tr.figures.queued_s += std::max(0.0, at - tr.queued_since);
+      tr.queued_since = kNaN;
+    }
+  }
+
+  void run_end(const sched::RunEvent& e, double t) {
+    run_end_ = number_or_nan(e.fields, "makespan_s") + offset_;
+    if (!std::isfinite(run_end_)) run_end_ = t;
   }
 
   void submitted(const sched::RunEvent& e) {
@@ -124,18 +179,19 @@ class RunFromEvents {
       tr.figures.ranks = std::to_string(e.fields["ranks"].get<int>());
   }
 
-  void arrival(const sched::RunEvent& e) {
+  // A job resumed in a later part arrives again: it keeps its first arrival.
+  void arrival(const sched::RunEvent& e, double t) {
     JobTrack& tr = track(e.job);
-    tr.figures.arrival_s = e.t;
-    tr.queued_since = e.t;
+    if (!std::isfinite(tr.figures.arrival_s)) tr.figures.arrival_s = t;
+    tr.queued_since = t;
   }
 
   // A placement opens on each of its ranks.
-  void start(const sched::RunEvent& e) {
+  void start(const sched::RunEvent& e, double t) {
     JobTrack& tr = track(e.job);
     const std::vector<int> ranks = int_list(e.fields, "ranks");
-    if (!std::isfinite(tr.figures.first_start_s)) tr.figures.first_start_s = e.t;
-    if (std::isfinite(tr.queued_since)) tr.figures.queued_s += e.t - tr.queued_since;
+    if (!std::isfinite(tr.figures.first_start_s)) tr.figures.first_start_s = t;
+    if (std::isfinite(tr.queued_since)) tr.figures.queued_s += t - tr.queued_since;
     tr.queued_since = kNaN;
     tr.figures.state = "running";
     if (std::isfinite(number_or_nan(e.fields, "estimate_bytes")))
@@ -146,7 +202,7 @@ class RunFromEvents {
       Placement p;
       p.job = e.job;
       p.rank = r;
-      p.begin_s = p.end_s = e.t;
+      p.begin_s = p.end_s = t;
       p.ended_by = "running";
       p.resumed = e.fields.value("resume", false);
       tr.open.push_back(run_.placements.size());
@@ -156,10 +212,10 @@ class RunFromEvents {
     tr.figures.ranks = join(names, ",");
   }
 
-  void sample(const sched::RunEvent& e) {
+  void sample(const sched::RunEvent& e, double t) {
     track(e.job);
     RankSample s;
-    s.t = e.t;
+    s.t = t;
     s.job = static_cast<int>(std::find(run_.job_names.begin(), run_.job_names.end(), e.job) - run_.job_names.begin());
     s.rank = e.fields.value("rank", 0);
     s.busy_share = number_or_nan(e.fields, "busy_share");
@@ -171,28 +227,28 @@ class RunFromEvents {
   }
 
   // preempt, move_apart, stop: the job runs on until its checkpoint ("stopped").
-  void stop_asked(const sched::RunEvent& e) {
+  void stop_asked(const sched::RunEvent& e, double t) {
     JobTrack& tr = track(e.job);
-    end_open(tr, e.t, e.kind, false);
+    end_open(tr, t, e.kind, false);
     tr.stopping = true;
     ++tr.figures.preemptions;
   }
 
-  void stopped(const sched::RunEvent& e) {
+  void stopped(const sched::RunEvent& e, double t) {
     JobTrack& tr = track(e.job);
-    end_open(tr, e.t, "stop", true);
+    end_open(tr, t, "stop", true);
     tr.stopping = false;
     tr.figures.state = "queued";
-    tr.queued_since = e.t;
+    tr.queued_since = t;
   }
 
   // finished, failed, stuck, memory_restart (which queues the job again).
-  void ended(const sched::RunEvent& e) {
+  void ended(const sched::RunEvent& e, double t) {
     JobTrack& tr = track(e.job);
-    end_open(tr, e.t, e.kind, true);
+    end_open(tr, t, e.kind, true);
     if (e.kind == "memory_restart") {
       tr.figures.state = "queued";
-      tr.queued_since = e.t;
+      tr.queued_since = t;
       return;
     }
     tr.figures.state = e.kind == "stuck" ? "failed" : e.kind;
@@ -201,7 +257,7 @@ class RunFromEvents {
       tr.figures.measured_peak_bytes = number_or_nan(e.fields, "measured_peak_bytes");
     if (e.fields.contains("error") && e.fields["error"].is_string())
       tr.figures.error = e.fields["error"].get<std::string>();
-    if (std::isfinite(tr.figures.arrival_s)) tr.figures.jct_s = e.t - tr.figures.arrival_s;
+    if (std::isfinite(tr.figures.arrival_s)) tr.figures.jct_s = t - tr.figures.arrival_s;
   }
 
   // The job's track, a new one (queued, figures unknown) at its first event.
@@ -234,10 +290,14 @@ class RunFromEvents {
   SchedRun& run_;
   std::map<std::string, JobTrack> tracks_;
   double last_t_ = 0, run_end_ = kNaN;
+  double offset_ = 0;           // added to the times of the part being read
+  double first_unix_ = kNaN;    // the first part's wall clock at its t = 0
 };
 
-// One job of summary.json's "jobs": its figures replace those from the events.
+// One job of summary.json's "jobs": its figures replace those from the events. After a resume
+// the summary covers the last part only: the times and stops over every part stay the events'.
 void add_summary_job(const nlohmann::json& j, SchedRun& run) {
+  const bool resumed = run.parts.size() > 1;
   const std::string name = string_or_empty(j, "name");
   auto it = std::find_if(run.jobs.begin(), run.jobs.end(), [&](const JobFigures& f) { return f.name == name; });
   if (it == run.jobs.end()) {
@@ -254,14 +314,17 @@ void add_summary_job(const nlohmann::json& j, SchedRun& run) {
   for (int r : int_list(j, "ranks")) ranks.push_back(std::to_string(r));
   if (!ranks.empty()) f.ranks = join(ranks, ",");
   f.steps = j.value("steps", f.steps);
-  f.queued_s = number_or_nan(j, "queued_s");
-  f.jct_s = number_or_nan(j, "jct_s");
-  if (f.jct_s < 0) f.jct_s = kNaN;
+  if (!resumed) {
+    f.queued_s = number_or_nan(j, "queued_s");
+    f.jct_s = number_or_nan(j, "jct_s");
+    if (f.jct_s < 0) f.jct_s = kNaN;
+    f.preemptions = j.value("preemptions", f.preemptions);
+  }
   f.samples_per_s_alone = number_or_nan(j, "samples_per_s_alone");
   f.samples_per_s_colocated = number_or_nan(j, "samples_per_s_colocated");
   f.estimate_bytes = number_or_nan(j, "estimate_bytes");
-  f.measured_peak_bytes = number_or_nan(j, "measured_peak_bytes");
-  f.preemptions = j.value("preemptions", f.preemptions);
+  const double peak = number_or_nan(j, "measured_peak_bytes");
+  if (!resumed || !std::isfinite(f.measured_peak_bytes) || peak > f.measured_peak_bytes) f.measured_peak_bytes = peak;
   std::vector<std::string> partners;
   if (j.contains("partners") && j["partners"].is_array())
     for (const auto& p : j["partners"])

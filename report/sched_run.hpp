@@ -40,19 +40,31 @@ struct JobFigures {
 
 struct RankFigures {
   int rank = 0;
-  double busy_share = 0, peak_bytes = 0;  // summary.json's
+  double busy_share = 0, peak_bytes = 0;  // summary.json's: after a resume, of the last part only
+};
+
+// One `recmix run` over the directory, from its run_start. A resumed run appends a part whose
+// event times start at 0 again; each part is moved to its place on one time axis, the wall clock
+// of its run_start (unix_s) after the first part's.
+struct RunPart {
+  double begin_s = 0, end_s = 0;  // on the report's axis: its run_start and its last event
+  double unix_s = 0;              // NaN where run_start has none (a log written before it had)
+  bool after_previous = false;    // placed right after the previous part's last event: no unix_s
 };
 
 struct SchedRun {
   std::string dir, policy;
   int ranks = 0;
-  double span_s = 0;  // run_end's makespan, else the last event's time
+  double span_s = 0;  // the last part's run_end (its makespan), else the last event's time
+  std::vector<RunPart> parts;  // in order; more than one: the run was stopped and resumed
   double memory_capacity_bytes = 0;
   std::vector<std::string> job_names;  // in order of submission
   std::vector<Placement> placements;
   std::vector<RankSample> samples;
-  std::vector<JobFigures> jobs;   // from summary.json, else from the events
-  std::vector<RankFigures> rank_figures;  // from summary.json only
+  // From summary.json, else from the events; after a resume the times (arrival, first start,
+  // queued, JCT) and stops from the events of every part, on the report's axis.
+  std::vector<JobFigures> jobs;
+  std::vector<RankFigures> rank_figures;  // from summary.json only (the last part's)
   bool have_summary = false;
   std::vector<TrainingRun> job_runs;  // jobs/<name>/, those that hold metrics or a log
   std::int64_t event_lines = 0, skipped_lines = 0;

@@ -33,7 +33,7 @@ void metrics_table(Page& page, const SimFile& sim) {
   }
   for (const std::string& k : keys) {
     std::vector<std::string> row = {k};
-    for (const SimPolicy& p : sim.policies) row.push_back(number(p.metric(k)));
+    for (const SimPolicy& p : sim.policies) row.push_back(figure(p.metric(k)));
     t.rows.push_back(std::move(row));
   }
   page.table(t);
@@ -61,7 +61,7 @@ void completion_times(Page& page, const SimFile& sim) {
     for (std::size_t i = 0; i < sim.policies.size(); ++i) {
       std::vector<double> v = sim.policies[i].jct_s;
       std::sort(v.begin(), v.end());
-      XySeries s{sim.policies[i].name, "line", static_cast<int>(i), {}, {}, true, false};
+      XySeries s{sim.policies[i].name, "line", static_cast<int>(i), {}, {}, true};
       for (std::size_t k = 0; k < v.size(); ++k) {
         s.x.push_back(v[k] / u.divisor);
         // Percentiles: the k-th of n is at level k / (n - 1); every job: the k-th of n at (k + 1) / n.
@@ -83,8 +83,7 @@ void completion_times(Page& page, const SimFile& sim) {
     for (std::size_t i = 0; i < sim.policies.size(); ++i) {
       const SimPolicy& p = sim.policies[i];
       c.series.push_back({p.name, "line", static_cast<int>(i),
-                          {p.metric("median_jct_s") / u.divisor, p.metric("p99_jct_s") / u.divisor}, {0.5, 0.99}, true,
-                          u.divisor == 1});
+                          {p.metric("median_jct_s") / u.divisor, p.metric("p99_jct_s") / u.divisor}, {0.5, 0.99}, true});
     }
     add_xy_chart(page, c);
   }
@@ -95,7 +94,6 @@ void completion_times(Page& page, const SimFile& sim) {
   b.series_labels = {fmt::format("mean JCT ({})", u.name), fmt::format("median JCT ({})", u.name),
                      fmt::format("p99 JCT ({})", u.name), fmt::format("mean queueing ({})", u.name)};
   b.values.resize(4);
-  b.exact = u.divisor == 1;
   for (const SimPolicy& p : sim.policies) {
     b.categories.push_back(p.name);
     b.values[0].push_back(p.metric("avg_jct_s") / u.divisor);
@@ -161,7 +159,7 @@ void add_timeline_section(Page& page, const SimTimeline& tl) {
       const TimelineSeries& s = tl.policies[i];
       std::vector<double> x = s.time_s;
       for (double& v : x) v /= u.divisor;
-      c.series.push_back({s.policy, "line", static_cast<int>(i), std::move(x), s.*(panel.field), true, u.divisor == 1});
+      c.series.push_back({s.policy, "line", static_cast<int>(i), std::move(x), s.*(panel.field), true});
     }
     if (!c.series.empty()) add_xy_chart(page, c);
   }

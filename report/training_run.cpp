@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 #include "core/error.hpp"
 
@@ -244,6 +245,35 @@ void parse_train_log(std::istream& log, TrainingRun& run, std::vector<std::pair<
   }
 }
 
+std::pair<double, double> checkpoint_time_and_loss(const std::vector<TrainRecord>& train, std::int64_t step) {
+  // Launches: a resume (elapsed_s restarts) or a restart from an earlier step begins one. The
+  // file at `step` is the one the last launch starting at or before it wrote; a launch resumed
+  // from that very checkpoint logs its first record past it.
+  std::size_t begin = train.size(), end = train.size();
+  for (std::size_t first = 0; first < train.size();) {
+    std::size_t last = first + 1;
+    while (last < train.size() && train[last].step >= train[last - 1].step &&
+           !(train[last].elapsed_s < train[last - 1].elapsed_s))
+      ++last;
+    if (train[first].step <= step) {
+      begin = first;
+      end = last;
+    }
+    first = last;
+  }
+  if (begin == train.size()) return {kNaN, kNaN};
+  // Within the launch: the record at the step, else linear between those around it; a launch
+  // stopped between two records (its checkpoint at the stop) ends at its last record.
+  std::size_t next = begin;
+  while (next < end && train[next].step < step) ++next;
+  if (next == end) return {train[end - 1].time_s, train[end - 1].loss};
+  const TrainRecord& b = train[next];
+  if (b.step == step || next == begin) return {b.time_s, b.loss};
+  const TrainRecord& a = train[next - 1];
+  const double share = static_cast<double>(step - a.step) / static_cast<double>(b.step - a.step);
+  return {a.time_s + (b.time_s - a.time_s) * share, a.loss};
+}
+
 bool is_training_run(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(fs::path(dir) / "metrics.jsonl", ec) || fs::is_regular_file(fs::path(dir) / "train.log", ec);
@@ -332,7 +362,7 @@ TrainingRun read_training_run(const std::string& dir, const std::string& name) {
     found.push_back(c);
   }
   std::sort(found.begin(), found.end(), [](const CheckpointRecord& a, const CheckpointRecord& b) { return a.step < b.step; });
-  for (CheckpointRecord& c : found) c.time_s = time_at_step(run.train, run.train.size(), c.step, sorted);
+  for (CheckpointRecord& c : found) std::tie(c.time_s, c.loss) = checkpoint_time_and_loss(run.train, c.step);
   run.checkpoints = std::move(found);
   return run;
 }

@@ -26,7 +26,9 @@ struct EvalRecord {
 
 struct CheckpointRecord {
   std::int64_t step = 0;
-  double time_s = 0;          // as EvalRecord::time_s
+  // The training time and loss at its step, in the last launch of the job (a run of train records
+  // up to a resume) that reached the step: that launch wrote the file there is.
+  double time_s = 0, loss = 0;
   std::string file;           // its name in checkpoints/
   bool present = false;       // false: named in train.log, since pruned
   std::uintmax_t bytes = 0;
@@ -62,6 +64,8 @@ TrainingRun read_training_run(const std::string& dir, const std::string& name);
 // Parses one metrics.jsonl line into `run` (exposed for tests). Returns false, with the reason,
 // for a line that is not a record the report can use.
 bool parse_metrics_line(const std::string& line, TrainingRun& run, std::string& reason);
+// Where checkpoint `step` goes on the time axis (CheckpointRecord::time_s and loss; for tests).
+std::pair<double, double> checkpoint_time_and_loss(const std::vector<TrainRecord>& train, std::int64_t step);
 // Reads the sharding plan, the job line and the checkpoints out of train.log text (for tests).
 void parse_train_log(std::istream& log, TrainingRun& run, std::vector<std::pair<std::int64_t, std::string>>& written);
 

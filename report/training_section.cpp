@@ -20,16 +20,6 @@ std::size_t smoothing_window(std::size_t n) {
   return std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(n)))));
 }
 
-double loss_at_step(const TrainingRun& r, std::int64_t step) {
-  // The last train record at or before `step` (checkpoints are written right after a step).
-  double loss = std::nan("");
-  for (const TrainRecord& t : r.train) {
-    if (t.step > step) break;
-    loss = t.loss;
-  }
-  return loss;
-}
-
 template <class Record, class Field>
 std::vector<double> column(const std::vector<Record>& records, Field field) {
   std::vector<double> out;
@@ -59,7 +49,7 @@ void loss_charts(Page& page, const std::vector<TrainingRun>& runs) {
       XySeries marks{r.name + " checkpoints", "marker", color, {}, {}, false};
       for (const CheckpointRecord& ck : r.checkpoints) {
         marks.x.push_back(by_time ? ck.time_s : static_cast<double>(ck.step));
-        marks.y.push_back(loss_at_step(r, ck.step));
+        marks.y.push_back(ck.loss);
       }
       if (!marks.x.empty()) c.series.push_back(std::move(marks));
     }
@@ -123,7 +113,7 @@ void throughput_and_memory(Page& page, const std::vector<TrainingRun>& runs) {
                            column(r.train, &TrainRecord::samples_per_s), true});
     std::vector<double> mib = column(r.train, &TrainRecord::device_peak_bytes);
     for (double& v : mib) v /= kMiB;
-    memory.series.push_back({r.name, "line", static_cast<int>(i), column(r.train, &TrainRecord::step), mib, true, false});
+    memory.series.push_back({r.name, "line", static_cast<int>(i), column(r.train, &TrainRecord::step), mib, true});
   }
   if (!rate.series.empty()) add_xy_chart(page, rate);
   if (!memory.series.empty()) add_xy_chart(page, memory);
@@ -138,19 +128,19 @@ void run_tables(Page& page, const std::vector<TrainingRun>& runs) {
     overview.rows.push_back({r.name, r.dir, integer(static_cast<long long>(r.train.size())),
                              integer(static_cast<long long>(r.eval.size())),
                              r.train.empty() ? "" : integer(r.train.back().step),
-                             r.train.empty() ? "" : number(r.train.back().loss), r.eval.empty() ? "" : number(r.eval.back().auc),
-                             r.train.empty() ? "" : number(r.train.back().time_s),
+                             r.train.empty() ? "" : figure(r.train.back().loss), r.eval.empty() ? "" : figure(r.eval.back().auc),
+                             r.train.empty() ? "" : figure(r.train.back().time_s),
                              integer(static_cast<long long>(r.checkpoints.size())), r.job_line});
   }
   page.table(overview);
 
   Table ck;
   ck.caption = "Checkpoints";
-  ck.columns = {"run", "step", "training time (s)", "file", "on disk", "bytes"};
+  ck.columns = {"run", "step", "training time (s)", "file", "on disk", "size"};
   for (const TrainingRun& r : runs)
     for (const CheckpointRecord& c : r.checkpoints)
-      ck.rows.push_back({r.name, integer(c.step), number(c.time_s), c.file, c.present ? "yes" : "no (pruned)",
-                         c.present ? integer(static_cast<long long>(c.bytes)) : ""});
+      ck.rows.push_back({r.name, integer(c.step), figure(c.time_s), c.file, c.present ? "yes" : "no (pruned)",
+                         c.present ? bytes(static_cast<double>(c.bytes)) : ""});
   if (!ck.rows.empty()) {
     ck.collapsed = ck.rows.size() > 25;
     page.table(ck);

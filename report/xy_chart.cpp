@@ -26,7 +26,7 @@ void add_xy_chart(Page& page, const XyChart& c) {
   chart.caption = c.caption;
   if (drawn < total)
     chart.caption += fmt::format("{}Drawn: {} of {} points (the smallest and largest value per pixel column); the table's "
-                                 "figures are exact, from every point.",
+                                 "figures are computed from every point.",
                                  chart.caption.empty() ? "" : " ", drawn, total);
   Table t;
   if (tabled <= kTableAllPointsUpTo) {
@@ -34,8 +34,7 @@ void add_xy_chart(Page& page, const XyChart& c) {
     t.columns = {"series", c.x_name, c.y_name};
     for (const XySeries& s : c.series) {
       if (!s.in_table) continue;
-      const auto format = s.exact ? number : derived;
-      for (std::size_t i = 0; i < s.y.size() && i < s.x.size(); ++i) t.rows.push_back({s.label, format(s.x[i]), format(s.y[i])});
+      for (std::size_t i = 0; i < s.y.size() && i < s.x.size(); ++i) t.rows.push_back({s.label, figure(s.x[i]), figure(s.y[i])});
     }
     t.collapsed = t.rows.size() > 25;
   } else {
@@ -45,14 +44,13 @@ void add_xy_chart(Page& page, const XyChart& c) {
     for (const XySeries& s : c.series) {
       if (!s.in_table) continue;
       const SeriesStats st = summarize(s.x, s.y);
-      const auto format = s.exact ? number : derived;
       if (st.count == 0) {
         t.rows.push_back({s.label, "0", "", "", "", "", "", "", "", "", ""});
         continue;
       }
-      t.rows.push_back({s.label, integer(static_cast<long long>(st.count)), format(st.x_first), format(st.x_last),
-                        format(st.first), format(st.last), format(st.min), format(st.x_of_min), format(st.max),
-                        format(st.x_of_max), derived(st.mean)});
+      t.rows.push_back({s.label, integer(static_cast<long long>(st.count)), figure(st.x_first), figure(st.x_last),
+                        figure(st.first), figure(st.last), figure(st.min), figure(st.x_of_min), figure(st.max),
+                        figure(st.x_of_max), figure(st.mean)});
     }
   }
   if (tabled <= kTableAllPointsUpTo)
@@ -83,7 +81,7 @@ void add_bar_chart(Page& page, const BarChart& c) {
   }
   for (std::size_t k = 0; k < c.categories.size(); ++k) {
     std::vector<std::string> row = {c.categories[k]};
-    for (const auto& v : c.values) row.push_back(k < v.size() ? (c.exact ? number(v[k]) : derived(v[k])) : "");
+    for (const auto& v : c.values) row.push_back(k < v.size() ? figure(v[k]) : "");
     t.rows.push_back(std::move(row));
   }
   page.chart_with_table(chart, t);

@@ -1,7 +1,7 @@
 #pragma once
 // A chart of series against a numeric axis, with its table, from the full data: the table is
-// computed from every point (every point listed when there are few, else exact summary figures
-// per series), the chart draws them reduced per pixel column (downsample.hpp).
+// computed from every point (every point listed when there are few, else summary figures over
+// every point per series; format.hpp prints them), the chart draws them reduced per pixel column (downsample.hpp).
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -19,7 +19,6 @@ struct XySeries {
   int color = -1;
   std::vector<double> x, y;
   bool in_table = true;  // false for a series derived from another (a smoothed curve)
-  bool exact = true;     // false: its values are derived (means, unit changes), tabled to 6 digits
 };
 
 struct XyChart {
@@ -38,7 +37,6 @@ struct BarChart {
   std::vector<std::string> categories;
   std::vector<std::string> series_labels;
   std::vector<std::vector<double>> values;  // [series][category]
-  bool exact = true;                        // false: derived values, tabled to 6 digits
 };
 
 void add_bar_chart(Page& page, const BarChart& chart);

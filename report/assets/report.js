@@ -23,7 +23,9 @@
       case 'bar':
         return { type: 'bar', label: s.label, data: s.y, backgroundColor: withAlpha(c, 0.8), borderColor: c };
       case 'range':
-        return { type: 'bar', label: s.label, backgroundColor: withAlpha(c, 0.75), borderColor: c, borderWidth: 1,
+      case 'band':  // a stretch of time over every lane (a stopped run): pale, without a border
+        return { type: 'bar', label: s.label, backgroundColor: withAlpha(c, s.style === 'band' ? 0.15 : 0.75),
+          borderColor: c, borderWidth: s.style === 'band' ? 0 : 1,
           data: s.ranges.map((r) => ({ x: [r[0], r[1]], y: spec.categories[r[2]] })), grouped: false,
           barPercentage: 0.9, categoryPercentage: 1.0 };
       case 'marker':

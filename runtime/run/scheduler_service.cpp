@@ -313,7 +313,10 @@ void SchedulerService::schedule_round() {
 
 nlohmann::json SchedulerService::run() {
   const auto& cfg = options_.jobs.scheduler;
+  // unix_s: the wall clock at the start, so that a reader puts the parts of a resumed run (each
+  // with its own t from 0) on one time axis.
   event({{"event", "run_start"}, {"ranks", plane_.size()}, {"policy", std::string(policy_->name())},
+         {"unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
          {"round_interval_s", cfg.round_interval_s}, {"slowdown_limit", cfg.slowdown_limit},
          {"las_threshold_s", cfg.las_threshold_s}, {"las_lease_s", cfg.las_lease_s}, {"machine", options_.machine},
          {"resume", options_.resume}, {"stay_open", options_.stay_open},
