@@ -1,15 +1,19 @@
 // recmix report's pieces against values worked out by hand: the per-column min/max reduction,
 // the trailing mean, the exact summary figures, the metrics and train.log readers, the slots of
 // co-located placements, the input checks, and a page built from a run whose numbers are known.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+
 #include <sstream>
 
 #include "core/error.hpp"
 #include "report/downsample.hpp"
+#include "report/format.hpp"
 #include "report/report.hpp"
 #include "report/sched_run.hpp"
 #include "report/training_run.hpp"
@@ -30,6 +34,19 @@ struct TempDir {
 };
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// The charts of a page, as its script reads them.
+nlohmann::json charts_of(const std::string& html) {
+  const std::string tag = "<script type=\"application/json\" id=\"report-data\">";
+  const std::size_t at = html.find(tag) + tag.size();
+  return nlohmann::json::parse(html.substr(at, html.find("</script>", at) - at));
+}
+
+const nlohmann::json& chart_titled(const nlohmann::json& charts, const std::string& title) {
+  for (const auto& c : charts)
+    if (c["title"] == title) return c;
+  throw std::runtime_error("no chart " + title);
+}
 
 }  // namespace
 
@@ -237,7 +254,8 @@ TEST(ReportPage, TablesHoldTheRunsNumbers) {
         "not json\n");
   const Report r = build_report({run.string()}, "");
   EXPECT_EQ(r.charts, 8u);
-  EXPECT_NE(r.html.find("<td>0.6931471805599453</td>"), std::string::npos);
+  EXPECT_NE(r.html.find("<td>0.693147</td>"), std::string::npos);  // six significant digits
+  EXPECT_EQ(r.html.find("0.6931471805599453</td>"), std::string::npos);
   EXPECT_NE(r.html.find("<td>0.8125</td>"), std::string::npos);
   EXPECT_NE(r.html.find("skipped 1 of 4 lines (line 4: not JSON"), std::string::npos);
   EXPECT_NE(r.html.find("train.log: absent"), std::string::npos);
@@ -279,4 +297,187 @@ TEST(ReportPage, SimulationWithPerJobTimesGetsItsWholeCdf) {
   EXPECT_NE(r.html.find("<tr><td>fifo</td><td>10</td><td>0.333333</td></tr>"), std::string::npos);
   EXPECT_NE(r.html.find("<tr><td>fifo</td><td>60</td><td>1</td></tr>"), std::string::npos);
   EXPECT_NE(r.html.find("<tr><td>avg_jct_s</td><td>30</td></tr>"), std::string::npos);
+}
+
+TEST(Format, FiguresAsPeopleReadThem) {
+  EXPECT_EQ(figure(3.8097000015113736e-05), "0.000038097");
+  EXPECT_EQ(figure(0.6931471805599453), "0.693147");
+  EXPECT_EQ(figure(2338944.6), "2338945");
+  EXPECT_EQ(figure(22.0), "22");
+  EXPECT_EQ(figure(-1.25), "-1.25");
+  EXPECT_EQ(figure(1234.56789), "1234.57");
+  EXPECT_EQ(figure(0.99999999), "1");
+  EXPECT_EQ(figure(std::nan("")), "n/a");
+  EXPECT_EQ(bytes(2338944.6), "2.23 MiB");
+  EXPECT_EQ(bytes(512), "512 B");
+  EXPECT_EQ(bytes(43213), "42.2 KiB");
+  EXPECT_EQ(bytes(1.5 * 1024 * 1024 * 1024), "1.50 GiB");
+  EXPECT_EQ(bytes(300.0 * 1024 * 1024), "300 MiB");
+  EXPECT_EQ(bytes(std::nan("")), "n/a");
+}
+
+TEST(Metrics, CheckpointAtItsStepsTimeInTheLaunchThatWroteIt) {
+  // Launch 1 logs steps 1000..2150 (10 ms a step) and dies without a usable checkpoint; launch 2
+  // starts again at step 1000 and writes ckpt-2000 at its own step 2000 (training time 11.51 +
+  // 10.01 s). A third launch resumes from ckpt-3000 and logs from step 3100: ckpt-3000 is the
+  // second's, at its last record (step 2990); ckpt-2500 is at launch 2's record of step 2500.
+  TempDir dir("ckpt");
+  std::string metrics;
+  const auto train = [&](int step, double elapsed) {
+    metrics += fmt::format(R"({{"type":"train","step":{},"loss":{},"elapsed_s":{}}})" "\n", step, 1.0 / step, elapsed);
+  };
+  for (int s = 1000; s <= 2150; s += 10) train(s, (s - 1000) * 0.01 + 0.01);
+  for (int s = 1000; s <= 2990; s += 10) train(s, (s - 1000) * 0.01 + 0.01);
+  for (int s = 3100; s <= 3200; s += 10) train(s, (s - 3000) * 0.01);
+  write(dir.path / "metrics.jsonl", metrics);
+  fs::create_directories(dir.path / "checkpoints");
+  for (const char* name : {"ckpt-000002000.h5", "ckpt-000002500.h5", "ckpt-000003000.h5"})
+    write(dir.path / "checkpoints" / name, "x");
+  const TrainingRun run = read_training_run(dir.path.string(), "r");
+  const double launch2 = run.train[115].time_s;  // launch 1's last record
+  EXPECT_NEAR(launch2, 11.51, 1e-9);
+  ASSERT_EQ(run.checkpoints.size(), 3u);
+  EXPECT_NEAR(run.checkpoints[0].time_s, launch2 + 10.01, 1e-9);  // launch 2's step 2000, not launch 1's (10.01 s)
+  EXPECT_DOUBLE_EQ(run.checkpoints[0].loss, 1.0 / 2000);
+  EXPECT_NEAR(run.checkpoints[1].time_s, launch2 + 15.01, 1e-9);
+  EXPECT_NEAR(run.checkpoints[2].time_s, launch2 + 19.91, 1e-9);  // the end of launch 2, which stopped there
+  EXPECT_DOUBLE_EQ(run.checkpoints[2].loss, 1.0 / 2990);
+  // Between two records of a launch: linear in the step; before every record: unknown.
+  EXPECT_NEAR(checkpoint_time_and_loss(run.train, 2005).first, launch2 + 10.06, 1e-9);
+  EXPECT_TRUE(std::isnan(checkpoint_time_and_loss(run.train, 500).first));
+}
+
+namespace {
+
+// A run stopped at 22.0 s and resumed 3.1 s later (run_start's unix_s), for 20.3 s: a and b
+// swap ranks in the second part, each rank's one job keeps it busy (busy_share 1).
+std::string two_part_events(bool with_unix_s) {
+  std::string part1 = R"({"event":"run_start","ranks":2,"policy":"fifo","memory_capacity_bytes":1073741824,)";
+  part1 += with_unix_s ? R"("unix_s":1000.0,"t":0})" : R"("t":0})";
+  part1 += "\n" R"({"event":"submitted","job":"a","ranks":1,"estimate_bytes":2338944.6,"t":0.01}
+{"event":"submitted","job":"b","ranks":1,"estimate_bytes":1048576,"t":0.01}
+{"event":"arrival","job":"a","t":0.02}
+{"event":"arrival","job":"b","t":0.02}
+{"event":"start","job":"a","ranks":[0],"launch":1,"resume":false,"t":1}
+{"event":"start","job":"b","ranks":[1],"launch":2,"resume":false,"t":1}
+)";
+  for (int t = 2; t <= 20; t += 2)
+    part1 += fmt::format(R"({{"event":"sample","job":"a","rank":0,"busy_share":1,"pool_current_bytes":1048576,"t":{}}})"
+                         "\n"
+                         R"({{"event":"sample","job":"b","rank":1,"busy_share":1,"pool_current_bytes":1048576,"t":{}}})"
+                         "\n",
+                         t, t);
+  part1 += R"({"event":"terminating","t":21}
+{"event":"stop","job":"a","reason":"terminating","t":21}
+{"event":"stop","job":"b","reason":"terminating","t":21}
+{"event":"stopped","job":"a","step":50,"t":21.5}
+{"event":"stopped","job":"b","step":40,"t":22}
+{"event":"run_end","makespan_s":22,"t":22}
+)";
+  std::string part2 = R"({"event":"run_start","ranks":2,"policy":"fifo","memory_capacity_bytes":1073741824,"resume":true,)";
+  part2 += with_unix_s ? R"("unix_s":1025.1,"t":0})" : R"("t":0})";
+  part2 += "\n" R"({"event":"submitted","job":"a","ranks":1,"estimate_bytes":2338944.6,"resume":true,"t":0.01}
+{"event":"submitted","job":"b","ranks":1,"estimate_bytes":1048576,"resume":true,"t":0.01}
+{"event":"arrival","job":"a","t":0.02}
+{"event":"arrival","job":"b","t":0.02}
+{"event":"start","job":"b","ranks":[0],"launch":1,"resume":true,"t":0.5}
+{"event":"start","job":"a","ranks":[1],"launch":2,"resume":true,"t":0.5}
+)";
+  for (int t = 2; t <= 20; t += 2)
+    part2 += fmt::format(R"({{"event":"sample","job":"b","rank":0,"busy_share":1,"pool_current_bytes":1048576,"t":{}}})"
+                         "\n"
+                         R"({{"event":"sample","job":"a","rank":1,"busy_share":1,"pool_current_bytes":1048576,"t":{}}})"
+                         "\n",
+                         t, t);
+  part2 += R"({"event":"finished","job":"a","ranks":[1],"step":100,"measured_peak_bytes":2097152,"t":20.1}
+{"event":"finished","job":"b","ranks":[0],"step":80,"measured_peak_bytes":1048576,"t":20.3}
+{"event":"run_end","makespan_s":20.3,"t":20.3}
+)";
+  return part1 + part2;
+}
+
+}  // namespace
+
+TEST(SchedRun, ResumedRunPartsOnOneTimeAxis) {
+  TempDir dir("resumed");
+  write(dir.path / "events.jsonl", two_part_events(true));
+  // summary.json as the second part rewrote it: its times count from the resume.
+  write(dir.path / "summary.json", R"({"policy":"fifo","ranks":2,"makespan_s":20.3,"jobs":[
+    {"name":"a","state":"finished","ranks":[1],"steps":100,"queued_s":0.48,"jct_s":20.08,"estimate_bytes":2338944.6,
+     "measured_peak_bytes":2097152,"preemptions":0},
+    {"name":"b","state":"finished","ranks":[0],"steps":80,"queued_s":0.48,"jct_s":20.28,"estimate_bytes":1048576,
+     "measured_peak_bytes":1048576,"preemptions":0}],
+    "rank_usage":[{"rank":0,"busy_share":0.97,"peak_bytes":1048576},{"rank":1,"busy_share":0.98,"peak_bytes":2097152}]})");
+  const SchedRun run = read_sched_run(dir.path.string());
+  ASSERT_EQ(run.parts.size(), 2u);
+  EXPECT_EQ(run.parts[0].end_s, 22);
+  EXPECT_NEAR(run.parts[1].begin_s, 25.1, 1e-9);
+  EXPECT_FALSE(run.parts[1].after_previous);
+  EXPECT_NEAR(run.span_s, 22 + 3.1 + 20.3, 1e-9);  // the two parts and the stop between them
+  // Every placement on its rank's own lane: none of part 2 beside one of part 1.
+  ASSERT_EQ(run.placements.size(), 4u);
+  for (const Placement& p : run.placements) {
+    EXPECT_EQ(p.slot, 0) << p.job << " on rank " << p.rank << " at " << p.begin_s;
+  }
+  for (const Placement& p : run.placements)
+    for (const Placement& q : run.placements) {
+      if (&p == &q || p.rank != q.rank) continue;
+      EXPECT_TRUE(p.end_s <= q.begin_s || q.end_s <= p.begin_s);
+    }
+  EXPECT_NEAR(run.placements[2].begin_s, 25.6, 1e-9);
+  // The jobs' times on the same axis, over both parts: JCT from the first arrival, the stop
+  // included; queued before the first start (0.98 s) and after the resume (0.48 s), not while stopped.
+  ASSERT_EQ(run.jobs.size(), 2u);
+  EXPECT_EQ(run.jobs[1].name, "b");
+  EXPECT_NEAR(run.jobs[1].jct_s, 25.1 + 20.3 - 0.02, 1e-9);
+  EXPECT_NEAR(run.jobs[1].queued_s, 0.98 + 0.48, 1e-9);
+  EXPECT_EQ(run.jobs[1].preemptions, 1);
+  for (const std::string& n : run.notes) EXPECT_EQ(n.find("wall-clock"), std::string::npos) << n;
+
+  const Report r = build_report({dir.path.string()}, "");
+  EXPECT_NE(r.html.find("45.4 s from the first event to the last in 2 parts (stopped at 22.0 s, resumed at 25.1 s)"),
+            std::string::npos);
+  EXPECT_NE(r.html.find("Ranks (summary.json: the last part only, from 25.1 s)"), std::string::npos);
+  const nlohmann::json charts = charts_of(r.html);
+  // The stop: a band over every lane of the placements, triangles on the charts against time.
+  bool band = false;
+  for (const auto& s : chart_titled(charts, "Placements per rank")["series"])
+    if (s["style"] == "band") {
+      band = true;
+      EXPECT_EQ(s["ranges"].size(), 2u);  // both lanes
+      EXPECT_EQ(s["ranges"][0][0], 22);
+      EXPECT_NEAR(s["ranges"][0][1].get<double>(), 25.1, 1e-9);
+    }
+  EXPECT_TRUE(band);
+  // One job at a time on each rank, busy all the time: the rank's busy share never passes 1,
+  // nor its memory the one job's 1 MiB.
+  for (const char* title : {"Utilisation per rank over time", "Device memory per rank over time"}) {
+    bool marks = false;
+    for (const auto& s : chart_titled(charts, title)["series"]) {
+      if (s["style"] == "marker") {
+        marks = true;
+        EXPECT_EQ(s["x"].size(), 2u);
+        continue;
+      }
+      double top = 0;
+      for (const auto& y : s["y"]) top = std::max(top, y.get<double>());
+      EXPECT_LE(top, 1.0) << title << ", " << s["label"];
+      EXPECT_GE(top, 1.0) << title << ", " << s["label"];
+    }
+    EXPECT_TRUE(marks) << title;
+  }
+}
+
+TEST(SchedRun, ResumedRunWithoutWallClockFollowsThePreviousPart) {
+  TempDir dir("resumed_old");
+  write(dir.path / "events.jsonl", two_part_events(false));
+  const SchedRun run = read_sched_run(dir.path.string());
+  ASSERT_EQ(run.parts.size(), 2u);
+  EXPECT_EQ(run.parts[1].begin_s, 22);
+  EXPECT_TRUE(run.parts[1].after_previous);
+  EXPECT_NEAR(run.span_s, 22 + 20.3, 1e-9);
+  for (const Placement& p : run.placements) EXPECT_EQ(p.slot, 0);
+  bool noted = false;
+  for (const std::string& n : run.notes) noted = noted || n.find("part 2 of the run (a resume, line 34) has no wall-clock time") != std::string::npos;
+  EXPECT_TRUE(noted) << run.notes.front();
 }
