@@ -125,7 +125,7 @@ class RunFromEvents {
       run_.parts.push_back(part);
       return;
     }
-    const double previous_end = last_t_;
+    const double previous_end = std::isfinite(run_end_) ? std::max(run_end_, last_t_) : last_t_;
     run_.parts.back().end_s = previous_end;
     end_part(previous_end);
     const double by_clock = part.unix_s - first_unix_;  // NaN without both wall clocks

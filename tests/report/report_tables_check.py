@@ -2,14 +2,18 @@
 """Checks that recmix report's tables hold the numbers of the inputs report_test.sh made.
 
 Each table is found by its caption (or its <details> summary) and compared with figures
-computed here from the input files: every eval record of a run, the exact summary figures of
-10^6 train records, the jobs of a recmix run, the metrics of every simulated policy.
+computed here from the input files: every eval record of a run, the summary figures of 10^6
+train records, the jobs of a recmix run, the metrics of every simulated policy. Tables print
+figures to six significant digits and bytes in binary units (report/format.hpp): no cell of any
+page may hold a raw double ("3.8097000015113736e-05", "2338944.6 bytes").
 Usage: report_tables_check.py <work dir of report_test.sh>
+       report_tables_check.py --resumed <page> <run dir>   (the page of a stopped and resumed recmix run)
 """
 import html.parser
 import json
 import math
 import os
+import re
 import sys
 
 
@@ -57,18 +61,56 @@ class Tables(html.parser.HTMLParser):
             self.cell += data
 
 
-def tables_of(path):
-    parser = Tables()
-    parser.feed(open(path, encoding="utf-8").read())
-    return {t[0]: (t[1], t[2]) for t in parser.tables}
-
-
 failures = []
 
 
 def check(cond, what):
     if not cond:
         failures.append(what)
+
+
+# A number in a cell: a decimal fraction, or anything with an exponent.
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
+
+
+def raw_figure(cell):
+    """The first number in the cell printed as a raw double: an exponent, or a fraction with more
+    than six significant digits ("0.6931471805599453"); None when there is none."""
+    for m in NUMBER.finditer(cell):
+        token = m.group(0)
+        if "e" in token.lower():
+            return token
+        if "." in token and len(token.lstrip("-").replace(".", "").lstrip("0")) > 6:
+            return token
+    return None
+
+
+def tables_of(path):
+    parser = Tables()
+    parser.feed(open(path, encoding="utf-8").read())
+    for title, _, rows in parser.tables:
+        for row in rows:
+            for cell in row:
+                raw = raw_figure(cell)
+                check(raw is None, f"{path}: table '{title}' prints a raw double {raw!r} in {row}")
+    return {t[0]: (t[1], t[2]) for t in parser.tables}
+
+
+UNITS = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
+
+
+def parse_bytes(cell):
+    """ "2.23 MiB" -> 2338324.48; NaN for anything else."""
+    number, _, unit = cell.partition(" ")
+    try:
+        return float(number) * UNITS[unit]
+    except (ValueError, KeyError):
+        return math.nan
+
+
+def same(a, b, digits=6):
+    """Equal to the digits a table prints (six significant ones, or three for bytes)."""
+    return math.isclose(float(a), float(b), rel_tol=0.6 * 10 ** (1 - digits), abs_tol=1e-12)
 
 
 def table(tables, title, page):
@@ -90,11 +132,11 @@ def main(work):
     head, rows = table(t, "Eval AUC against step: every point", "train.html")
     evals = [r for r in records("runs/a/metrics.jsonl") if r["type"] == "eval"]
     check(len(evals) == 3, f"runs/a has {len(evals)} evaluations, not 3")
-    check([(int(r[1]), float(r[2])) for r in rows] == [(e["step"], e["auc"]) for e in evals],
+    check(len(rows) == len(evals) and all(int(r[1]) == e["step"] and same(r[2], e["auc"]) for r, e in zip(rows, evals)),
           f"train.html: eval AUC rows {rows} differ from {evals}")
     head, rows = table(t, "Runs", "train.html")
     train = [r for r in records("runs/a/metrics.jsonl") if r["type"] == "train"]
-    check(rows and rows[0][2] == "150" and int(rows[0][4]) == 150 and float(rows[0][5]) == train[-1]["loss"],
+    check(rows and rows[0][2] == "150" and int(rows[0][4]) == 150 and same(rows[0][5], train[-1]["loss"]),
           f"train.html: the runs table {rows} does not give 150 records and the last loss {train[-1]['loss']}")
     head, rows = table(t, "runs/a: sharding plan: 4 tables over 1 rank", "train.html")
     check(len(rows) == 1 and rows[0][0] == "0" and rows[0][3] == "t0 t1 t2 t3", f"train.html: sharding plan rows {rows}")
@@ -106,11 +148,12 @@ def main(work):
     t = tables_of("compare.html")
     head, rows = table(t, "Training loss against step: every point", "compare.html")
     for run in ("a", "b"):
-        mine = [(int(r[1]), float(r[2])) for r in rows if r[0] == f"runs/{run} loss"]
+        mine = [(int(r[1]), r[2]) for r in rows if r[0] == f"runs/{run} loss"]
         want = [(r["step"], r["loss"]) for r in records(f"runs/{run}/metrics.jsonl") if r["type"] == "train"]
-        check(mine == want, f"compare.html: runs/{run}'s loss rows differ from its metrics.jsonl")
+        check(len(mine) == len(want) and all(m[0] == w[0] and same(m[1], w[1]) for m, w in zip(mine, want)),
+              f"compare.html: runs/{run}'s loss rows differ from its metrics.jsonl")
 
-    # 10^6 train records: exact summary figures, computed here the same way (sum in file order).
+    # 10^6 train records: summary figures over every point, computed here the same way (sum in file order).
     t = tables_of("big.html")
     head, rows = table(t, "Training loss against step: figures over every point", "big.html")
     train = [r for r in records("runs/big/metrics.jsonl") if r["type"] == "train"]
@@ -122,7 +165,7 @@ def main(work):
     got = dict(zip([h.replace(" (binary cross-entropy)", "") for h in head], row))
     check(int(got.get("points", -1)) == want["points"], f"big.html: points {got.get('points')}")
     for k in ("first loss", "last loss", "min loss", "max loss"):
-        check(float(got.get(k, "nan")) == want[k], f"big.html: {k} {got.get(k)} != {want[k]!r}")
+        check(same(got.get(k, "nan"), want[k]), f"big.html: {k} {got.get(k)} != {want[k]!r}")
     check(hi == 2.5 and int(float(row[9])) == 654321 if len(row) > 9 else False, f"big.html: the spike's step {row}")
     check(math.isclose(float(got.get("mean loss", "nan")), want["mean loss"], rel_tol=1e-5),
           f"big.html: mean loss {got.get('mean loss')} != {want['mean loss']}")
@@ -146,9 +189,9 @@ def main(work):
         r = by_name.get(j["name"], {})
         check(r.get("state") == j["state"] and int(r.get("steps", -1)) == j["steps"],
               f"run.html: job {j['name']}: {r} against {j}")
-        check(float(r.get("estimate (bytes)", "nan")) == j["estimate_bytes"] and
-              float(r.get("measured peak (bytes)", "nan")) == j["measured_peak_bytes"],
-              f"run.html: job {j['name']}'s memory figures differ from summary.json")
+        check(same(parse_bytes(r.get("estimate", "")), j["estimate_bytes"], 3) and
+              same(parse_bytes(r.get("measured peak", "")), j["measured_peak_bytes"], 3),
+              f"run.html: job {j['name']}'s memory figures {r} differ from summary.json")
     check(sorted(by_name) == ["alpha", "beta", "gamma"], f"run.html: jobs {sorted(by_name)}")
     head, rows = table(t, "Placements", "run.html")
     events = [json.loads(l) for l in open("runs/sched/events.jsonl")]
@@ -157,7 +200,8 @@ def main(work):
     preempted = any(e["event"] == "preempt" for e in events)
     check(not preempted or any(r[6] == "preempt" for r in rows), "run.html: the preemption is not in the placements")
     head, rows = table(t, "Ranks (summary.json)", "run.html")
-    check([float(r[2]) for r in rows] == [float(r["peak_bytes"]) for r in summary["rank_usage"]],
+    check(len(rows) == len(summary["rank_usage"]) and
+          all(same(parse_bytes(r[2]), u["peak_bytes"], 3) for r, u in zip(rows, summary["rank_usage"])),
           f"run.html: rank peaks {rows}")
 
     # The simulator: every policy's every metric, exactly as the JSON holds it.
@@ -170,7 +214,7 @@ def main(work):
         for k, v in p.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 got = by_metric.get(k, [None] * (i + 1))[i]
-                check(got is not None and float(got) == float(v), f"sim.html: {p['policy']} {k} {got} != {v}")
+                check(got is not None and same(got, v), f"sim.html: {p['policy']} {k} {got} != {v}")
     # Each policy's CDF runs through the 101 percentiles the JSON holds, from level 0 to 1 (six
     # policies: more points than a table lists, so their figures: count, first, last).
     head, rows = table(t, "Job completion time CDF per policy: figures over every point", "sim.html")
@@ -184,10 +228,52 @@ def main(work):
             check(abs(float(r[2]) * unit - want[0]) <= 1e-4 * max(1.0, want[0]) and
                   abs(float(r[3]) * unit - want[-1]) <= 1e-4 * max(1.0, want[-1]) and
                   float(r[4]) == 0 and float(r[5]) == 1, f"sim.html: {p['policy']}: CDF ends {r} against {want[0]}, {want[-1]}")
+    return report()
+
+
+def report():
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
 
 
+def resumed(page, run_dir):
+    """A recmix run stopped and resumed: its two parts one after the other on the page's time axis,
+    the stop between them said, no two placements of a rank's lane overlapping."""
+    t = tables_of(page)
+    events = [json.loads(l) for l in open(os.path.join(run_dir, "events.jsonl"))]
+    starts = [e for e in events if e["event"] == "run_start"]
+    check(len(starts) == 2 and all("unix_s" in e for e in starts), f"{run_dir}: run_start events {starts}")
+    head, rows = table(t, "Parts of the run (each recmix run over the directory)", page)
+    check(len(rows) == 2, f"{page}: parts {rows}")
+    if len(rows) == 2 and len(starts) == 2:
+        # Part 2 starts at its wall-clock time after part 1's, after part 1's last event.
+        want = starts[1]["unix_s"] - starts[0]["unix_s"]
+        check(abs(float(rows[1][1]) - want) < 1e-3 and float(rows[1][1]) >= float(rows[0][2]),
+              f"{page}: part 2 starts at {rows[1][1]} s, not {want} (part 1 ends at {rows[0][2]})")
+        check("wall-clock" in rows[1][4], f"{page}: part 2 placed by {rows[1][4]}")
+        text = open(page, encoding="utf-8").read()
+        check(f"in 2 parts (stopped at {float(rows[0][2]):.1f} s, resumed at {float(rows[1][1]):.1f} s)" in text,
+              f"{page}: the header does not give the stop")
+        # The whole span: part 2's start and its last event (or its run_end's makespan).
+        second = events[events.index(starts[1]):]
+        span = float(rows[1][1]) + max([e["t"] for e in second] + [e.get("makespan_s", 0) for e in second])
+        shown = re.search(r"([0-9.]+) s from the first event to the last", text)
+        check(shown is not None and abs(float(shown.group(1)) - span) <= 0.051,
+              f"{page}: the span is {shown and shown.group(1)} s, not {span:.2f} s")
+    head, rows = table(t, "Placements", page)
+    lanes = {}
+    for r in rows:
+        lanes.setdefault((r[1], r[2]), []).append((float(r[3]), float(r[4]), r[0]))
+    for lane, spans in lanes.items():
+        spans.sort()
+        for a, b in zip(spans, spans[1:]):
+            check(a[1] <= b[0] + 1e-3, f"{page}: rank {lane[0]} lane {lane[1]}: {a} overlaps {b}")
+    check(sum(r[7] == "yes" for r in rows) >= 1, f"{page}: no resumed placement in {rows}")
+    return report()
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--resumed":
+        sys.exit(resumed(sys.argv[2], sys.argv[3]))
     sys.exit(main(sys.argv[1]))

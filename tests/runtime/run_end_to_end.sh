@@ -359,6 +359,10 @@ grep -q "continuing the run in term" resume.out || fail "--resume auto did not s
 grep -q '"event":"start".*"job":"halted".*"resume":true\|"job":"halted".*"resume":true' term/events.jsonl || fail "halted did not resume"
 same_as_solo term 2 halted  # interrupted by SIGTERM and resumed = uninterrupted
 same_as_solo term 1 halted1
+# Its report: the two parts one after the other on one time axis (run_start's unix_s), the stop
+# said in the header and the parts' table, no placement of part 2 beside one of part 1.
+"$recmix" report term -o term.html > term-report.out 2> term-report.err || { cat term-report.err; fail "recmix report term"; }
+$py "$src/tests/report/report_tables_check.py" --resumed term.html term || fail "the report of the resumed run is wrong"
 
 # Interrupted on 2 ranks, resumed on 1: the two-rank job continues on the one rank from its
 # checkpoint and ends within 1e-5 (relative, per tensor) of the uninterrupted two-rank run. The
