@@ -1,7 +1,8 @@
 #pragma once
 // A chart of series against a numeric axis, with its table, from the full data: the table is
 // computed from every point (every point listed when there are few, else summary figures over
-// every point per series; format.hpp prints them), the chart draws them reduced per pixel column (downsample.hpp).
+// every point per series; format.hpp prints them), the chart draws them reduced per pixel
+// column (downsample.hpp).
 #include <cstddef>
 #include <string>
 #include <vector>

@@ -166,17 +166,22 @@ TEST(RunEvents, AReadErrorIsAnIoError) {
 }
 
 // The replay reads strictly: a cut line is an error naming file and line; a second run_start
-// (a resumed run in the same directory) ends its reading before any later line.
+// (a resumed run in the same directory) ends its reading before any later line. run_start's
+// wall clock (unix_s), which the report uses to place a resumed run's parts, changes nothing here.
 TEST(RunEvents, ReplayReadsStrictlyAndStopsAtTheNextRun) {
   const test::ScratchDir scratch;
   const std::string path = (scratch.path / "events.jsonl").string();
   const std::string run_start =
-      R"({"event":"run_start","ranks":2,"memory_capacity_bytes":1024,"colocation_limit":2,"policy":"fifo","t":0})";
+      R"({"event":"run_start","ranks":2,"memory_capacity_bytes":1024,"colocation_limit":2,"policy":"fifo",)"
+      R"("unix_s":1790000000.25,"t":0})";
+  const std::string resumed =
+      R"({"event":"run_start","ranks":2,"memory_capacity_bytes":1024,"colocation_limit":2,"policy":"fifo",)"
+      R"("resume":true,"unix_s":1790000030.5,"t":0})";
   const std::string submitted =
       R"({"event":"submitted","id":0,"job":"a","ranks":1,"arrival_s":0,"estimate_bytes":100,)"
       R"("profile":{"type":"dlrm","solo_step_s":0.01,"util":[0.5,0.2,0.1]},"t":0.1})";
   const std::string start = R"({"event":"start","job":"a","ranks":[0],"t":0.2})";
-  std::ofstream(path) << run_start << "\n\n" << submitted << "\n" << start << "\n" << run_start << "\n{\"event\":\"fini";
+  std::ofstream(path) << run_start << "\n\n" << submitted << "\n" << start << "\n" << resumed << "\n{\"event\":\"fini";
   const RunReplay run = read_run_events(path);
   EXPECT_EQ(run.cluster.gpus_per_node, 2);
   ASSERT_EQ(run.jobs.size(), 1u);
