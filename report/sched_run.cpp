@@ -320,8 +320,10 @@ void add_summary_job(const nlohmann::json& j, SchedRun& run) {
     if (f.jct_s < 0) f.jct_s = kNaN;
     f.preemptions = j.value("preemptions", f.preemptions);
   }
-  f.samples_per_s_alone = number_or_nan(j, "samples_per_s_alone");
-  f.samples_per_s_colocated = number_or_nan(j, "samples_per_s_colocated");
+  // A job that ended in an earlier part did not run in the last: its rates there are unknown, not 0.
+  const bool ended_before = resumed && f.state != "queued" && f.state != "running" && number_or_nan(j, "jct_s") < 0;
+  f.samples_per_s_alone = ended_before ? kNaN : number_or_nan(j, "samples_per_s_alone");
+  f.samples_per_s_colocated = ended_before ? kNaN : number_or_nan(j, "samples_per_s_colocated");
   f.estimate_bytes = number_or_nan(j, "estimate_bytes");
   const double peak = number_or_nan(j, "measured_peak_bytes");
   if (!resumed || !std::isfinite(f.measured_peak_bytes) || peak > f.measured_peak_bytes) f.measured_peak_bytes = peak;

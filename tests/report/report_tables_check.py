@@ -247,8 +247,8 @@ def resumed(page, run_dir):
     head, rows = table(t, "Parts of the run (each recmix run over the directory)", page)
     check(len(rows) == 2, f"{page}: parts {rows}")
     if len(rows) == 2 and len(starts) == 2:
-        # Part 2 starts at its wall-clock time after part 1's, after part 1's last event.
-        want = starts[1]["unix_s"] - starts[0]["unix_s"]
+        # Part 2 starts at its wall-clock time after part 1's run_start (itself at t), after part 1's last event.
+        want = starts[0]["t"] + starts[1]["unix_s"] - starts[0]["unix_s"]
         check(abs(float(rows[1][1]) - want) < 1e-3 and float(rows[1][1]) >= float(rows[0][2]),
               f"{page}: part 2 starts at {rows[1][1]} s, not {want} (part 1 ends at {rows[0][2]})")
         check("wall-clock" in rows[1][4], f"{page}: part 2 placed by {rows[1][4]}")

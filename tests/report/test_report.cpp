@@ -350,16 +350,21 @@ TEST(Metrics, CheckpointAtItsStepsTimeInTheLaunchThatWroteIt) {
 namespace {
 
 // A run stopped at 22.0 s and resumed 3.1 s later (run_start's unix_s), for 20.3 s: a and b
-// swap ranks in the second part, each rank's one job keeps it busy (busy_share 1).
+// swap ranks in the second part, each rank's one job keeps it busy (busy_share 1); c ran and
+// finished in the first part.
 std::string two_part_events(bool with_unix_s) {
   std::string part1 = R"({"event":"run_start","ranks":2,"policy":"fifo","memory_capacity_bytes":1073741824,)";
   part1 += with_unix_s ? R"("unix_s":1000.0,"t":0})" : R"("t":0})";
   part1 += "\n" R"({"event":"submitted","job":"a","ranks":1,"estimate_bytes":2338944.6,"t":0.01}
 {"event":"submitted","job":"b","ranks":1,"estimate_bytes":1048576,"t":0.01}
+{"event":"submitted","job":"c","ranks":1,"estimate_bytes":1048576,"t":0.01}
 {"event":"arrival","job":"a","t":0.02}
 {"event":"arrival","job":"b","t":0.02}
-{"event":"start","job":"a","ranks":[0],"launch":1,"resume":false,"t":1}
-{"event":"start","job":"b","ranks":[1],"launch":2,"resume":false,"t":1}
+{"event":"arrival","job":"c","t":0.02}
+{"event":"start","job":"c","ranks":[0],"launch":1,"resume":false,"t":0.05}
+{"event":"finished","job":"c","ranks":[0],"step":5,"measured_peak_bytes":524288,"t":0.9}
+{"event":"start","job":"a","ranks":[0],"launch":2,"resume":false,"t":1}
+{"event":"start","job":"b","ranks":[1],"launch":3,"resume":false,"t":1}
 )";
   for (int t = 2; t <= 20; t += 2)
     part1 += fmt::format(R"({{"event":"sample","job":"a","rank":0,"busy_share":1,"pool_current_bytes":1048576,"t":{}}})"
@@ -378,6 +383,7 @@ std::string two_part_events(bool with_unix_s) {
   part2 += with_unix_s ? R"("unix_s":1025.1,"t":0})" : R"("t":0})";
   part2 += "\n" R"({"event":"submitted","job":"a","ranks":1,"estimate_bytes":2338944.6,"resume":true,"t":0.01}
 {"event":"submitted","job":"b","ranks":1,"estimate_bytes":1048576,"resume":true,"t":0.01}
+{"event":"resumed_ended","job":"c","state":"finished","t":0.01}
 {"event":"arrival","job":"a","t":0.02}
 {"event":"arrival","job":"b","t":0.02}
 {"event":"start","job":"b","ranks":[0],"launch":1,"resume":true,"t":0.5}
@@ -406,7 +412,9 @@ TEST(SchedRun, ResumedRunPartsOnOneTimeAxis) {
     {"name":"a","state":"finished","ranks":[1],"steps":100,"queued_s":0.48,"jct_s":20.08,"estimate_bytes":2338944.6,
      "measured_peak_bytes":2097152,"preemptions":0},
     {"name":"b","state":"finished","ranks":[0],"steps":80,"queued_s":0.48,"jct_s":20.28,"estimate_bytes":1048576,
-     "measured_peak_bytes":1048576,"preemptions":0}],
+     "measured_peak_bytes":1048576,"preemptions":0},
+    {"name":"c","state":"finished","ranks":[0],"steps":5,"queued_s":null,"jct_s":-1,"samples_per_s_alone":0,
+     "estimate_bytes":1048576,"measured_peak_bytes":0,"preemptions":0}],
     "rank_usage":[{"rank":0,"busy_share":0.97,"peak_bytes":1048576},{"rank":1,"busy_share":0.98,"peak_bytes":2097152}]})");
   const SchedRun run = read_sched_run(dir.path.string());
   ASSERT_EQ(run.parts.size(), 2u);
@@ -415,7 +423,7 @@ TEST(SchedRun, ResumedRunPartsOnOneTimeAxis) {
   EXPECT_FALSE(run.parts[1].after_previous);
   EXPECT_NEAR(run.span_s, 22 + 3.1 + 20.3, 1e-9);  // the two parts and the stop between them
   // Every placement on its rank's own lane: none of part 2 beside one of part 1.
-  ASSERT_EQ(run.placements.size(), 4u);
+  ASSERT_EQ(run.placements.size(), 5u);
   for (const Placement& p : run.placements) {
     EXPECT_EQ(p.slot, 0) << p.job << " on rank " << p.rank << " at " << p.begin_s;
   }
@@ -424,14 +432,18 @@ TEST(SchedRun, ResumedRunPartsOnOneTimeAxis) {
       if (&p == &q || p.rank != q.rank) continue;
       EXPECT_TRUE(p.end_s <= q.begin_s || q.end_s <= p.begin_s);
     }
-  EXPECT_NEAR(run.placements[2].begin_s, 25.6, 1e-9);
+  EXPECT_NEAR(run.placements[3].begin_s, 25.6, 1e-9);
   // The jobs' times on the same axis, over both parts: JCT from the first arrival, the stop
   // included; queued before the first start (0.98 s) and after the resume (0.48 s), not while stopped.
-  ASSERT_EQ(run.jobs.size(), 2u);
+  ASSERT_EQ(run.jobs.size(), 3u);
   EXPECT_EQ(run.jobs[1].name, "b");
   EXPECT_NEAR(run.jobs[1].jct_s, 25.1 + 20.3 - 0.02, 1e-9);
   EXPECT_NEAR(run.jobs[1].queued_s, 0.98 + 0.48, 1e-9);
   EXPECT_EQ(run.jobs[1].preemptions, 1);
+  // c ended in part 1: its figures are part 1's, not the last part's summary (which never ran it).
+  EXPECT_NEAR(run.jobs[2].jct_s, 0.88, 1e-9);
+  EXPECT_EQ(run.jobs[2].measured_peak_bytes, 524288);
+  EXPECT_TRUE(std::isnan(run.jobs[2].samples_per_s_alone));
   for (const std::string& n : run.notes) EXPECT_EQ(n.find("wall-clock"), std::string::npos) << n;
 
   const Report r = build_report({dir.path.string()}, "");
@@ -475,9 +487,10 @@ TEST(SchedRun, ResumedRunWithoutWallClockFollowsThePreviousPart) {
   ASSERT_EQ(run.parts.size(), 2u);
   EXPECT_EQ(run.parts[1].begin_s, 22);
   EXPECT_TRUE(run.parts[1].after_previous);
+  EXPECT_NEAR(run.jobs[1].jct_s, 22 + 20.3 - 0.02, 1e-9);
   EXPECT_NEAR(run.span_s, 22 + 20.3, 1e-9);
   for (const Placement& p : run.placements) EXPECT_EQ(p.slot, 0);
   bool noted = false;
-  for (const std::string& n : run.notes) noted = noted || n.find("part 2 of the run (a resume, line 34) has no wall-clock time") != std::string::npos;
+  for (const std::string& n : run.notes) noted = noted || n.find("part 2 of the run (a resume, line 38) has no wall-clock time") != std::string::npos;
   EXPECT_TRUE(noted) << run.notes.front();
 }
