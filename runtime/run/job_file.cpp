@@ -85,11 +85,13 @@ SchedulerSettings parse_scheduler(const toml::table& t, const std::string& origi
     static const std::set<std::string> known = {"policy",         "round_interval_s", "colocation_limit",
                                                 "memory_capacity", "slowdown_limit",   "cores_per_rank",
                                                 "las_threshold_s", "las_lease_s",      "memory_headroom",
-                                                "stuck_timeout_s", "stall_warning_s", "progress_interval_s"};
+                                                "stuck_timeout_s", "stall_warning_s", "progress_interval_s",
+                                                "delay_min_s",    "delay_max_s"};
     if (!known.count(std::string(key.str())))
       fail(std::string(key.str()), "is an unknown key (known: policy, round_interval_s, colocation_limit, "
                                    "memory_capacity, memory_headroom, slowdown_limit, cores_per_rank, las_threshold_s, "
-                                   "las_lease_s, stuck_timeout_s, stall_warning_s, progress_interval_s)");
+                                   "las_lease_s, delay_min_s, delay_max_s, stuck_timeout_s, stall_warning_s, "
+                                   "progress_interval_s)");
   }
   if (auto* n = t.get("policy")) {
     if (!n->is_string()) fail("policy", "must be a string");
@@ -110,6 +112,10 @@ SchedulerSettings parse_scheduler(const toml::table& t, const std::string& origi
   number("progress_interval_s", s.progress_interval_s, 0.01, 3600);
   number("las_threshold_s", s.las_threshold_s, 0, 1e9);
   number("las_lease_s", s.las_lease_s, 0.01, 1e9);
+  number("delay_min_s", s.delay_min_s, 0, 1e9);
+  number("delay_max_s", s.delay_max_s, 0, 1e9);
+  if (s.delay_max_s < s.delay_min_s)
+    fail("delay_max_s", fmt::format("must be at least delay_min_s ({})", s.delay_min_s));
   if (auto* n = t.get("memory_capacity")) {
     if (n->is_integer()) {
       const auto v = *n->value<std::int64_t>();

@@ -35,6 +35,8 @@ struct SchedulerSettings {
   double stall_warning_s = 60;           // a running job whose step has not moved for this long is warned of; 0: never
   double las_threshold_s = 3600;         // las: attained rank-seconds that demote a job
   double las_lease_s = 300;              // las: period of the preemptive pass
+  double delay_min_s = 30;               // delay: the shortest and longest a multi-rank job waits for
+  double delay_max_s = 4 * 3600.0;       // one node before it spreads over several
 };
 
 struct JobFile {

@@ -86,6 +86,8 @@ SchedulerService::SchedulerService(ControlPlane& plane, RunOptions options)
   po.dispatch_interval_s = cfg.round_interval_s;
   po.las_threshold_gpu_s = cfg.las_threshold_s;
   po.las_lease_s = cfg.las_lease_s;
+  po.delay_min_s = cfg.delay_min_s;
+  po.delay_max_s = cfg.delay_max_s;
   policy_ = sched::make_policy(sched_policy_name(cfg.policy), po);
   threads_used_.assign(plane_.size(), 0);
   busy_since_.assign(plane_.size(), -1);
@@ -319,6 +321,7 @@ nlohmann::json SchedulerService::run() {
          {"unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
          {"round_interval_s", cfg.round_interval_s}, {"slowdown_limit", cfg.slowdown_limit},
          {"las_threshold_s", cfg.las_threshold_s}, {"las_lease_s", cfg.las_lease_s}, {"machine", options_.machine},
+         {"delay_min_s", cfg.delay_min_s}, {"delay_max_s", cfg.delay_max_s},
          {"resume", options_.resume}, {"stay_open", options_.stay_open},
          {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
          {"nodes", options_.nodes.nodes()}, {"ranks_per_node", options_.nodes.ranks_per_node},

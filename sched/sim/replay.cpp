@@ -37,10 +37,12 @@ RunReplay read_run_events(const std::string& events_path) {
     running_since.erase(it);
   };
   bool started = false;
+  double last_t = 0;
   read_event_lines(in, events_path, BadLines::fail, [&](const RunEvent& event) {
     const nlohmann::json& e = event.fields;
     const std::string& kind = event.kind;
     const double t = event.t;
+    if (kind != "run_start" || !started) last_t = std::max(last_t, t);
     try {
       if (kind == "run_start") {
         if (started) return AfterEvent::stop;  // a later run in the same directory (--resume): replay the first one
@@ -58,6 +60,8 @@ RunReplay read_run_events(const std::string& events_path) {
         run.options.slowdown_limit = e.value("slowdown_limit", run.options.slowdown_limit);
         run.options.las_threshold_gpu_s = e.value("las_threshold_s", run.options.las_threshold_gpu_s);
         run.options.las_lease_s = e.value("las_lease_s", run.options.las_lease_s);
+        run.options.delay_min_s = e.value("delay_min_s", run.options.delay_min_s);
+        run.options.delay_max_s = e.value("delay_max_s", run.options.delay_max_s);
         run.cluster.cores_per_gpu = e.value("cores_per_rank", 0);
       } else if ((kind == "submitted" || kind == "rejected") && e.contains("id")) {
         const JobId id = e.at("id").get<JobId>();
@@ -128,7 +132,11 @@ RunReplay read_run_events(const std::string& events_path) {
     return AfterEvent::read_on;
   });
   if (!started) throw DataError(fmt::format("{}: no run_start event: not the event log of a recmix run", events_path));
-  // Jobs still running when the log ends (an interrupted run) keep what they had.
+  // Jobs still running when the log ends (an interrupted run) ran until then: in the replay they
+  // hold their ranks as long, so that the decisions around them are the same.
+  std::vector<JobId> still_running;
+  for (const auto& [id, since] : running_since) still_running.push_back(id);
+  for (JobId id : still_running) end_segment(id, last_t);
   return run;
 }
 

@@ -107,10 +107,33 @@ TEST(ClusterState, AMeasuredUtilisationMovesTheDemandOfItsGpus) {
 }
 
 TEST(ClusterState, RejectsBadSpecs) {
-  ClusterSpec s = small(1, 65);
+  ClusterSpec s = small(1, 0);
   EXPECT_THROW(ClusterState{s}, ConfigError);
   s = small(0, 8);
   EXPECT_THROW(ClusterState{s}, ConfigError);
+}
+
+// A node of more GPUs than one 64-bit word (a live run of 130 ranks on one host): its free GPUs
+// are counted and handed out across words, and given back.
+TEST(ClusterState, NodesOfMoreThan64Gpus) {
+  ClusterState c(small(2, 130));
+  EXPECT_EQ(c.free_gpus_on_node(1), 130);
+  std::vector<int> first(100);
+  for (int i = 0; i < 100; ++i) first[i] = 130 + i;
+  ASSERT_TRUE(c.place(job(1, 100, 1), first, 0));
+  EXPECT_EQ(c.free_gpus_on_node(1), 30);
+  EXPECT_EQ(c.best_fit_node(30), 1);
+  const std::vector<int> rest = c.free_gpus_of(1, 30);
+  ASSERT_EQ(rest.size(), 30u);
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(rest[i], 230 + i);
+  ASSERT_TRUE(c.place(job(2, 30, 1), rest, 0));
+  EXPECT_EQ(c.free_gpus_on_node(1), 0);
+  EXPECT_EQ(c.best_fit_node(1), 0);
+  EXPECT_TRUE(c.free_gpus_of(1, 1).empty());
+  c.remove(1);
+  EXPECT_EQ(c.free_gpus_on_node(1), 100);
+  EXPECT_EQ(c.free_gpus_of(1, 100), first);
+  EXPECT_EQ(c.free_gpu_count(), 230);
 }
 
 }  // namespace

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# recmix run's live cluster has the world's shape (docs/run.md, Nodes). With --ranks-per-node 2,
+# 4 local ranks are 2 nodes of 2:
+#   - a two-rank job lands on one node when one is free (best fit), not across both;
+#   - under the delay policy a two-rank job that finds no node free waits for one (delay_min_s),
+#     then spreads over the two nodes; its start event names the nodes;
+#   - recmix sim --replay of that run takes the same decisions on the same 2 nodes;
+#   - a launch whose nodes cannot be whole is refused before any job starts, on every rank;
+#   - 70 ranks on this host (oversubscribed, one thread each) are one node of 70, past the old
+#     64-rank limit: tiny jobs of 1, 2 and all 70 ranks start, place and finish, and replay.
+# Usage: run_nodes.sh <recmix binary> <source dir>
+set -euo pipefail
+recmix=$1 src=$(cd "$2" && pwd)
+source "$(dirname "$0")/../lib.sh"
+scratch nodes
+mpirun=("$src/launch/recmix-mpirun" -np 4)
+py=/usr/bin/python3
+cd "$work"
+
+"$recmix" data synth -o train.h5 --rows 4k --tables 3 --table-rows 50,300,7 --dense 5 --seed 2 > /dev/null
+# start_of <run dir> <job>: its first start event, as JSON.
+start_of() { $py -c "
+import json, sys
+for l in open('$1/events.jsonl'):
+    e = json.loads(l)
+    if e['event'] == 'start' and e['job'] == '$2':
+        print(json.dumps(e)); sys.exit(0)
+sys.exit(1)"; }
+
+# Best fit: both arrive at once, in this order: 'one' takes rank 0 of node 0; 'pair' then fits whole on node 1 (ranks 2,3). As one
+# node of four it would take ranks 1,2.
+job_toml name=one ranks=1 steps=200 > one.toml
+job_toml name=pair ranks=2 steps=20 > pair.toml
+printf 'include = ["one.toml", "pair.toml"]\n[scheduler]\npolicy = "exclusive-fifo"\nround_interval_s = 0.1\n' > fit.toml
+"${mpirun[@]}" "$recmix" run fit.toml --run-dir fit --ranks-per-node 2 -q > fit.out 2>&1 || { cat fit.out; fail "the best-fit run failed"; }
+pair=$(start_of fit pair) || fail "no start of 'pair'"
+$py -c "import json, sys; e = json.loads(sys.argv[1]); assert e['ranks'] == [2, 3] and e['nodes'] == [1, 1], e" "$pair" ||
+  fail "the two-rank job did not land on the free node: $pair"
+grep -q '"nodes":2.*"ranks_per_node":2' fit/events.jsonl || fail "run_start does not give the nodes"
+
+# Delay: all three at once, in this order: 'a' (long) on rank 0, 'short' on rank 1, 'c' (long) on node 1
+# (rank 2); once 'short' has
+# ended, one rank is free on each node. 'wide' arrives then: it waits delay_min_s = 1 s for a node,
+# then spreads over ranks 1 and 3.
+job_toml name=a ranks=1 steps=1000000 > a.toml
+job_toml name=short ranks=1 steps=10 > short.toml
+job_toml name=c ranks=1 steps=1000000 > c.toml
+job_toml name=wide ranks=2 steps=20 arrival=2.0 > wide.toml
+printf 'include = ["a.toml", "short.toml", "c.toml", "wide.toml"]\n[scheduler]\npolicy = "delay"\nround_interval_s = 0.1\ndelay_min_s = 1\ndelay_max_s = 1\n' > delay.toml
+"${mpirun[@]}" "$recmix" run delay.toml --run-dir delay --ranks-per-node 2 -q > delay.out 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  grep -q '"event":"finished".*"job":"wide"' delay/events.jsonl 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || { cat delay.out; fail "the delay run ended early"; }
+  sleep 0.1
+done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 3 ]] || { cat delay.out; fail "the delay run exited $rc on SIGTERM, not 3"; }
+wide=$(start_of delay wide) || { cat delay/events.jsonl; fail "no start of 'wide'"; }
+$py - "$wide" delay/events.jsonl <<'PY' || fail "the delay policy did not wait for a node, then spread: $wide"
+import json, sys
+e = json.loads(sys.argv[1])
+arrival = [json.loads(l) for l in open(sys.argv[2]) if '"arrival"' in l and '"wide"' in l][0]["t"]
+assert sorted(e["nodes"]) == [0, 1], e
+assert e["t"] >= arrival + 0.95, (e["t"], arrival)
+PY
+"$recmix" sim --replay delay > replay.out 2>&1 || { cat replay.out; fail "the replay of the 2-node run differs"; }
+grep -q "the same decisions in the same order" replay.out || { cat replay.out; fail "the replay says nothing"; }
+grep -q "4 ranks" replay.out || { cat replay.out; fail "the replay has another cluster"; }
+
+# 4 ranks are not whole nodes of 3: one error, before any job starts.
+if "${mpirun[@]}" "$recmix" run fit.toml --run-dir bad --ranks-per-node 3 > bad.out 2>&1; then fail "nodes of 3 over 4 ranks ran"; fi
+grep -q "config error: --ranks-per-node 3: the world's 4 ranks are not whole nodes of 3" bad.out || { cat bad.out; fail "no clear error"; }
+[[ $(grep -c "config error" bad.out) == 1 ]] || { cat bad.out; fail "the error was said more than once"; }
+[[ ! -e bad/events.jsonl ]] || fail "a run started with nodes it cannot have"
+
+job_toml name=t1 ranks=1 steps=5 > t1.toml
+job_toml name=t2 ranks=2 steps=5 > t2.toml
+job_toml name=all ranks=70 steps=3 > all.toml
+printf 'include = ["t1.toml", "t2.toml", "all.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\n' > many.toml
+"$src/launch/recmix-mpirun" -np 70 "$recmix" run many.toml --run-dir many -q > many.out 2>&1 || { cat many.out; fail "the 70-rank run failed"; }
+$py - many/summary.json many/events.jsonl <<'PY' || { cat many.out; fail "the 70-rank run did not place and finish its jobs"; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["ranks"] == 70 and all(j["state"] == "finished" for j in s["jobs"]), s["jobs"]
+start = json.loads(next(l for l in open(sys.argv[2]) if '"run_start"' in l))
+assert start["nodes"] == 1 and start["ranks_per_node"] == 70, start
+PY
+"$recmix" sim --replay many > many-replay.out 2>&1 || { cat many-replay.out; fail "the 70-rank replay differs"; }
+echo "run nodes: ok"
