@@ -17,8 +17,16 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr std::size_t kTimeBins = 300;
 
-std::string lane_name(int rank, int slot) {
-  return slot == 0 ? fmt::format("rank {}", rank) : fmt::format("rank {} (shared, {})", rank, slot + 1);
+// "rank 3", or with several nodes "node 1 (host) rank 3": lanes sort by rank, so a node's ranks
+// are together.
+std::string lane_name(const SchedRun& run, int rank, int slot) {
+  std::string name = fmt::format("rank {}", rank);
+  if (run.ranks_per_node > 0 && run.ranks_per_node < run.ranks) {
+    const int node = rank / run.ranks_per_node;
+    const bool named = node < static_cast<int>(run.node_hosts.size());
+    name = fmt::format("node {}{} {}", node, named ? " (" + run.node_hosts[node] + ")" : std::string(), name);
+  }
+  return slot == 0 ? name : fmt::format("{} (shared, {})", name, slot + 1);
 }
 
 // The stops of a resumed run: from each part's last event to the next part's start.
@@ -63,9 +71,10 @@ void gantt(Page& page, const SchedRun& run) {
   Chart chart;
   for (auto& [key, lane] : lane_of) {
     lane = chart.categories.size();
-    chart.categories.push_back(lane_name(key.first, key.second));
+    chart.categories.push_back(lane_name(run, key.first, key.second));
   }
-  chart.title = "Placements per rank";
+  const bool nodes = run.ranks_per_node > 0 && run.ranks_per_node < run.ranks;
+  chart.title = nodes ? "Placements per node and rank" : "Placements per rank";
   chart.x_label = "time since the run started (s)";
   chart.y_label = "rank";
   Series stops{"stop (preemption, move apart, run stop, memory restart)", "marker", {}, {}, {}, 7};

@@ -116,6 +116,13 @@ class RunFromEvents {
     run_.ranks = std::max(run_.ranks, e.fields.value("ranks", 0));
     run_.policy = string_or_empty(e.fields, "policy");
     run_.memory_capacity_bytes = number_or_nan(e.fields, "memory_capacity_bytes");
+    if (e.fields.contains("ranks_per_node") && e.fields["ranks_per_node"].is_number_integer())
+      run_.ranks_per_node = e.fields["ranks_per_node"].get<int>();
+    if (e.fields.contains("node_hosts") && e.fields["node_hosts"].is_array()) {
+      run_.node_hosts.clear();
+      for (const auto& h : e.fields["node_hosts"])
+        if (h.is_string()) run_.node_hosts.push_back(h.get<std::string>());
+    }
     RunPart part;
     part.unix_s = number_or_nan(e.fields, "unix_s");
     if (run_.parts.empty()) {

@@ -55,6 +55,8 @@ struct RunPart {
 struct SchedRun {
   std::string dir, policy;
   int ranks = 0;
+  int ranks_per_node = 0;           // run_start's (0: a run before nodes, one node of every rank)
+  std::vector<std::string> node_hosts;
   double span_s = 0;  // the last part's run_end (its makespan), else the last event's time
   std::vector<RunPart> parts;  // in order; more than one: the run was stopped and resumed
   double memory_capacity_bytes = 0;

@@ -494,3 +494,23 @@ TEST(SchedRun, ResumedRunWithoutWallClockFollowsThePreviousPart) {
   for (const std::string& n : run.notes) noted = noted || n.find("part 2 of the run (a resume, line 38) has no wall-clock time") != std::string::npos;
   EXPECT_TRUE(noted) << run.notes.front();
 }
+
+// A run over 2 nodes of 2 ranks: the placement chart's lanes name each rank's node and host.
+TEST(SchedRun, PlacementLanesNameTheNodes) {
+  TempDir dir("nodes");
+  write(dir.path / "events.jsonl", R"({"event":"run_start","ranks":4,"nodes":2,"ranks_per_node":2,"node_hosts":["h#0","h#1"],"policy":"delay","t":0}
+{"event":"submitted","job":"a","ranks":1,"t":0}
+{"event":"submitted","job":"w","ranks":2,"t":0}
+{"event":"start","job":"a","ranks":[0],"nodes":[0],"t":0.1}
+{"event":"start","job":"w","ranks":[1,3],"nodes":[0,1],"t":3.0}
+{"event":"finished","job":"w","step":20,"t":4.0}
+{"event":"finished","job":"a","step":50,"t":5.0}
+{"event":"run_end","makespan_s":5.0,"t":5.0}
+)");
+  const SchedRun run = read_sched_run(dir.path.string());
+  EXPECT_EQ(run.ranks_per_node, 2);
+  ASSERT_EQ(run.node_hosts.size(), 2u);
+  const Report r = build_report({dir.path.string()}, "");
+  const nlohmann::json lanes = chart_titled(charts_of(r.html), "Placements per node and rank")["categories"];
+  EXPECT_EQ(lanes, nlohmann::json({"node 0 (h#0) rank 0", "node 0 (h#0) rank 1", "node 1 (h#1) rank 3"}));
+}
