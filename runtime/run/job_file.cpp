@@ -8,6 +8,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "sched/sim/cluster_config.hpp"
+
 #include "core/error.hpp"
 #include "sched/policy.hpp"
 
@@ -58,6 +60,25 @@ RunJob take_run_keys(toml::table table, const std::string& origin, const std::st
   job.spec_text = text.str();
   job.spec = parse_job_spec(job.spec_text, origin, base_dir);
   return job;
+}
+
+// [cluster] in a live run: the nodes are the world's, so only the network is set here; the keys
+// are read by the simulator's own [cluster] reader.
+LiveNetwork parse_network(const toml::table& t, const std::string& origin) {
+  for (auto&& [key, node] : t) {
+    const std::string k(key.str());
+    if (k != "machine" && k != "intra_node_gbps" && k != "inter_node_gbps")
+      throw ConfigError(fmt::format("{}: 'cluster.{}' is not a key of a live run's [cluster] (known: machine, "
+                                    "intra_node_gbps, inter_node_gbps; the nodes, ranks and memory are the world's "
+                                    "and [scheduler]'s)",
+                                    origin, k));
+  }
+  const sched::ClusterSpec spec = sched::read_cluster_table(t, origin, sched::ClusterSpec{});
+  LiveNetwork out;
+  if (auto* m = t.get("machine")) out.machine = *m->value<std::string>();
+  out.intra_node_gbps = spec.intra_node_bandwidth / 1e9;
+  out.inter_node_gbps = spec.inter_node_bandwidth / 1e9;
+  return out;
 }
 
 SchedulerSettings parse_scheduler(const toml::table& t, const std::string& origin) {
@@ -150,10 +171,10 @@ void parse_into(JobFile& out, const std::string& text, const std::string& origin
   const auto table = parse_toml(text, origin);
   for (auto&& [key, node] : table) {
     const std::string k(key.str());
-    if (k == "job" || k == "include" || (k == "scheduler" && top)) continue;
-    if (k == "scheduler")
-      throw ConfigError(fmt::format("{}: [scheduler] belongs in the top-level jobs file, not in an included one", origin));
-    throw ConfigError(fmt::format("{}: '{}' is an unknown key of a jobs file (known: job, include, scheduler; "
+    if (k == "job" || k == "include" || ((k == "scheduler" || k == "cluster") && top)) continue;
+    if (k == "scheduler" || k == "cluster")
+      throw ConfigError(fmt::format("{}: [{}] belongs in the top-level jobs file, not in an included one", origin, k));
+    throw ConfigError(fmt::format("{}: '{}' is an unknown key of a jobs file (known: job, include, scheduler, cluster; "
                                   "the keys of one job go inside [[job]])",
                                   origin, k));
   }
@@ -186,6 +207,11 @@ void parse_into(JobFile& out, const std::string& text, const std::string& origin
     if (auto* sched = table.get("scheduler")) {
       if (!sched->is_table()) throw ConfigError(fmt::format("{}: 'scheduler' must be a table", origin));
       out.scheduler = parse_scheduler(*sched->as_table(), origin);
+    }
+  if (top)
+    if (auto* cluster = table.get("cluster")) {
+      if (!cluster->is_table()) throw ConfigError(fmt::format("{}: 'cluster' must be a table", origin));
+      out.network = parse_network(*cluster->as_table(), origin);
     }
 }
 

@@ -39,9 +39,18 @@ struct SchedulerSettings {
   double delay_max_s = 4 * 3600.0;       // one node before it spreads over several
 };
 
+// The jobs file's [cluster] table: the network the policies assume between the live nodes (their
+// shape is the world's). A machine preset of the simulator's, then any key given over it.
+struct LiveNetwork {
+  std::string machine;             // empty: the cluster model's defaults
+  double intra_node_gbps = 0;      // per GPU (rank); 0: the preset's
+  double inter_node_gbps = 0;
+};
+
 struct JobFile {
   std::vector<RunJob> jobs;
   SchedulerSettings scheduler;
+  LiveNetwork network;
 };
 
 // `origin` names the file in errors; relative paths (includes, data) resolve against base_dir.

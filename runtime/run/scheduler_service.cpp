@@ -75,6 +75,11 @@ SchedulerService::SchedulerService(ControlPlane& plane, RunOptions options)
   sched::ClusterSpec spec;
   spec.nodes = options_.nodes.nodes();
   spec.gpus_per_node = options_.nodes.ranks_per_node;
+  // The network between them: the jobs file's [cluster], else the cluster model's defaults.
+  if (const auto& net = options_.jobs.network; net.intra_node_gbps > 0) {
+    spec.intra_node_bandwidth = net.intra_node_gbps * 1e9;
+    spec.inter_node_bandwidth = net.inter_node_gbps * 1e9;
+  }
   spec.gpu_memory_bytes = static_cast<double>(cfg.memory_capacity ? cfg.memory_capacity : kDefaultRankCapacity);
   spec.max_jobs_per_gpu = cfg.colocation_limit;
   spec.host_cores = options_.cores_per_rank * plane_.size();
@@ -326,6 +331,9 @@ nlohmann::json SchedulerService::run() {
          {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
          {"nodes", options_.nodes.nodes()}, {"ranks_per_node", options_.nodes.ranks_per_node},
          {"node_hosts", options_.nodes.hosts},
+         {"network", options_.jobs.network.intra_node_gbps > 0
+                         ? (options_.jobs.network.machine.empty() ? "jobs file" : options_.jobs.network.machine)
+                         : "default"},
          {"intra_node_gbps", cluster_->spec().intra_node_bandwidth / 1e9},
          {"inter_node_gbps", cluster_->spec().inter_node_bandwidth / 1e9},
          {"colocation_limit", cluster_->spec().max_jobs_per_gpu}});

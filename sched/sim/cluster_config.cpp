@@ -30,6 +30,11 @@ ClusterSpec load_cluster_spec(const std::string& toml_path, ClusterSpec base) {
   }
   const toml::table* cluster = file["cluster"].as_table();
   RECMIX_REQUIRE(cluster != nullptr, ConfigError, toml_path + ": no [cluster] table");
+  return read_cluster_table(*cluster, toml_path, std::move(base));
+}
+
+ClusterSpec read_cluster_table(const toml::table& table, const std::string& toml_path, ClusterSpec base) {
+  const toml::table* cluster = &table;
   static const std::set<std::string> known = {"machine", "nodes", "gpus_per_node", "gpu_memory_gib",
                                               "host_memory_gib", "host_cores", "intra_node_gbps",
                                               "inter_node_gbps", "max_jobs_per_gpu"};

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # recmix run's live cluster has the world's shape (docs/run.md, Nodes). With --ranks-per-node 2,
 # 4 local ranks are 2 nodes of 2:
-#   - a two-rank job lands on one node when one is free (best fit), not across both;
+#   - a two-rank job lands on one node when one is free (best fit), not across both; the
+#     network between the nodes is the jobs file's [cluster] (a preset and a key over it);
 #   - under the delay policy a two-rank job that finds no node free waits for one (delay_min_s),
 #     then spreads over the two nodes; its start event names the nodes;
 #   - recmix sim --replay of that run takes the same decisions on the same 2 nodes;
@@ -31,12 +32,15 @@ sys.exit(1)"; }
 # node of four it would take ranks 1,2.
 job_toml name=one ranks=1 steps=200 > one.toml
 job_toml name=pair ranks=2 steps=20 > pair.toml
-printf 'include = ["one.toml", "pair.toml"]\n[scheduler]\npolicy = "exclusive-fifo"\nround_interval_s = 0.1\n' > fit.toml
+printf 'include = ["one.toml", "pair.toml"]\n[scheduler]\npolicy = "exclusive-fifo"\nround_interval_s = 0.1\n[cluster]\nmachine = "h100-dgx"\ninter_node_gbps = 12.5\n' > fit.toml
 "${mpirun[@]}" "$recmix" run fit.toml --run-dir fit --ranks-per-node 2 -q > fit.out 2>&1 || { cat fit.out; fail "the best-fit run failed"; }
 pair=$(start_of fit pair) || fail "no start of 'pair'"
 $py -c "import json, sys; e = json.loads(sys.argv[1]); assert e['ranks'] == [2, 3] and e['nodes'] == [1, 1], e" "$pair" ||
   fail "the two-rank job did not land on the free node: $pair"
 grep -q '"nodes":2.*"ranks_per_node":2' fit/events.jsonl || fail "run_start does not give the nodes"
+# The network between them: [cluster]'s preset, and the key given over it.
+grep -q '"inter_node_gbps":12.5,"intra_node_gbps":450.0.*"network":"h100-dgx"' fit/events.jsonl ||
+  { grep run_start fit/events.jsonl; fail "run_start does not give the [cluster] network"; }
 
 # Delay: all three at once, in this order: 'a' (long) on rank 0, 'short' on rank 1, 'c' (long) on node 1
 # (rank 2); once 'short' has

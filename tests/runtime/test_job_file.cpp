@@ -9,6 +9,7 @@
 #include "device/backend.hpp"
 #include "runtime/run/job_file.hpp"
 #include "runtime/run/job_runner.hpp"
+#include "sched/machine_model.hpp"
 
 using namespace recmix;
 using namespace recmix::runtime;
@@ -178,4 +179,25 @@ TEST(JobFile, PriorityReachesThePlacementAndTheStreams) {
   EXPECT_EQ(backend->create_stream()->priority(), 0);
   backend->set_stream_priority(back.priority);
   EXPECT_EQ(backend->create_stream()->priority(), 3);
+}
+
+// [cluster] in a jobs file sets the network between the live nodes: a machine preset of the
+// simulator's, then the keys given over it; the nodes themselves are the world's.
+TEST(JobFile, ClusterTableSetsTheNetworkBetweenTheNodes) {
+  const std::string job = "[[job]]\nname = \"a\"\ndata = { train = \"a.h5\" }\n";
+  const JobFile none = parse_job_file(job, "jobs.toml", "/base");
+  EXPECT_TRUE(none.network.machine.empty());
+  EXPECT_EQ(none.network.intra_node_gbps, 0);
+  const JobFile preset = parse_job_file(job + "[cluster]\nmachine = \"h100-dgx\"\n", "jobs.toml", "/base");
+  EXPECT_EQ(preset.network.machine, "h100-dgx");
+  EXPECT_NEAR(preset.network.intra_node_gbps, sched::machine_model("h100-dgx").intra_node_bandwidth / 1e9, 1e-9);
+  EXPECT_NEAR(preset.network.inter_node_gbps, sched::machine_model("h100-dgx").network_bandwidth / 1e9, 1e-9);
+  const JobFile over =
+      parse_job_file(job + "[cluster]\nmachine = \"h100-dgx\"\ninter_node_gbps = 12.5\n", "jobs.toml", "/base");
+  EXPECT_EQ(over.network.inter_node_gbps, 12.5);
+  EXPECT_NEAR(over.network.intra_node_gbps, preset.network.intra_node_gbps, 1e-9);
+  EXPECT_NE(config_error(job + "[cluster]\nnodes = 4\n").find("'cluster.nodes' is not a key of a live run's [cluster]"),
+            std::string::npos);
+  EXPECT_NE(config_error(job + "[cluster]\ninter_node_gbps = \"fast\"\n").find("cluster.inter_node_gbps must be a number"),
+            std::string::npos);
 }
