@@ -21,7 +21,18 @@ struct Message {
   nlohmann::json body = nlohmann::json::object();
 };
 
-class ControlPlane {
+// What the scheduler service needs of the ranks: how many there are, their messages to it, and
+// a way to each rank's executor. ControlPlane is the real one over MPI; a benchmark drives the
+// service with synthetic ranks through the same interface (bench/sched/bench_service_rounds.cpp).
+class SchedulerLink {
+ public:
+  virtual ~SchedulerLink() = default;
+  virtual int size() const = 0;
+  virtual void send_to_executor(int rank, const Message& message) = 0;
+  virtual std::optional<Message> poll_scheduler() = 0;
+};
+
+class ControlPlane final : public SchedulerLink {
  public:
   // Collective over the world: every rank constructs it (after MPI is initialised).
   ControlPlane();
@@ -30,15 +41,15 @@ class ControlPlane {
   ControlPlane& operator=(const ControlPlane&) = delete;
 
   int rank() const { return rank_; }
-  int size() const { return size_; }
+  int size() const override { return size_; }
 
   // Thread-safe (MPI_THREAD_MULTIPLE): job threads report while the executor thread polls.
-  void send_to_executor(int rank, const Message& message);
+  void send_to_executor(int rank, const Message& message) override;
   void send_to_scheduler(const Message& message);  // to rank 0
 
   // The next message waiting for this rank's executor / for the scheduler (rank 0), if any.
   std::optional<Message> poll_executor();
-  std::optional<Message> poll_scheduler();
+  std::optional<Message> poll_scheduler() override;
 
   // The parent of the jobs' communicators (another world duplicate). Only the executor thread
   // creates communicators from it, in the order the scheduler's start messages arrive.

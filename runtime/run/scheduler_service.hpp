@@ -55,7 +55,7 @@ struct RunOptions {
 
 class SchedulerService {
  public:
-  SchedulerService(ControlPlane& plane, RunOptions options);
+  SchedulerService(SchedulerLink& plane, RunOptions options);
   ~SchedulerService();
   // Runs every job to its end (finished, failed or rejected), or until terminate is set and the
   // running jobs stopped, then tells every executor to shut down. Returns the summary (also
@@ -93,7 +93,7 @@ class SchedulerService {
   void event(nlohmann::json e);
   std::vector<std::string> partners_of(const Record& r) const;
 
-  ControlPlane& plane_;
+  SchedulerLink& plane_;
   RunOptions options_;
   std::unique_ptr<sched::ClusterState> cluster_;
   std::unique_ptr<sched::Policy> policy_;
@@ -109,6 +109,8 @@ class SchedulerService {
   int next_launch_ = 1;
   double start_time_ = 0;
   double next_round_ = 0, wake_at_ = 1e300, last_progress_ = -1e300;
+  double next_scan_ = 0;     // the next scan over every job (stuck, stalled, the run's end)
+  double next_arrival_ = 0;  // the earliest arrival of a pending job (0: look again)
   bool changed_ = true;
   bool draining_ = false;                          // terminating: waiting for the running jobs to stop
   bool close_requested_ = false;                   // recmix close: a stay_open run may end

@@ -127,6 +127,7 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
   r.sjob.arrival_s = std::max(r.job.arrival_s, source == "spool" ? now() : 0.0);
   r.sjob.priority = r.job.priority;
   records_.push_back(std::move(rec));
+  next_arrival_ = 0;  // a new job: look for arrivals again
   const double capacity = cluster_->spec().gpu_memory_bytes;
   if (options_.resume && r.job.ranks > plane_.size()) {
     // Continuing on fewer ranks than the job had: it resumes on all of them (checkpoints hold the
