@@ -80,6 +80,7 @@ std::vector<int> find_free_placement(const ClusterState& cluster, const Job& job
 
 double spread_factor(const ClusterSpec& spec, const JobProfile& profile, int nodes_used) {
   if (nodes_used <= 1) return 1.0;
+  if (profile.spread_slowdown > 0) return profile.spread_slowdown;
   const double ratio = spec.intra_node_bandwidth / spec.inter_node_bandwidth;
   return 1.0 + profile.comm_fraction * std::max(0.0, ratio - 1.0);
 }

@@ -151,8 +151,9 @@ std::vector<JobId> jobs_to_move_apart(const MoveApartCandidate& slowed, std::spa
 // Free GPUs for a job: one node when possible (best fit), else over the fewest nodes when
 // allow_spread; empty when not enough are free.
 std::vector<int> find_free_placement(const ClusterState& cluster, const Job& job, bool allow_spread);
-// The spread penalty of a placement: 1 + comm_fraction x (intra/inter bandwidth - 1) when it
-// spans nodes, 1 otherwise.
+// The spread penalty of a placement: 1 when on one node; over nodes, the profile's measured
+// spread_slowdown when it has one, else the bandwidth model 1 + comm_fraction x (intra/inter
+// bandwidth - 1).
 double spread_factor(const ClusterSpec& spec, const JobProfile& profile, int nodes_used);
 
 }  // namespace recmix::sched

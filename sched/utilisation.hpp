@@ -31,6 +31,9 @@ struct JobProfile {
   double solo_step_s = 1.0;        // seconds per step alone, consolidated placement
   double peak_memory_bytes = 0;    // per rank
   double comm_fraction = 0;        // share of a solo step in inter-rank communication (intra-node)
+  // Measured slowdown of the job over nodes (consolidated / spread throughput at its GPU count);
+  // 0: not measured, the bandwidth model prices a spread (spread_factor).
+  double spread_slowdown = 0;
   bool dlrm = false;
 };
 

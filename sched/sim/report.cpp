@@ -114,6 +114,7 @@ std::vector<JobTypeTruth> job_type_truth(const SimEnvironment& env, const Worklo
     t.ground_truth = env.truth ? env.truth->type_source(env.model.find_type(type)) : "formula";
     for (const auto& [name, mapped] : env.pairs.mapping)
       if (mapped == type) t.measured_as.push_back(name);
+    if (const auto m = workload.multi_gpu.find(type); m != workload.multi_gpu.end()) t.multi_gpu = m->second;
     out.push_back(std::move(t));
   }
   return out;
@@ -139,12 +140,15 @@ std::string format_ground_truth(const std::vector<JobTypeTruth>& types, const st
     width = std::max(width, name.size());
     names.push_back(std::move(name));
   }
-  std::string out = fmt::format("{:<{}} {:>7} {:>9} {:>13}", header, width, "jobs", "profile", "ground truth");
+  std::string out = fmt::format("{:<{}} {:>7} {:>9} {:>13} {:>28}", header, width, "jobs", "profile", "ground truth",
+                                "k-GPU jobs / scaled / spread");
   for (const auto& r : results) out += fmt::format(" {:>19}", r.policy);
   out += "\n";
   for (std::size_t i = 0; i < types.size(); ++i) {
     const JobTypeTruth& t = types[i];
-    out += fmt::format("{:<{}} {:>7} {:>9} {:>13}", names[i], width, t.jobs, t.profile, t.ground_truth);
+    const MultiGpuUse& m = t.multi_gpu;
+    out += fmt::format("{:<{}} {:>7} {:>9} {:>13} {:>28}", names[i], width, t.jobs, t.profile, t.ground_truth,
+                       fmt::format("{} / {} / {}", m.jobs, m.scaled, m.spread_measured));
     for (const auto& r : results) {
       const GroundTruthUse* u = use_of(r, t.type);
       out += fmt::format(" {:>19}", u ? fmt::format("{} / {}", u->formula_groups, u->formula_groups + u->pair_data_groups)
@@ -167,7 +171,13 @@ nlohmann::json ground_truth_json(const std::vector<JobTypeTruth>& types, const s
                    {"profile", t.profile},
                    {"ground_truth", t.ground_truth},
                    {"measured_as", t.measured_as},
-                   {"formula_fallbacks", fallbacks}};
+                   {"formula_fallbacks", fallbacks},
+                   {"multi_gpu",
+                    {{"jobs", t.multi_gpu.jobs},
+                     {"measured_throughput", t.multi_gpu.measured},
+                     {"scaling_fallbacks", t.multi_gpu.scaled},
+                     {"spread_measured", t.multi_gpu.spread_measured},
+                     {"spread_bandwidth_model", t.multi_gpu.jobs - t.multi_gpu.spread_measured}}}};
   }
   return out;
 }

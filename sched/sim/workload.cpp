@@ -61,6 +61,7 @@ std::unique_ptr<SimEnvironment> make_environment(const ClusterSpec& cluster, con
     env->library.add_measured(g, 0.4 * cluster.gpu_memory_bytes);
     add_pairs(env->model, g);
     env->measured.push_back(std::move(g));
+    env->scaling = read_gavel_scaling(gavel.string(), "v100");
   }
   env->model.refit();
   return env;
@@ -190,6 +191,21 @@ Workload build_workload(const Trace& trace, const ClusterSpec& cluster, SimEnvir
     }
     job.profile.type = type;
     job.type = env.model.type_index(type);
+    if (job.gpus > 1) {
+      MultiGpuUse& use = w.multi_gpu[type];
+      ++use.jobs;
+      // A type whose profile is the throughputs file's own (not a measured --pairs profile nor
+      // one the trace carries) runs at its k-GPU throughput, spreads at its measured slowdown.
+      const bool scaled_type = tj.duration_s < 0 && !tj.profile && !env.pairs.profiles.count(type) &&
+                               !is_dlrm_preset(type) && env.scaling.has(type);
+      if (scaled_type) {
+        const ScaledThroughput t = throughput_on(env.scaling, type, job.gpus);
+        job.profile.solo_step_s = 1.0 / t.steps_per_s;
+        ++(t.measured ? use.measured : use.scaled);
+        if (t.measured) job.profile.spread_slowdown = measured_spread_slowdown(env.scaling, type, job.gpus);
+      }
+      if (job.profile.spread_slowdown > 0) ++use.spread_measured;
+    }
     if (tj.duration_s >= 0) {
       job.work_s = std::max(1.0, tj.duration_s);
     } else {

@@ -13,6 +13,7 @@
 
 #include "sched/cluster_state.hpp"
 #include "sched/interference_model.hpp"
+#include "sched/multi_gpu_scaling.hpp"
 #include "sched/pair_data.hpp"
 #include "sched/profile_library.hpp"
 #include "sched/sim/ground_truth.hpp"
@@ -49,9 +50,11 @@ struct SimEnvironment {
   std::vector<PairDataset> measured;    // pair data loaded (Lucid, Gavel, then recmix's "measured")
   std::vector<std::string> other_types; // non-DLRM types a mix draws from
   MeasuredInput pairs;                  // the --pairs files, mapped onto the simulator's types
+  MultiGpuScaling scaling;              // k-GPU throughputs of the Gavel types (empty without the file)
 };
 
-// Loads the pair data found in traces_dir (lucid_*.csv, gavel_throughputs.json) into a new
+// Loads the pair data found in traces_dir (lucid_*.csv, gavel_throughputs.json, whose k-GPU
+// throughputs also go to env.scaling) into a new
 // environment for `cluster`. Missing files are skipped; "other" types then come only from what
 // was found (a mix needing them throws ConfigError).
 // table_bytes: the DLRM presets' bytes a table weight (ProfileLibrary::set_table_bytes);
@@ -75,10 +78,22 @@ void add_measured_pairs(SimEnvironment& env, const std::vector<std::string>& fil
 // "trace" (a profile the trace carries, as Muri's).
 std::string profile_source(const SimEnvironment& env, const std::string& type);
 
+// How a type's multi-GPU jobs were priced. A job of a type env.scaling holds (a Gavel type, its
+// length in steps) runs steps / its k-GPU throughput (throughput_on): measured, or the scaling
+// rule (a fallback). Its spread slowdown is measured (measured_spread_slowdown) or, for every
+// other multi-GPU job, the bandwidth model.
+struct MultiGpuUse {
+  std::size_t jobs = 0;             // jobs on more than one GPU
+  std::size_t measured = 0;         // of those, priced by a measured k-GPU throughput
+  std::size_t scaled = 0;           // of those, priced by the scaling rule (fallbacks)
+  std::size_t spread_measured = 0;  // of those, with a measured spread slowdown (others: bandwidth model)
+};
+
 struct Workload {
   std::vector<Job> jobs;          // by arrival
   std::size_t unplaceable = 0;    // trace jobs wider than the cluster, or larger than a GPU's memory
   std::map<std::string, std::size_t> types;  // jobs per type
+  std::map<std::string, MultiGpuUse> multi_gpu;  // per type with multi-GPU jobs
 };
 
 // Builds the jobs and finishes the environment (registers types, builds the ground truth).
