@@ -140,14 +140,14 @@ std::string format_ground_truth(const std::vector<JobTypeTruth>& types, const st
     width = std::max(width, name.size());
     names.push_back(std::move(name));
   }
-  std::string out = fmt::format("{:<{}} {:>7} {:>9} {:>13} {:>28}", header, width, "jobs", "profile", "ground truth",
-                                "k-GPU jobs / scaled / spread");
+  std::string out = fmt::format("{:<{}} {:>7} {:>9} {:>13} {:>30}", header, width, "jobs", "profile", "ground truth",
+                                "k-GPU / scaled / spread meas.");
   for (const auto& r : results) out += fmt::format(" {:>19}", r.policy);
   out += "\n";
   for (std::size_t i = 0; i < types.size(); ++i) {
     const JobTypeTruth& t = types[i];
     const MultiGpuUse& m = t.multi_gpu;
-    out += fmt::format("{:<{}} {:>7} {:>9} {:>13} {:>28}", names[i], width, t.jobs, t.profile, t.ground_truth,
+    out += fmt::format("{:<{}} {:>7} {:>9} {:>13} {:>30}", names[i], width, t.jobs, t.profile, t.ground_truth,
                        fmt::format("{} / {} / {}", m.jobs, m.scaled, m.spread_measured));
     for (const auto& r : results) {
       const GroundTruthUse* u = use_of(r, t.type);

@@ -27,10 +27,10 @@ struct JobTypeTruth {
   MultiGpuUse multi_gpu;
 };
 std::vector<JobTypeTruth> job_type_truth(const SimEnvironment& env, const Workload& workload);
-// Job types as rows: jobs, profile, ground truth, the multi-GPU jobs as "k-GPU jobs" (all /
-// priced by the scaling rule / with a measured spread slowdown), and per policy the co-located
-// groups that took the formula out of all co-located groups of the type (fallbacks, unless the
-// truth is "formula").
+// Job types as rows: jobs, profile, ground truth, its multi-GPU jobs as "k-GPU / scaled / spread
+// meas." (all / priced by the scaling rule / with a measured spread slowdown), and per policy the
+// co-located groups that took the formula out of all co-located groups of the type (fallbacks,
+// unless the truth is "formula").
 std::string format_ground_truth(const std::vector<JobTypeTruth>& types, const std::vector<SimResult>& results);
 // {type: {jobs, profile, ground_truth, measured_as, formula_fallbacks: {policy: n},
 //  multi_gpu: {jobs, measured_throughput, scaling_fallbacks, spread_measured, spread_bandwidth_model}}}.
