@@ -109,6 +109,8 @@ class SchedulerService {
   int next_launch_ = 1;
   double start_time_ = 0;
   double next_round_ = 0, wake_at_ = 1e300, last_progress_ = -1e300;
+  bool model_stale_ = false;  // the interference model has observations it has not fitted yet
+  double next_refit_ = 0;
   double next_scan_ = 0;     // the next scan over every job (stuck, stalled, the run's end)
   double next_arrival_ = 0;  // the earliest arrival of a pending job (0: look again)
   bool changed_ = true;
