@@ -157,7 +157,7 @@ struct ShardedEmbedding::Impl {
   Impl(comm::Communicator& c, comm::Communicator& dc, device::Backend& b, device::MemoryPool& p, std::vector<TableSpec> t,
        Pooling pl, ShardingPlan pn, SparseOptimizerConfig o, std::uint64_t s)
       : comm(c), dcomm(dc), backend(b), pool(p), tables(std::move(t)), pooling(pl), plan(std::move(pn)),
-        opt(std::move(o)), kind(parse_sparse_optimizer(opt)), seed(s) {}
+        opt(std::move(o)), kind((check_sparse_optimizer(opt), opt.kind)), seed(s) {}
   ~Impl() {
     // A collective still in flight reads and writes our buffers: let it land first (every rank
     // posted it, so it completes).

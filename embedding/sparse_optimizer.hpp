@@ -4,21 +4,23 @@
 // with its gradients summed over the batch first (embedding/kernels.hpp holds the update itself).
 #include <cstddef>
 #include <cstdint>
-#include <string>
+
+#include "core/optimizer_kind.hpp"
 
 namespace recmix::embedding {
 
+using recmix::SparseOptimizerKind;  // sgd | adagrad | rowwise_adagrad (core/optimizer_kind.hpp)
+
 struct SparseOptimizerConfig {
-  std::string kind = "sgd";  // "sgd" | "adagrad" | "rowwise_adagrad"
+  SparseOptimizerKind kind = SparseOptimizerKind::sgd;
   float lr = 0.01f;
   float eps = 1e-8f;
   float initial_accumulator = 0.f;
 };
 
-enum class SparseOptimizerKind : int { sgd = 0, adagrad = 1, rowwise_adagrad = 2 };
-
-// Checks the config; ConfigError naming the key for an unknown kind or a bad value.
-SparseOptimizerKind parse_sparse_optimizer(const SparseOptimizerConfig& config);
+// Checks the values (the kind is typed, so any kind is one of the three); ConfigError naming the
+// value that is negative or not finite.
+void check_sparse_optimizer(const SparseOptimizerConfig& config);
 
 // Optimizer state elements per table row: 0 (SGD), dim (Adagrad), 1 (row-wise Adagrad).
 std::size_t state_per_row(SparseOptimizerKind kind, int dim);

@@ -28,11 +28,9 @@
 #include "device/stream.hpp"
 #include "embedding/sparse_optimizer.hpp"
 #include "embedding/tiering.hpp"
+#include "embedding/types.hpp"  // HotSet, ColdUpdate
 
 namespace recmix::embedding {
-
-enum class HotSet { counts, lfu };
-enum class ColdUpdate { device, host };
 
 struct TierOptions {
   double hot_fraction = 0;           // (0, 1]: each shard's hot share; used when device_budget == 0

@@ -11,6 +11,11 @@ namespace recmix::embedding {
 
 enum class Pooling { sum, mean };
 
+// The hot/cold tiers' choices (embedding/tiered_rows.hpp): which rows are hot (the dataset's
+// access counts, or the rows most used so far), and where cold rows' updates are computed.
+enum class HotSet { counts, lfu };
+enum class ColdUpdate { device, host };
+
 // How a layer's tables are stored (docs/math.md): fp32, or 16 bits (fp16 or bf16) read to fp32
 // for pooling and the optimizer's arithmetic, each updated weight rounded back to nearest or
 // stochastically (keyed by seed, table, step, row and column). Optimizer state stays fp32.

@@ -8,7 +8,7 @@
 // (mlp/cross_kernels.hpp). Parameters: "cross.<l>.V", "cross.<l>.W" (or "cross.<l>.weight")
 // and "cross.<l>.bias"; initialised as TorchRec's LowRankCrossNet and CrossNet are: the matrices
 // Xavier-normal (std sqrt(2 / (fan_in + fan_out))), the biases zero (docs/math.md).
-// Internal to recmix_mlp: built by make_interaction("dcn", ...).
+// Internal to recmix_mlp: built by make_interaction(InteractionKind::dcn, ...).
 #include <memory>
 
 #include "mlp/interaction.hpp"

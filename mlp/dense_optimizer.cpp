@@ -195,21 +195,20 @@ std::unique_ptr<DenseOptimizer> make_dense_optimizer(const DenseOptimizerConfig&
   if (sc.decay_steps > 0 && sc.decay_start < sc.warmup_steps)
     throw ConfigError(fmt::format("dense optimizer: the decay starts at step {}, before the warm-up of {} steps ends",
                                   sc.decay_start, sc.warmup_steps));
-  if (c.kind == "sgd") return std::make_unique<Sgd>(backend, pool, std::move(params), c);
-  if (c.kind == "adagrad") {
-    if (!(c.initial_accumulator >= 0.f) || !std::isfinite(c.initial_accumulator))
-      throw ConfigError(fmt::format("dense optimizer: adagrad initial_accumulator {} must be >= 0",
-                                    c.initial_accumulator));
-    return std::make_unique<Adagrad>(backend, pool, std::move(params), c);
+  switch (c.kind) {
+    case DenseOptimizerKind::sgd: return std::make_unique<Sgd>(backend, pool, std::move(params), c);
+    case DenseOptimizerKind::adagrad:
+      if (!(c.initial_accumulator >= 0.f) || !std::isfinite(c.initial_accumulator))
+        throw ConfigError(fmt::format("dense optimizer: adagrad initial_accumulator {} must be >= 0",
+                                      c.initial_accumulator));
+      return std::make_unique<Adagrad>(backend, pool, std::move(params), c);
+    case DenseOptimizerKind::adam:
+      if (!(c.beta1 >= 0.f && c.beta1 < 1.f) || !(c.beta2 >= 0.f && c.beta2 < 1.f))
+        throw ConfigError(fmt::format("dense optimizer: adam betas ({}, {}) must lie in [0, 1)",
+                                      c.beta1, c.beta2));
+      return std::make_unique<Adam>(backend, pool, std::move(params), c);
   }
-  if (c.kind == "adam") {
-    if (!(c.beta1 >= 0.f && c.beta1 < 1.f) || !(c.beta2 >= 0.f && c.beta2 < 1.f))
-      throw ConfigError(fmt::format("dense optimizer: adam betas ({}, {}) must lie in [0, 1)",
-                                    c.beta1, c.beta2));
-    return std::make_unique<Adam>(backend, pool, std::move(params), c);
-  }
-  throw ConfigError(fmt::format("dense optimizer: unknown kind '{}' (expected sgd, adagrad or adam)",
-                                c.kind));
+  throw ConfigError("dense optimizer: a kind outside sgd, adagrad and adam");  // an invalid enum value
 }
 
 }  // namespace recmix::mlp

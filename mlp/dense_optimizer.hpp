@@ -15,7 +15,7 @@
 namespace recmix::mlp {
 
 struct DenseOptimizerConfig {
-  std::string kind = "sgd";  // "sgd", "adagrad" or "adam"
+  DenseOptimizerKind kind = DenseOptimizerKind::sgd;  // sgd | adagrad | adam
   float lr = 0.01f;
   float eps = -1.f;          // < 0: the kind's torch default (adam 1e-8, adagrad 1e-10)
   float beta1 = 0.9f;        // adam
@@ -46,7 +46,7 @@ class DenseOptimizer {
   virtual void set_step_count(std::int64_t steps) = 0;
 };
 
-// ConfigError on an unknown kind, a non-positive or non-finite lr, a negative eps or
+// ConfigError on a non-positive or non-finite lr, a negative eps or
 // initial_accumulator, betas outside [0, 1), or a parameter without a gradient.
 std::unique_ptr<DenseOptimizer> make_dense_optimizer(const DenseOptimizerConfig& config,
                                                      device::Backend& backend,

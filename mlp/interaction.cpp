@@ -115,29 +115,35 @@ class CatInteraction final : public InteractionBase {
   }
 };
 
-void check_shape(const std::string& kind, int num_embeddings, int dim) {
+void check_shape(InteractionKind kind, int num_embeddings, int dim) {
   if (num_embeddings < 0 || dim <= 0)
     throw ConfigError(fmt::format("{} interaction: need dim > 0 and tables >= 0, got dim {} and {} tables",
-                                  kind, dim, num_embeddings));
+                                  interaction_name(kind), dim, num_embeddings));
 }
 
 }  // namespace
 
-int interaction_out_features(const std::string& kind, int num_embeddings, int dim) {
+int interaction_out_features(InteractionKind kind, int num_embeddings, int dim) {
   check_shape(kind, num_embeddings, dim);
-  if (kind == "dot") return dim + (num_embeddings + 1) * num_embeddings / 2;
-  if (kind == "cat" || kind == "dcn") return (num_embeddings + 1) * dim;
-  throw ConfigError(fmt::format("unknown interaction '{}' (expected 'dot', 'cat' or 'dcn')", kind));
+  switch (kind) {
+    case InteractionKind::dot: return dim + (num_embeddings + 1) * num_embeddings / 2;
+    case InteractionKind::cat:
+    case InteractionKind::dcn: return (num_embeddings + 1) * dim;
+  }
+  throw ConfigError("interaction: a kind outside dot, cat and dcn");  // an invalid enum value
 }
 
-std::unique_ptr<Interaction> make_interaction(const std::string& kind, device::Backend& backend,
+std::unique_ptr<Interaction> make_interaction(InteractionKind kind, device::Backend& backend,
                                               device::MemoryPool& pool, int num_embeddings, int dim,
                                               int max_batch, const CrossSpec& cross) {
   interaction_out_features(kind, num_embeddings, dim);  // validates
   if (max_batch <= 0)
-    throw ConfigError(fmt::format("{} interaction: max batch {} must be positive", kind, max_batch));
-  if (kind == "dot") return std::make_unique<DotInteraction>(backend, pool, num_embeddings, dim, max_batch);
-  if (kind == "dcn") return make_cross_interaction(backend, pool, num_embeddings, dim, max_batch, cross);
+    throw ConfigError(fmt::format("{} interaction: max batch {} must be positive", interaction_name(kind), max_batch));
+  switch (kind) {
+    case InteractionKind::dot: return std::make_unique<DotInteraction>(backend, pool, num_embeddings, dim, max_batch);
+    case InteractionKind::dcn: return make_cross_interaction(backend, pool, num_embeddings, dim, max_batch, cross);
+    case InteractionKind::cat: break;
+  }
   return std::make_unique<CatInteraction>(backend, pool, num_embeddings, dim, max_batch);
 }
 

@@ -45,12 +45,12 @@ class Interaction {
   virtual std::size_t parameter_count() const { return 0; }
 };
 
-// kind "dot", "cat" or "dcn" (with `cross`); ConfigError on another kind or non-positive sizes.
-std::unique_ptr<Interaction> make_interaction(const std::string& kind, device::Backend& backend,
+// dot, cat or dcn (with `cross`); ConfigError on non-positive sizes.
+std::unique_ptr<Interaction> make_interaction(InteractionKind kind, device::Backend& backend,
                                               device::MemoryPool& pool, int num_embeddings, int dim,
                                               int max_batch, const CrossSpec& cross = {});
 
 // Output width of an interaction without building one (for estimates and shape checks).
-int interaction_out_features(const std::string& kind, int num_embeddings, int dim);
+int interaction_out_features(InteractionKind kind, int num_embeddings, int dim);
 
 }  // namespace recmix::mlp

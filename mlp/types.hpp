@@ -1,8 +1,11 @@
 #pragma once
 // Small vocabulary of the dense model: a named parameter (value and gradient buffers) as the
-// trainer, the all-reduce and the checkpoints see it, and the activation that ends a layer.
+// trainer, the all-reduce and the checkpoints see it, the activation that ends a layer, the
+// interaction's kind and the optimizer's (core/optimizer_kind.hpp, shared with sched/).
 #include <cstddef>
 #include <string>
+
+#include "core/optimizer_kind.hpp"
 
 namespace recmix::mlp {
 
@@ -15,5 +18,19 @@ struct Param {
 };
 
 enum class Activation { none, relu, sigmoid };
+
+// The feature interaction between the bottom and the top MLP (mlp/interaction.hpp).
+enum class InteractionKind { dot, cat, dcn };
+// Its name in messages ("dot", "cat", "dcn").
+constexpr const char* interaction_name(InteractionKind kind) {
+  switch (kind) {
+    case InteractionKind::dot: return "dot";
+    case InteractionKind::cat: return "cat";
+    case InteractionKind::dcn: return "dcn";
+  }
+  return "?";
+}
+
+using recmix::DenseOptimizerKind;  // sgd | adagrad | adam
 
 }  // namespace recmix::mlp

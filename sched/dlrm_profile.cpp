@@ -38,7 +38,7 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
   const double owned = tables / spec.ranks;  // even share of the lookups
   const double d = s.embedding_dim();
   const double f = tables + 1;
-  const double state = optimizer_state_per_param(spec.optimizer);
+  const double state = dense_state_per_param(spec.optimizer);
   const double sparse_state = static_cast<double>(sparse_state_per_row(spec.sparse_optimizer, s.embedding_dim())) /
                               std::max(1, s.embedding_dim());
   const double hit = spec.tiering.enabled ? spec.tiering.hot_hit_rate : 1.0;

@@ -7,56 +7,6 @@
 
 namespace recmix::sched {
 
-Optimizer parse_optimizer(std::string_view name) {
-  if (name == "sgd") return Optimizer::sgd;
-  if (name == "adagrad") return Optimizer::adagrad;
-  if (name == "adam") return Optimizer::adam;
-  throw ConfigError("optimizer '" + std::string(name) + "' is not one of sgd, adagrad, adam");
-}
-
-std::string_view optimizer_name(Optimizer optimizer) {
-  switch (optimizer) {
-    case Optimizer::sgd: return "sgd";
-    case Optimizer::adagrad: return "adagrad";
-    case Optimizer::adam: return "adam";
-  }
-  return "?";
-}
-
-int optimizer_state_per_param(Optimizer optimizer) {
-  switch (optimizer) {
-    case Optimizer::sgd: return 0;
-    case Optimizer::adagrad: return 1;
-    case Optimizer::adam: return 2;
-  }
-  return 0;
-}
-
-SparseOptimizer parse_sparse_optimizer(std::string_view name) {
-  if (name == "sgd") return SparseOptimizer::sgd;
-  if (name == "adagrad") return SparseOptimizer::adagrad;
-  if (name == "rowwise_adagrad") return SparseOptimizer::rowwise_adagrad;
-  throw ConfigError("sparse optimizer '" + std::string(name) + "' is not one of sgd, adagrad, rowwise_adagrad");
-}
-
-std::string_view sparse_optimizer_name(SparseOptimizer optimizer) {
-  switch (optimizer) {
-    case SparseOptimizer::sgd: return "sgd";
-    case SparseOptimizer::adagrad: return "adagrad";
-    case SparseOptimizer::rowwise_adagrad: return "rowwise_adagrad";
-  }
-  return "?";
-}
-
-int sparse_state_per_row(SparseOptimizer optimizer, int dim) {
-  switch (optimizer) {
-    case SparseOptimizer::sgd: return 0;
-    case SparseOptimizer::adagrad: return dim;
-    case SparseOptimizer::rowwise_adagrad: return 1;
-  }
-  return 0;
-}
-
 GemmMath parse_gemm_math(std::string_view name) {
   if (name == "fp32") return GemmMath::fp32;
   if (name == "tf32") return GemmMath::tf32;

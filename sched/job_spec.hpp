@@ -7,21 +7,15 @@
 #include <string_view>
 #include <vector>
 
+#include "core/optimizer_kind.hpp"
+
 namespace recmix::sched {
 
-enum class Optimizer { sgd, adagrad, adam };
-Optimizer parse_optimizer(std::string_view name);  // "sgd" | "adagrad" | "adam"; ConfigError otherwise
-std::string_view optimizer_name(Optimizer optimizer);
-// Optimizer state values held per parameter (SGD 0, Adagrad 1 accumulator, Adam 2 moments).
-int optimizer_state_per_param(Optimizer optimizer);
-
-// Embedding-table optimizers: Adagrad keeps one accumulator per element, row-wise Adagrad one
-// per row.
-enum class SparseOptimizer { sgd, adagrad, rowwise_adagrad };
-SparseOptimizer parse_sparse_optimizer(std::string_view name);  // "sgd" | "adagrad" | "rowwise_adagrad"
-std::string_view sparse_optimizer_name(SparseOptimizer optimizer);
-// State values per embedding row of width dim.
-int sparse_state_per_row(SparseOptimizer optimizer, int dim);
+// The job's optimizers, as the layers that run them name them (core/optimizer_kind.hpp, with
+// the state each keeps: dense_state_per_param, sparse_state_per_row). Their names are parsed once,
+// by the job spec (runtime/train/job_spec.cpp).
+using Optimizer = DenseOptimizerKind;
+using SparseOptimizer = SparseOptimizerKind;
 
 // The math of the MLPs' GEMMs ([precision] dense): fp32 runs a GPU's plain FP32 (SIMT) units, not
 // its tensor cores; tf32 its TF32 tensor cores; bf16 reads bf16 copies of the operands and

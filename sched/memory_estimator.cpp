@@ -118,7 +118,7 @@ double parameter_bytes(const JobSpec& spec, const RankShard& shard) {
 
 double optimizer_state_bytes(const JobSpec& spec, const RankShard& shard) {
   const DeviceTier tier = device_tier(spec, shard);
-  double state = optimizer_state_per_param(spec.optimizer) * static_cast<double>(spec.shape.dense_params());
+  double state = dense_state_per_param(spec.optimizer) * static_cast<double>(spec.shape.dense_params());
   for (std::size_t i = 0; i < shard.rows.size(); ++i)
     state += static_cast<double>(tier.hot_rows[i]) *
              sparse_state_per_row(spec.sparse_optimizer, spec.shape.tables[shard.rows[i].first].dim);

@@ -156,7 +156,7 @@ class LayerRun {
     const std::vector<TableSpec> tables(std::size_t(s.tables), TableSpec{s.rows, s.dim});
     const double t0 = bench::now();
     emb_ = std::make_unique<ShardedEmbedding>(comm, backend, pool_, tables, Pooling::sum,
-                                              ShardingPlan::automatic(tables, 1), SparseOptimizerConfig{"sgd", 0.01f}, s.seed,
+                                              ShardingPlan::automatic(tables, 1), SparseOptimizerConfig{SparseOptimizerKind::sgd, 0.01f}, s.seed,
                                               nullptr, std::move(tiering));
     build_s_ = bench::now() - t0;
   }
@@ -440,7 +440,7 @@ int main(int argc, char** argv) {
           device::MemoryPool capped(*backend, device::Tier::device, "bench device", capacity);
           const std::vector<TableSpec> tables(std::size_t(s.tables), TableSpec{s.rows, s.dim});
           ShardedEmbedding untiered_capped(*comm, *backend, capped, tables, Pooling::sum,
-                                           ShardingPlan::automatic(tables, 1), {"sgd", 0.01f}, s.seed);
+                                           ShardingPlan::automatic(tables, 1), {SparseOptimizerKind::sgd, 0.01f}, s.seed);
           rc = 1;
         } catch (const OutOfMemoryError& err) {
           refused = fmt::format("OutOfMemoryError: {}", err.what());

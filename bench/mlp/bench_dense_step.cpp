@@ -85,7 +85,7 @@ struct DenseStep {
             std::vector<int> top_sizes, int batch_size, int num_tables)
       : backend(b), batch(batch_size), tables(num_tables), dim(bottom_sizes.back()),
         bottom(b, pool, "bottom", bottom_sizes, mlp::Activation::relu, 1, batch_size),
-        interaction(mlp::make_interaction("dot", b, pool, num_tables, dim, batch_size)),
+        interaction(mlp::make_interaction(mlp::InteractionKind::dot, b, pool, num_tables, dim, batch_size)),
         top(b, pool, "top", (top_sizes.insert(top_sizes.begin(), interaction->out_features()), top_sizes),
             mlp::Activation::sigmoid, 2, batch_size),
         dense(pool, std::size_t(batch) * bottom_sizes.front()),
@@ -97,7 +97,7 @@ struct DenseStep {
     auto params = bottom.parameters();
     for (auto& p : top.parameters()) params.push_back(p);
     mlp::DenseOptimizerConfig c;
-    c.kind = "sgd";
+    c.kind = DenseOptimizerKind::sgd;
     c.lr = 0.01f;
     sgd = mlp::make_dense_optimizer(c, b, pool, params);
     fill(dense.data(), dense.size(), 0.f, 3.f, 4);
@@ -166,13 +166,13 @@ int main(int argc, char** argv) {
   fmt::print("backend: {}\n", backend->description());
   fmt::print("bottom 13-512-256-64-16, dot interaction over {} tables of dim 16 -> {}, top {}-512-256-1, "
              "BCE, SGD; medians of {} repetitions\n\n",
-             tables, mlp::interaction_out_features("dot", tables, 16),
-             mlp::interaction_out_features("dot", tables, 16), reps);
+             tables, mlp::interaction_out_features(mlp::InteractionKind::dot, tables, 16),
+             mlp::interaction_out_features(mlp::InteractionKind::dot, tables, 16), reps);
   fmt::print("| batch | GEMM chain samples/s | dense step samples/s | dense / GEMM chain |\n");
   fmt::print("|---:|---:|---:|---:|\n");
   for (int batch : batches) {
     device::MemoryPool pool(*backend, device::Tier::device, "bench");
-    std::vector<int> top_sizes = {mlp::interaction_out_features("dot", tables, 16)};
+    std::vector<int> top_sizes = {mlp::interaction_out_features(mlp::InteractionKind::dot, tables, 16)};
     top_sizes.insert(top_sizes.end(), top_hidden.begin(), top_hidden.end());
     GemmChain chain(*backend, pool, {bottom_sizes, top_sizes}, batch);
     DenseStep step(*backend, pool, bottom_sizes, top_hidden, batch, tables);

@@ -81,7 +81,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   backend.set_fp32_math(tf32 ? device::Fp32Math::tf32 : device::Fp32Math::fp32);
   // The dense replicas run the fp32 fused CPU kernels: not with bf16 or TF32 GEMMs, and sum the
   // MLPs' gradients only: not with the cross network's parameters.
-  const bool cross = spec.model.interaction == Interaction::dcn;
+  const bool cross = spec.model.interaction == mlp::InteractionKind::dcn;
   if (cross && spec.device.dense_replicas == DenseReplicas::on)
     throw ConfigError("device.dense_replicas = \"on\" does not apply to model.interaction = \"dcn\" (the replicas "
                       "sum the MLPs' gradients only): use \"auto\" or \"off\"");
@@ -101,7 +101,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   bottom_ = std::make_unique<mlp::Mlp>(backend, pool, "bottom", bottom_sizes, mlp::Activation::relu,
                                        spec.seed * 4 + 1, max_batch, bf16);
   // The cross network's GEMMs stay fp32 (or TF32) with bf16 MLPs.
-  interaction_ = mlp::make_interaction(std::string(spelling(spec.model.interaction)), backend, pool, k, dim_, max_batch,
+  interaction_ = mlp::make_interaction(spec.model.interaction, backend, pool, k, dim_, max_batch,
                                        mlp::CrossSpec{spec.model.cross_layers, spec.model.cross_rank, spec.seed * 4});
   std::vector<int> top_sizes = {interaction_->out_features()};
   top_sizes.insert(top_sizes.end(), spec.model.top_mlp.begin(), spec.model.top_mlp.end());
@@ -111,7 +111,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   std::vector<embedding::TableSpec> tables;
   for (auto rows : table_rows) tables.push_back({rows, dim_});
   embedding::SparseOptimizerConfig sparse;
-  sparse.kind = spelling(spec.optimizer.sparse);
+  sparse.kind = spec.optimizer.sparse;
   sparse.lr = spec.optimizer.sparse_lr > 0 ? spec.optimizer.sparse_lr : spec.optimizer.lr;
   if (spec.optimizer.eps >= 0) sparse.eps = spec.optimizer.eps;
   sparse.initial_accumulator = spec.optimizer.initial_accumulator;
@@ -136,7 +136,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   interaction_params_ = interaction_->parameters();
   top_params_ = top_->parameters();
   mlp::DenseOptimizerConfig dense;
-  dense.kind = spelling(spec.optimizer.dense);
+  dense.kind = spec.optimizer.dense;
   dense.lr = spec.optimizer.lr;
   if (spec.optimizer.eps >= 0) dense.eps = spec.optimizer.eps;
   dense.initial_accumulator = spec.optimizer.initial_accumulator;
@@ -146,7 +146,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   dense_optimizer_ = mlp::make_dense_optimizer(dense, backend, pool, dense_parameters());
   // (The cross network's parameters take the optimizer's step, and a schedule's rate is read from
   // device memory by the optimizer's kernels: no folding with either.)
-  fold_sgd_ = comm.size() == 1 && spec.optimizer.dense == sched::Optimizer::sgd && interaction_params_.empty() && !schedule_.active();
+  fold_sgd_ = comm.size() == 1 && spec.optimizer.dense == DenseOptimizerKind::sgd && interaction_params_.empty() && !schedule_.active();
   sgd_lr_ = dense.lr;
   if (spec.device.graphs == AutoSwitch::on && !backend.supports_graphs())
     throw ConfigError(fmt::format("device.graphs = true: the {} backend has no graphs (cuda has them, cpu-strict "
@@ -166,7 +166,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       Replica rep;
       rep.bottom = std::make_unique<mlp::Mlp>(*bottom_, *replica_backend_, share);
       rep.top = std::make_unique<mlp::Mlp>(*top_, *replica_backend_, share);
-      rep.interaction = mlp::make_interaction(std::string(spelling(spec.model.interaction)), *replica_backend_, pool, k, dim_, share);
+      rep.interaction = mlp::make_interaction(spec.model.interaction, *replica_backend_, pool, k, dim_, share);
       rep.stream = replica_backend_->create_stream();
       replicas_.push_back(std::move(rep));
     }

@@ -25,9 +25,9 @@ using ChoiceTable = std::span<const std::pair<std::string_view, Choice>>;
 template <class Choice>
 ChoiceTable<Choice> choices();
 template <>
-ChoiceTable<Interaction> choices<Interaction>() {
-  static constexpr std::pair<std::string_view, Interaction> kTable[] = {
-      {"dot", Interaction::dot}, {"cat", Interaction::cat}, {"dcn", Interaction::dcn}};
+ChoiceTable<mlp::InteractionKind> choices<mlp::InteractionKind>() {
+  static constexpr std::pair<std::string_view, mlp::InteractionKind> kTable[] = {
+      {"dot", mlp::InteractionKind::dot}, {"cat", mlp::InteractionKind::cat}, {"dcn", mlp::InteractionKind::dcn}};
   return kTable;
 }
 template <>
@@ -37,16 +37,16 @@ ChoiceTable<embedding::Pooling> choices<embedding::Pooling>() {
   return kTable;
 }
 template <>
-ChoiceTable<sched::Optimizer> choices<sched::Optimizer>() {
-  static constexpr std::pair<std::string_view, sched::Optimizer> kTable[] = {
-      {"sgd", sched::Optimizer::sgd}, {"adagrad", sched::Optimizer::adagrad}, {"adam", sched::Optimizer::adam}};
+ChoiceTable<DenseOptimizerKind> choices<DenseOptimizerKind>() {
+  static constexpr std::pair<std::string_view, DenseOptimizerKind> kTable[] = {
+      {"sgd", DenseOptimizerKind::sgd}, {"adagrad", DenseOptimizerKind::adagrad}, {"adam", DenseOptimizerKind::adam}};
   return kTable;
 }
 template <>
-ChoiceTable<sched::SparseOptimizer> choices<sched::SparseOptimizer>() {
-  static constexpr std::pair<std::string_view, sched::SparseOptimizer> kTable[] = {
-      {"sgd", sched::SparseOptimizer::sgd}, {"adagrad", sched::SparseOptimizer::adagrad},
-      {"rowwise_adagrad", sched::SparseOptimizer::rowwise_adagrad}};
+ChoiceTable<SparseOptimizerKind> choices<SparseOptimizerKind>() {
+  static constexpr std::pair<std::string_view, SparseOptimizerKind> kTable[] = {
+      {"sgd", SparseOptimizerKind::sgd}, {"adagrad", SparseOptimizerKind::adagrad},
+      {"rowwise_adagrad", SparseOptimizerKind::rowwise_adagrad}};
   return kTable;
 }
 template <>
@@ -286,10 +286,10 @@ Choice parse_choice(std::string_view text, const std::string& key) {
 #define RECMIX_JOB_SPEC_CHOICE(Choice)                       \
   template std::string_view spelling<Choice>(Choice value); \
   template Choice parse_choice<Choice>(std::string_view text, const std::string& key);
-RECMIX_JOB_SPEC_CHOICE(Interaction)
+RECMIX_JOB_SPEC_CHOICE(mlp::InteractionKind)
 RECMIX_JOB_SPEC_CHOICE(embedding::Pooling)
-RECMIX_JOB_SPEC_CHOICE(sched::Optimizer)
-RECMIX_JOB_SPEC_CHOICE(sched::SparseOptimizer)
+RECMIX_JOB_SPEC_CHOICE(DenseOptimizerKind)
+RECMIX_JOB_SPEC_CHOICE(SparseOptimizerKind)
 RECMIX_JOB_SPEC_CHOICE(WhenBusy)
 RECMIX_JOB_SPEC_CHOICE(device::BackendKind)
 RECMIX_JOB_SPEC_CHOICE(DenseReplicas)
@@ -361,7 +361,7 @@ void read_model(Section& top, ModelSpec& m) {
   model.read_int("cross_layers", m.cross_layers, 1, 64);
   model.read_int("cross_rank", m.cross_rank, 0, 1 << 20);
   for (const char* key : {"cross_layers", "cross_rank"})
-    if (model.find(key) && m.interaction != Interaction::dcn)
+    if (model.find(key) && m.interaction != mlp::InteractionKind::dcn)
       model.fail(key, fmt::format("applies to interaction = \"dcn\" only (the interaction is \"{}\")", spelling(m.interaction)));
   model.read_choice("pooling", m.pooling);
   if (m.bottom_mlp.empty()) model.fail("bottom_mlp", "must name at least one layer");

@@ -8,18 +8,17 @@
 
 #include "core/half.hpp"
 #include "core/lr_schedule.hpp"
+#include "core/optimizer_kind.hpp"
 #include "device/types.hpp"
-#include "embedding/tiered_rows.hpp"  // HotSet, ColdUpdate
-#include "embedding/types.hpp"
-#include "sched/job_spec.hpp"
+#include "embedding/types.hpp"  // Pooling, HotSet, ColdUpdate
+#include "mlp/types.hpp"        // InteractionKind
 
 namespace recmix::runtime {
 
-// The job spec's choices, typed once by the parser. Where a lower layer already has the enum the
-// spec uses it (device::BackendKind, device::CpuGemm, embedding::Pooling, embedding::HotSet,
-// embedding::ColdUpdate, half::Storage, sched::Optimizer, sched::SparseOptimizer); the rest are
-// the spec's own.
-enum class Interaction { dot, cat, dcn };               // model.interaction
+// The job spec's choices, typed once by the parser: the only place their spellings are checked.
+// Where a lower layer owns the enum the spec uses it (device::BackendKind, device::CpuGemm,
+// mlp::InteractionKind, embedding::Pooling, embedding::HotSet, embedding::ColdUpdate,
+// half::Storage, DenseOptimizerKind, SparseOptimizerKind); the rest are the spec's own.
 enum class DenseReplicas { automatic, on, off };        // device.dense_replicas: "auto" | "on" | "off"
 enum class AutoSwitch { automatic, on, off };           // device.graphs, device.l2_window: "auto" | true | false
 enum class WhenBusy { wait, skip };                     // checkpoint.when_busy
@@ -40,15 +39,15 @@ struct ModelSpec {
   int embedding_dim = 16;
   std::vector<int> bottom_mlp = {512, 256, 64, 16};  // layer widths after the dense input
   std::vector<int> top_mlp = {512, 256, 1};          // layer widths after the interaction
-  Interaction interaction = Interaction::dot;        // dot | cat | dcn (DCN-V2 cross layers on the cat vector)
+  mlp::InteractionKind interaction = mlp::InteractionKind::dot;  // dot | cat | dcn (DCN-V2 cross layers on the cat vector)
   int cross_layers = 3;                              // dcn: cross layers
   int cross_rank = 512;                              // dcn: their rank; 0: full n x n matrices
   embedding::Pooling pooling = embedding::Pooling::sum;  // sum | mean
 };
 
 struct OptimizerSpec {
-  sched::Optimizer dense = sched::Optimizer::sgd;              // sgd | adagrad | adam
-  sched::SparseOptimizer sparse = sched::SparseOptimizer::sgd;  // sgd | adagrad | rowwise_adagrad
+  DenseOptimizerKind dense = DenseOptimizerKind::sgd;              // sgd | adagrad | adam
+  SparseOptimizerKind sparse = SparseOptimizerKind::sgd;  // sgd | adagrad | rowwise_adagrad
   float lr = 0.1f;
   float sparse_lr = -1.f;  // < 0: same as lr
   float eps = -1.f;        // < 0: the optimizer's default

@@ -12,8 +12,8 @@ sched::JobSpec to_sched_spec(const JobSpec& s, const data::DatasetInfo& info, in
   out.shape.bottom_mlp = {info.num_dense};
   out.shape.bottom_mlp.insert(out.shape.bottom_mlp.end(), s.model.bottom_mlp.begin(), s.model.bottom_mlp.end());
   out.shape.top_mlp = s.model.top_mlp;
-  out.shape.concat_interaction = s.model.interaction == Interaction::cat;
-  if (s.model.interaction == Interaction::dcn) {
+  out.shape.concat_interaction = s.model.interaction == mlp::InteractionKind::cat;
+  if (s.model.interaction == mlp::InteractionKind::dcn) {
     out.shape.cross_layers = s.model.cross_layers;
     out.shape.cross_rank = s.model.cross_rank;
   }

@@ -82,7 +82,7 @@ void MlLog::open_run(const JobSpec& spec, int ranks, std::int64_t init_ms) {
   const OptimizerSpec& o = spec.optimizer;
   event("opt_name", std::string(spelling(o.dense)));
   event("opt_base_learning_rate", o.lr);
-  if (o.dense == sched::Optimizer::adagrad) {
+  if (o.dense == DenseOptimizerKind::adagrad) {
     event("opt_adagrad_learning_rate_decay", 0);
     event("opt_adagrad_initial_accumulator_value", o.initial_accumulator);
     event("opt_adagrad_epsilon", o.eps >= 0 ? double(o.eps) : 1e-10);  // torch's default, as recmix's

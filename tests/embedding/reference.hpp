@@ -5,12 +5,24 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
+#include <string_view>
 #include <vector>
 
+#include "core/optimizer_kind.hpp"
 #include "embedding/initial_weight.hpp"
 #include "embedding/types.hpp"
 
 namespace recmix::embedding::test {
+
+// The sparse optimizer a test case names ("sgd", "adagrad", "rowwise_adagrad"; the reference
+// below takes the name), as embedding/ takes it.
+inline SparseOptimizerKind sparse_kind(std::string_view name) {
+  if (name == "sgd") return SparseOptimizerKind::sgd;
+  if (name == "adagrad") return SparseOptimizerKind::adagrad;
+  if (name == "rowwise_adagrad") return SparseOptimizerKind::rowwise_adagrad;
+  throw std::invalid_argument("no sparse optimizer named " + std::string(name));
+}
 
 // One table's bags over a batch, owning its storage.
 struct TableBatch {

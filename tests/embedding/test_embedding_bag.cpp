@@ -59,7 +59,7 @@ TEST_P(EmbeddingBag, MatchesNaiveReferenceOverSteps) {
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
   test::SelfCommunicator comm;
-  SparseOptimizerConfig opt{c.optimizer, 0.05f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.1f};
+  SparseOptimizerConfig opt{test::sparse_kind(c.optimizer), 0.05f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.1f};
   const std::uint64_t seed = 1234;
   ShardedEmbedding emb(comm, *backend, pool, c.tables, c.mean ? Pooling::mean : Pooling::sum,
                        plan_for(c), opt, seed);
@@ -158,7 +158,7 @@ TEST(EmbeddingBagEdges, EmptyBagsGiveZerosAndLeaveRowsUntouched) {
   std::vector<TableSpec> tables{{10, 3}, {10, 3}};
   for (Pooling pooling : {Pooling::sum, Pooling::mean}) {
     ShardedEmbedding emb(f.comm, *f.backend, f.pool, tables, pooling, ShardingPlan::automatic(tables, 1),
-                         {"sgd", 1.0f}, 5);
+                         {SparseOptimizerKind::sgd, 1.0f}, 5);
     std::vector<float> before(emb.local_shards()[0].weights, emb.local_shards()[0].weights + 30);
     std::vector<std::int64_t> offsets{0, 0, 0}, none;
     std::vector<std::int64_t> offsets1{0, 1, 1}, idx1{4};
@@ -298,7 +298,7 @@ TEST(EmbeddingBagOneHotRows, SameBitsAsPerTableBags) {
       device::MemoryPool pool(*backend, device::Tier::device, "test");
       auto stream = backend->create_stream();
       test::SelfCommunicator comm;
-      SparseOptimizerConfig opt{"adagrad", 0.05f, 1e-8f, 0.1f};
+      SparseOptimizerConfig opt{SparseOptimizerKind::adagrad, 0.05f, 1e-8f, 0.1f};
       ShardedEmbedding bags_emb(comm, *backend, pool, tables, Pooling::sum, plan_for(c), opt, 7);
       ShardedEmbedding rows_emb(comm, *backend, pool, tables, Pooling::sum, plan_for(c), opt, 7);
       std::mt19937_64 rng(5);
@@ -358,8 +358,8 @@ TEST(EmbeddingBagEdges, BadConfigurationsAreConfigErrors) {
                ConfigError);  // dims differ
   std::vector<TableSpec> same{{10, 4}, {10, 4}};
   EXPECT_THROW(ShardedEmbedding(f.comm, *f.backend, f.pool, same, Pooling::sum,
-                                ShardingPlan::automatic(same, 1), {"adam"}, 1),
-               ConfigError);
+                                ShardingPlan::automatic(same, 1), {SparseOptimizerKind::sgd, -1.f}, 1),
+               ConfigError);  // a negative learning rate
   EXPECT_THROW(ShardedEmbedding(f.comm, *f.backend, f.pool, same, Pooling::sum,
                                 ShardingPlan::automatic(same, 2), {}, 1),
                ConfigError);  // plan for 2 ranks, communicator of 1
@@ -367,8 +367,8 @@ TEST(EmbeddingBagEdges, BadConfigurationsAreConfigErrors) {
   EXPECT_THROW(ShardedEmbedding(f.comm, *f.backend, f.pool, same, Pooling::sum,
                                 ShardingPlan::automatic(other, 1), {}, 1),
                ConfigError);  // plan for other tables
-  SparseOptimizerConfig negative{"sgd", -1.f};
-  EXPECT_THROW(parse_sparse_optimizer(negative), ConfigError);
+  SparseOptimizerConfig negative{SparseOptimizerKind::sgd, -1.f};
+  EXPECT_THROW(check_sparse_optimizer(negative), ConfigError);
 }
 
 TEST(EmbeddingBagEdges, MemoryComesFromThePool) {
@@ -376,7 +376,7 @@ TEST(EmbeddingBagEdges, MemoryComesFromThePool) {
   std::vector<TableSpec> tables{{1000, 16}, {500, 16}};
   {
     ShardedEmbedding emb(f.comm, *f.backend, f.pool, tables, Pooling::sum,
-                         ShardingPlan::automatic(tables, 1), {"rowwise_adagrad"}, 1);
+                         ShardingPlan::automatic(tables, 1), {SparseOptimizerKind::rowwise_adagrad}, 1);
     EXPECT_GE(f.pool.current_bytes(), 1500u * 16 * 4 + 1500u * 4);
     EXPECT_EQ(emb.local_bytes(), 1500u * 16 * 4 + 1500u * 4);
   }
@@ -409,7 +409,7 @@ TEST(EmbeddingBagDeterminism, OneHotPathMatchesTheGeneralPathBitForBit) {
       test::SelfCommunicator comm;
       const Case c{"", tables, 0, 1, true, false, optimizer, rowwise};
       ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::sum, plan_for(c),
-                           {optimizer, 0.05f, 1e-8f, 0.1f}, 21, nullptr, {}, storage);
+                           {test::sparse_kind(optimizer), 0.05f, 1e-8f, 0.1f}, 21, nullptr, {}, storage);
       std::mt19937_64 rng(8);
       for (int step = 0; step < 3; ++step) {
         auto batch = test::random_batch(tables, 700, 1, true, rng);
@@ -445,7 +445,7 @@ TEST(EmbeddingBagDeterminism, ThreadCountDoesNotChangeAnyBit) {
     auto stream = backend->create_stream();
     test::SelfCommunicator comm;
     ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::mean, ShardingPlan::automatic(tables, 1),
-                         {"rowwise_adagrad", 0.1f}, 11);
+                         {SparseOptimizerKind::rowwise_adagrad, 0.1f}, 11);
     std::mt19937_64 rng(5);
     std::vector<float> all_out;
     for (int step = 0; step < 2; ++step) {

@@ -39,7 +39,7 @@ TEST_P(EmbeddingDevice, MatchesTheCpuBackend) {
       // Device buffers travel through a device communicator: the staged one over comm here.
       auto device_comm = which ? comm::make_staged_communicator(comm, *backend) : nullptr;
       ShardedEmbedding emb(comm, *backend, pool, tables, Pooling::mean,
-                           ShardingPlan::parse(plan_text, tables, 1), {optimizer, 0.1f}, 3,
+                           ShardingPlan::parse(plan_text, tables, 1), {test::sparse_kind(optimizer), 0.1f}, 3,
                            device_comm.get());
       std::mt19937_64 rng(8);
       for (int step = 0; step < 3; ++step) {
@@ -98,7 +98,7 @@ TEST_P(EmbeddingDevice, OneHotRowsMatchPerTableBagsBitForBit) {
       auto make = [&] {
         return std::make_unique<ShardedEmbedding>(comm, *backend, pool, tables, pooling,
                                                   ShardingPlan::automatic(tables, 1),
-                                                  SparseOptimizerConfig{optimizer, 0.1f}, 3, device_comm.get());
+                                                  SparseOptimizerConfig{test::sparse_kind(optimizer), 0.1f}, 3, device_comm.get());
       };
       auto by_bags = make(), by_rows = make();
       auto* dev_out = static_cast<float*>(backend->allocate(n * sizeof(float), device::Tier::device));

@@ -48,7 +48,7 @@ TEST_P(DistributedEmbedding, EqualsTheUnshardedReference) {
   auto backend = device::make_backend(device::BackendKind::cpu, 1);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
-  SparseOptimizerConfig opt{c.optimizer, 0.1f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.01f};
+  SparseOptimizerConfig opt{test::sparse_kind(c.optimizer), 0.1f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.01f};
   const std::uint64_t seed = 2024;
   const TableStorage storage{c.storage, c.stochastic};
   const bool half_tables = c.storage != Storage::fp32;
@@ -194,7 +194,7 @@ TEST(DistributedEmbeddingSplit, StartAndFinishEqualTheBlockingCalls) {
   auto backend = device::make_backend(device::BackendKind::cpu, 1);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
-  SparseOptimizerConfig opt{"rowwise_adagrad", 0.1f};
+  SparseOptimizerConfig opt{SparseOptimizerKind::rowwise_adagrad, 0.1f};
   ShardedEmbedding blocking(*comm, *backend, pool, kTables, Pooling::mean, make_plan("mixed", world), opt, 5);
   ShardedEmbedding split(*comm, *backend, pool, kTables, Pooling::mean, make_plan("mixed", world), opt, 5);
   const int T = static_cast<int>(kTables.size()), D = kTables[0].dim;
@@ -238,7 +238,7 @@ TEST(DistributedEmbeddingExchangeStream, OwnStreamEqualsTheComputeStream) {
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
   auto dcomm = comm::make_staged_communicator(*comm, *backend);
-  SparseOptimizerConfig opt{"adagrad", 0.1f};
+  SparseOptimizerConfig opt{SparseOptimizerKind::adagrad, 0.1f};
   ShardedEmbedding own(*comm, *backend, pool, kTables, Pooling::sum, make_plan("mixed", world), opt, 5, dcomm.get());
   ShardedEmbedding shared(*comm, *backend, pool, kTables, Pooling::sum, make_plan("mixed", world), opt, 5, dcomm.get());
   const int T = static_cast<int>(kTables.size()), D = kTables[0].dim;
@@ -298,7 +298,7 @@ TEST(DistributedEmbeddingTraffic, RowWiseTrafficWorkedOutByHand) {
   auto stream = backend->create_stream();
   std::vector<TableSpec> tables{{10, 4}};
   ShardedEmbedding emb(*comm, *backend, pool, tables, Pooling::sum,
-                       ShardingPlan::parse("0:rowwise", tables, 2), {"sgd", 1.0f}, 9);
+                       ShardingPlan::parse("0:rowwise", tables, 2), {SparseOptimizerKind::sgd, 1.0f}, 9);
   std::vector<std::int64_t> offsets{0, 1, 2, 3};
   std::vector<std::int64_t> indices = comm->rank() == 0 ? std::vector<std::int64_t>{1, 7, 8}
                                                         : std::vector<std::int64_t>{2, 9, 3};

@@ -104,7 +104,7 @@ TEST_P(TieredEmbedding, EqualsUntieredBitForBit) {
   device::MemoryPool pool(*backend, device::Tier::device, "untiered"), tier_pool(*backend, device::Tier::device, "tiered");
   device::MemoryPool host_pool(*backend, device::Tier::host, "tiered host");
   auto stream = backend->create_stream();
-  SparseOptimizerConfig opt{c.optimizer, 0.1f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.01f};
+  SparseOptimizerConfig opt{test::sparse_kind(c.optimizer), 0.1f, 1e-8f, c.optimizer == "sgd" ? 0.f : 0.01f};
   const std::uint64_t seed = 99;
   const Pooling pooling = c.mean ? Pooling::mean : Pooling::sum;
   const int global_batches[] = {23, 8, 1, 16, 30, 5, 12};

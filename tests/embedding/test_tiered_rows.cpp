@@ -51,7 +51,7 @@ struct Layer {
     if (!device::device_memory_is_host(*backend)) device_comm = comm::make_staged_communicator(self, *backend);
     o.host_pool = &host_pool;
     o.global_batch = setup.global_batch;
-    const SparseOptimizerConfig optimizer{setup.optimizer, 0.1f, 1e-8f, setup.initial_accumulator};
+    const SparseOptimizerConfig optimizer{test::sparse_kind(setup.optimizer), 0.1f, 1e-8f, setup.initial_accumulator};
     emb = std::make_unique<ShardedEmbedding>(self, *backend, pool, tables, Pooling::sum,
                                              ShardingPlan::automatic(tables, 1), optimizer, 7, device_comm.get(), o,
                                              setup.storage);

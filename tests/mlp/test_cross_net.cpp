@@ -93,7 +93,7 @@ TEST_P(CrossNet, MatchesTheFloat64FormulaAndItsFiniteDifferences) {
   if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
   const int layers = 3;
   test::TestDevice d(kind);
-  auto inter = make_interaction("dcn", *d.backend, d.pool, kTables, kDim, kBatch, CrossSpec{layers, rank, 11});
+  auto inter = make_interaction(InteractionKind::dcn, *d.backend, d.pool, kTables, kDim, kBatch, CrossSpec{layers, rank, 11});
   ASSERT_EQ(inter->out_features(), kN);
 
   // Random parameters (the zero-initialised biases too), uploaded through the parameter views.
@@ -167,7 +167,7 @@ TEST(CrossNetInit, NamesShapesAndXavierNormal) {
   test::TestDevice d(device::BackendKind::cpu);
   const int n = 17 * 8;  // 16 tables of dim 8
   for (int rank : {32, 0}) {
-    auto inter = make_interaction("dcn", *d.backend, d.pool, 16, 8, 4, CrossSpec{2, rank, 3});
+    auto inter = make_interaction(InteractionKind::dcn, *d.backend, d.pool, 16, 8, 4, CrossSpec{2, rank, 3});
     const auto params = inter->parameters();
     ASSERT_EQ(params.size(), rank > 0 ? 6u : 4u);
     std::size_t total = 0;
@@ -193,8 +193,8 @@ TEST(CrossNetInit, NamesShapesAndXavierNormal) {
     EXPECT_EQ(params.back().name, "cross.1.bias");
     EXPECT_EQ(total, inter->parameter_count());
   }
-  EXPECT_THROW(make_interaction("dcn", *d.backend, d.pool, 2, 4, 4, CrossSpec{0, 8, 1}), ConfigError);
-  EXPECT_THROW(make_interaction("dcn", *d.backend, d.pool, 2, 4, 4, CrossSpec{2, -1, 1}), ConfigError);
+  EXPECT_THROW(make_interaction(InteractionKind::dcn, *d.backend, d.pool, 2, 4, 4, CrossSpec{0, 8, 1}), ConfigError);
+  EXPECT_THROW(make_interaction(InteractionKind::dcn, *d.backend, d.pool, 2, 4, 4, CrossSpec{2, -1, 1}), ConfigError);
 }
 
 }  // namespace

@@ -61,12 +61,12 @@ TEST(Determinism, SerialAndParallelKernelsAgree) {
   for (std::int64_t threshold : {std::int64_t(1) << 62, std::int64_t(1)}) {
     test::ScopedParallelThreshold parallel(threshold);
     Mlp bottom(*backend, pool, "bot", {13, 300, d}, Activation::relu, 42, batch);
-    auto inter = make_interaction("dot", *backend, pool, k, d, batch);
+    auto inter = make_interaction(InteractionKind::dot, *backend, pool, k, d, batch);
     Mlp top(*backend, pool, "top", {inter->out_features(), 200, 1}, Activation::sigmoid, 43, batch);
     auto params = bottom.parameters();
     for (auto& p : top.parameters()) params.push_back(p);
     DenseOptimizerConfig c;
-    c.kind = "adam";
+    c.kind = DenseOptimizerKind::adam;
     auto opt = make_dense_optimizer(c, *backend, pool, params);
     std::vector<float> gp(batch), gb(batch * d), ge(emb.size());
     for (int step = 0; step < 2; ++step) {

@@ -71,7 +71,7 @@ TEST(GradientCheck, LinearSigmoidBatchOne) { check_mlp({6, 2}, Activation::sigmo
 TEST(GradientCheck, MlpStack) { check_mlp({5, 9, 6, 3}, Activation::relu, 4); }
 TEST(GradientCheck, MlpStackSigmoidOut) { check_mlp({4, 8, 5, 1}, Activation::sigmoid, 5); }
 
-void check_interaction(const std::string& kind, int k, int d, int batch) {
+void check_interaction(InteractionKind kind, int k, int d, int batch) {
   Env e;
   auto inter = make_interaction(kind, *e.backend, e.pool, k, d, batch);
   auto bottom = test::random_floats(static_cast<std::size_t>(batch) * d, 3);
@@ -86,12 +86,12 @@ void check_interaction(const std::string& kind, int k, int d, int batch) {
   objective();
   std::vector<float> gb(bottom.size()), ge(emb.size());
   inter->backward(*e.stream, r.data(), gb.data(), ge.data());
-  check_gradient(kind + " bottom", bottom.data(), bottom.size(), gb, objective);
-  check_gradient(kind + " embeddings", emb.data(), emb.size(), ge, objective);
+  check_gradient(std::string(interaction_name(kind)) + " bottom", bottom.data(), bottom.size(), gb, objective);
+  check_gradient(std::string(interaction_name(kind)) + " embeddings", emb.data(), emb.size(), ge, objective);
 }
 
-TEST(GradientCheck, DotInteraction) { check_interaction("dot", 3, 5, 2); }
-TEST(GradientCheck, CatInteraction) { check_interaction("cat", 3, 5, 2); }
+TEST(GradientCheck, DotInteraction) { check_interaction(InteractionKind::dot, 3, 5, 2); }
+TEST(GradientCheck, CatInteraction) { check_interaction(InteractionKind::cat, 3, 5, 2); }
 
 TEST(GradientCheck, BceLoss) {
   Env e;
@@ -111,7 +111,7 @@ TEST(GradientCheck, DenseChain) {
   Env e;
   const int batch = 3, k = 2, d = 3;
   Mlp bottom(*e.backend, e.pool, "bot", {4, 6, d}, Activation::relu, 11, batch);
-  auto inter = make_interaction("dot", *e.backend, e.pool, k, d, batch);
+  auto inter = make_interaction(InteractionKind::dot, *e.backend, e.pool, k, d, batch);
   Mlp top(*e.backend, e.pool, "top", {inter->out_features(), 5, 1}, Activation::sigmoid, 12, batch);
   auto dense = test::random_floats(static_cast<std::size_t>(batch) * 4, 8, 0.f, 2.f);
   auto emb = test::random_floats(static_cast<std::size_t>(batch) * k * d, 9);

@@ -164,10 +164,10 @@ TEST_P(InteractionVsReference, Dot) {
   auto backend = device::make_backend(device::BackendKind::cpu, threads);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
-  auto inter = make_interaction("dot", *backend, pool, k, d, batch);
+  auto inter = make_interaction(InteractionKind::dot, *backend, pool, k, d, batch);
   int out = d + (k + 1) * k / 2;
   ASSERT_EQ(inter->out_features(), out);
-  EXPECT_EQ(interaction_out_features("dot", k, d), out);
+  EXPECT_EQ(interaction_out_features(InteractionKind::dot, k, d), out);
   auto bottom = test::random_floats(static_cast<std::size_t>(batch) * d, 1);
   auto emb = test::random_floats(static_cast<std::size_t>(batch) * k * d, 2);
   const float* y = inter->forward(*stream, bottom.data(), emb.data(), batch);
@@ -189,7 +189,7 @@ TEST_P(InteractionVsReference, Cat) {
   auto backend = device::make_backend(device::BackendKind::cpu, threads);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
-  auto inter = make_interaction("cat", *backend, pool, k, d, batch);
+  auto inter = make_interaction(InteractionKind::cat, *backend, pool, k, d, batch);
   int out = (k + 1) * d;
   ASSERT_EQ(inter->out_features(), out);
   auto bottom = test::random_floats(static_cast<std::size_t>(batch) * d, 4);
@@ -274,7 +274,7 @@ TEST(Interaction, DotOrderIsStrictlyLowerTriangleRowMajor) {
   auto backend = device::make_backend(device::BackendKind::cpu, 1);
   device::MemoryPool pool(*backend, device::Tier::device, "test");
   auto stream = backend->create_stream();
-  auto inter = make_interaction("dot", *backend, pool, 2, 1, 1);
+  auto inter = make_interaction(InteractionKind::dot, *backend, pool, 2, 1, 1);
   float bottom[1] = {2}, emb[2] = {3, 5};
   const float* y = inter->forward(*stream, bottom, emb, 1);
   EXPECT_EQ(y[0], 2);
@@ -336,10 +336,9 @@ TEST(Errors, BadShapesAndKindsAreConfigErrors) {
   std::vector<float> x(40);
   EXPECT_THROW(mlp.forward(*stream, x.data(), 5), ConfigError);  // over max batch
   EXPECT_THROW(mlp.forward(*stream, x.data(), -1), ConfigError);
-  EXPECT_THROW(make_interaction("sum", *backend, pool, 3, 4, 8), ConfigError);
-  EXPECT_THROW(make_interaction("dot", *backend, pool, 3, 0, 8), ConfigError);
-  EXPECT_THROW(make_interaction("dot", *backend, pool, 3, 4, 0), ConfigError);
-  auto inter = make_interaction("dot", *backend, pool, 3, 4, 8);
+  EXPECT_THROW(make_interaction(InteractionKind::dot, *backend, pool, 3, 0, 8), ConfigError);
+  EXPECT_THROW(make_interaction(InteractionKind::dot, *backend, pool, 3, 4, 0), ConfigError);
+  auto inter = make_interaction(InteractionKind::dot, *backend, pool, 3, 4, 8);
   EXPECT_THROW(inter->forward(*stream, x.data(), x.data(), 9), ConfigError);
   EXPECT_THROW(bce_loss(*backend, *stream, x.data(), x.data(), -1), ConfigError);
 }
@@ -359,7 +358,7 @@ TEST(Mlp, EmptyBatchGivesZeroGradients) {
   EXPECT_NE(mlp.backward(*stream, g.data(), true), nullptr);
   for (auto& p : mlp.parameters())
     for (std::size_t i = 0; i < p.count; ++i) ASSERT_EQ(p.grad[i], 0.f) << p.name;
-  auto inter = make_interaction("dot", *backend, pool, 2, 3, 4);
+  auto inter = make_interaction(InteractionKind::dot, *backend, pool, 2, 3, 4);
   inter->forward(*stream, x.data(), x.data(), 0);
   inter->backward(*stream, g.data(), g.data(), g.data());
   EXPECT_EQ(bce_loss(*backend, *stream, x.data(), x.data(), 0), 0.0);
@@ -417,7 +416,7 @@ TEST(CudaPath, FailsWithOneClearErrorWithoutAGpu) {
   auto stream = backend.create_stream();
   float p[2] = {0.5f, 0.5f}, y[2] = {1.f, 0.f}, g[2], emb[12] = {};
   {
-    auto inter = make_interaction("dot", backend, pool, 2, 3, 2);
+    auto inter = make_interaction(InteractionKind::dot, backend, pool, 2, 3, 2);
     EXPECT_THROW(inter->forward(*stream, emb, emb, 2), DeviceError);
   }
   EXPECT_THROW(bce_loss_backward(backend, *stream, p, y, 2, 1.f, g), DeviceError);

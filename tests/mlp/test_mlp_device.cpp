@@ -38,7 +38,7 @@ struct DenseResults {
 
 using Device = test::TestDevice;
 
-DenseResults run_dense(device::BackendKind kind, const std::string& interaction_kind) {
+DenseResults run_dense(device::BackendKind kind, InteractionKind interaction_kind) {
   std::mt19937 rng(42);
   const auto dense = random_vector(kBatch * kDense, rng);
   const auto emb = random_vector(kBatch * kTables * kDim, rng);
@@ -86,8 +86,8 @@ class DenseDevice : public testing::TestWithParam<device::BackendKind> {};
 TEST_P(DenseDevice, MatchesTheCpuBackend) {
   const device::BackendKind kind = GetParam();
   if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
-  for (const char* interaction : {"dot", "cat", "dcn"}) {
-    SCOPED_TRACE(interaction);
+  for (const InteractionKind interaction : {InteractionKind::dot, InteractionKind::cat, InteractionKind::dcn}) {
+    SCOPED_TRACE(interaction_name(interaction));
     const auto want = run_dense(device::BackendKind::cpu, interaction);
     const auto got = run_dense(kind, interaction);
     expect_close(got.interaction_out, want.interaction_out, "interaction output");

@@ -17,7 +17,7 @@ namespace recmix::mlp {
 
 // For the test names (found by argument-dependent lookup, so in the config's namespace).
 void PrintTo(const DenseOptimizerConfig& c, std::ostream* os) {
-  *os << c.kind << ", lr " << c.lr << ", eps " << c.eps << ", initial accumulator " << c.initial_accumulator;
+  *os << "kind " << static_cast<int>(c.kind) << ", lr " << c.lr << ", eps " << c.eps << ", initial accumulator " << c.initial_accumulator;
 }
 
 namespace {
@@ -49,9 +49,9 @@ struct RefOptimizer {
     ++t;
     for (std::size_t i = 0; i < p.size(); ++i) {
       double gi = g[i];
-      if (c.kind == "sgd") {
+      if (c.kind == DenseOptimizerKind::sgd) {
         p[i] -= c.lr * gi;
-      } else if (c.kind == "adagrad") {
+      } else if (c.kind == DenseOptimizerKind::adagrad) {
         a[i] += gi * gi;
         p[i] -= c.lr * gi / (std::sqrt(a[i]) + (c.eps < 0 ? 1e-10 : c.eps));
       } else {
@@ -77,7 +77,7 @@ TEST_P(OptimizerVsReference, SeveralSteps) {
   for (auto& p : s.params) {
     RefOptimizer r{c, test::to_double(p.value, p.count), std::vector<double>(p.count, 0.0),
                    std::vector<double>(p.count, 0.0)};
-    if (c.kind == "adagrad") r.a.assign(p.count, c.initial_accumulator);
+    if (c.kind == DenseOptimizerKind::adagrad) r.a.assign(p.count, c.initial_accumulator);
     refs.push_back(r);
   }
   for (int step = 0; step < 5; ++step) {
@@ -93,9 +93,9 @@ TEST_P(OptimizerVsReference, SeveralSteps) {
     EXPECT_LE(test::worst(s.params[i].value, refs[i].p, 1e-6, 1e-5), 1.0) << s.params[i].name;
 
   auto state = opt->state();
-  if (c.kind == "sgd") {
+  if (c.kind == DenseOptimizerKind::sgd) {
     EXPECT_TRUE(state.empty());
-  } else if (c.kind == "adagrad") {
+  } else if (c.kind == DenseOptimizerKind::adagrad) {
     ASSERT_EQ(state.size(), s.params.size());
     EXPECT_EQ(state[2].name, "adagrad.sum.p2");
     EXPECT_EQ(state[2].grad, nullptr);
@@ -109,9 +109,9 @@ TEST_P(OptimizerVsReference, SeveralSteps) {
   }
 }
 
-DenseOptimizerConfig config(std::string kind, float lr, float init = 0.f, float eps = -1.f) {
+DenseOptimizerConfig config(DenseOptimizerKind kind, float lr, float init = 0.f, float eps = -1.f) {
   DenseOptimizerConfig c;
-  c.kind = std::move(kind);
+  c.kind = kind;
   c.lr = lr;
   c.initial_accumulator = init;
   c.eps = eps;
@@ -119,15 +119,15 @@ DenseOptimizerConfig config(std::string kind, float lr, float init = 0.f, float 
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, OptimizerVsReference,
-                         ::testing::Values(config("sgd", 0.1f), config("adagrad", 0.05f),
-                                           config("adagrad", 0.05f, 0.1f, 1e-6f),
-                                           config("adam", 0.01f), config("adam", 0.001f, 0.f, 1e-4f)));
+                         ::testing::Values(config(DenseOptimizerKind::sgd, 0.1f), config(DenseOptimizerKind::adagrad, 0.05f),
+                                           config(DenseOptimizerKind::adagrad, 0.05f, 0.1f, 1e-6f),
+                                           config(DenseOptimizerKind::adam, 0.01f), config(DenseOptimizerKind::adam, 0.001f, 0.f, 1e-4f)));
 
 TEST(DenseOptimizer, AdamResumesFromStepCount) {
   // Two optimizers, one restored from the other's state and step count, take identical steps.
   ParamSet a({50}), b({50});
   std::copy(a.params[0].value, a.params[0].value + 50, b.params[0].value);
-  auto c = config("adam", 0.01f);
+  auto c = config(DenseOptimizerKind::adam, 0.01f);
   auto oa = make_dense_optimizer(c, *a.backend, a.pool, a.params);
   auto ob = make_dense_optimizer(c, *b.backend, b.pool, b.params);
   auto stream = a.backend->create_stream();
@@ -157,18 +157,17 @@ TEST(DenseOptimizer, AdamResumesFromStepCount) {
 
 TEST(DenseOptimizer, ConfigErrors) {
   ParamSet s({10});
-  EXPECT_THROW(make_dense_optimizer(config("lamb", 0.1f), *s.backend, s.pool, s.params), ConfigError);
-  EXPECT_THROW(make_dense_optimizer(config("sgd", 0.f), *s.backend, s.pool, s.params), ConfigError);
-  EXPECT_THROW(make_dense_optimizer(config("adam", -1.f), *s.backend, s.pool, s.params), ConfigError);
-  EXPECT_THROW(make_dense_optimizer(config("sgd", NAN), *s.backend, s.pool, s.params), ConfigError);
-  EXPECT_THROW(make_dense_optimizer(config("adagrad", 0.1f, -1.f), *s.backend, s.pool, s.params),
+  EXPECT_THROW(make_dense_optimizer(config(DenseOptimizerKind::sgd, 0.f), *s.backend, s.pool, s.params), ConfigError);
+  EXPECT_THROW(make_dense_optimizer(config(DenseOptimizerKind::adam, -1.f), *s.backend, s.pool, s.params), ConfigError);
+  EXPECT_THROW(make_dense_optimizer(config(DenseOptimizerKind::sgd, NAN), *s.backend, s.pool, s.params), ConfigError);
+  EXPECT_THROW(make_dense_optimizer(config(DenseOptimizerKind::adagrad, 0.1f, -1.f), *s.backend, s.pool, s.params),
                ConfigError);
-  auto bad_beta = config("adam", 0.1f);
+  auto bad_beta = config(DenseOptimizerKind::adam, 0.1f);
   bad_beta.beta2 = 1.f;
   EXPECT_THROW(make_dense_optimizer(bad_beta, *s.backend, s.pool, s.params), ConfigError);
   auto no_grad = s.params;
   no_grad[0].grad = nullptr;
-  EXPECT_THROW(make_dense_optimizer(config("sgd", 0.1f), *s.backend, s.pool, no_grad), ConfigError);
+  EXPECT_THROW(make_dense_optimizer(config(DenseOptimizerKind::sgd, 0.1f), *s.backend, s.pool, no_grad), ConfigError);
 }
 
 // backward_sgd() folds the SGD step into the weight-gradient GEMMs: over several steps it must
@@ -183,7 +182,7 @@ TEST(FusedSgd, MatchesBackwardThenSgdStep) {
     Mlp plain(*backend, pool, "plain", sizes, Activation::sigmoid, 42, 300);
     Mlp fused(*backend, pool, "plain", sizes, Activation::sigmoid, 42, 300);
     const float lr = 0.05f;
-    auto sgd = make_dense_optimizer(config("sgd", lr), *backend, pool, plain.parameters());
+    auto sgd = make_dense_optimizer(config(DenseOptimizerKind::sgd, lr), *backend, pool, plain.parameters());
     for (int step = 0; step < 3; ++step) {
       const auto x = test::random_floats(std::size_t(batch) * sizes.front(), 10 + step);
       const auto dy = test::random_floats(std::size_t(batch) * sizes.back(), 20 + step);

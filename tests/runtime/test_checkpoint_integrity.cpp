@@ -37,8 +37,8 @@ JobSpec adagrad_spec(const std::string& name, bool async) {
   auto spec = small_spec(name);
   spec.data.shuffle = true;
   spec.data.eval.clear();
-  spec.optimizer.dense = sched::Optimizer::adam;
-  spec.optimizer.sparse = sched::SparseOptimizer::adagrad;
+  spec.optimizer.dense = DenseOptimizerKind::adam;
+  spec.optimizer.sparse = SparseOptimizerKind::adagrad;
   spec.train.steps = 30;
   spec.checkpoint.interval = 10;
   spec.checkpoint.keep = 10;
@@ -264,8 +264,8 @@ TEST(CheckpointChecksums, AChangeInAnyArrayIsCaughtAndNamed) {
   } optimizers[] = {{"adam", "adagrad"}, {"adagrad", "rowwise_adagrad"}};
   for (const auto& o : optimizers) {
     auto spec = adagrad_spec(fmt::format("every-array-{}-{}", o.dense, o.sparse), false);
-    spec.optimizer.dense = parse_choice<sched::Optimizer>(o.dense, "optimizer.dense");
-    spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(o.sparse, "optimizer.sparse");
+    spec.optimizer.dense = parse_choice<DenseOptimizerKind>(o.dense, "optimizer.dense");
+    spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(o.sparse, "optimizer.sparse");
     spec.train.steps = 3;
     spec.checkpoint.interval = 0;
     const std::string good = Trainer(spec, *world->comm).train(quiet()).last_checkpoint;

@@ -274,11 +274,11 @@ TEST_P(DcnReference, TrainsAsTheFloat64Model) {
   const Case& c = GetParam();
   const int steps = 4;
   auto spec = small_spec(fmt::format("dcnref-{}-{}", c.label, world->comm->size()), c.data);
-  spec.model.interaction = Interaction::dcn;
+  spec.model.interaction = mlp::InteractionKind::dcn;
   spec.model.cross_layers = c.options.layers;
   spec.model.cross_rank = c.options.rank;
-  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.options.dense, "optimizer.dense");
-  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.options.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<DenseOptimizerKind>(c.options.dense, "optimizer.dense");
+  spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(c.options.sparse, "optimizer.sparse");
   spec.optimizer.lr = static_cast<float>(c.options.lr);
   spec.optimizer.eps = static_cast<float>(c.options.eps);
   spec.optimizer.initial_accumulator = static_cast<float>(c.options.initial_accumulator);

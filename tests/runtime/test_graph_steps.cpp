@@ -51,13 +51,13 @@ TEST_P(GraphSteps, EqualEagerStepsBitForBit) {
     spec.optimizer.schedule = LrSchedule{3, 5, 4, 2.0};  // over the 12 steps: every phase
   }
   if (c.cross_rank >= 0) {
-    spec.model.interaction = Interaction::dcn;
+    spec.model.interaction = mlp::InteractionKind::dcn;
     spec.model.cross_layers = 2;
     spec.model.cross_rank = c.cross_rank;
   }
   spec.device.kind = device::BackendKind::cpu_strict;
-  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
-  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.dense, "optimizer.dense");
+  spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(c.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<DenseOptimizerKind>(c.dense, "optimizer.dense");
   spec.precision.embedding = parse_choice<half::Storage>(c.tables, "precision.embedding");
   spec.precision.dense = parse_choice<DensePrecision>(c.dense_precision, "precision.dense");
   spec.embedding.hot_fraction = c.hot_fraction;
@@ -103,7 +103,7 @@ TEST(GraphRun, StopAndResumeEqualAnEagerRun) {
     auto spec = small_spec(name);
     spec.device.kind = device::BackendKind::cpu_strict;
     spec.device.graphs = parse_choice<AutoSwitch>(graphs, "device.graphs");
-    spec.optimizer.dense = sched::Optimizer::adam;
+    spec.optimizer.dense = DenseOptimizerKind::adam;
     spec.checkpoint.interval = 8;
     spec.run_dir = run_dir(spec.name);
     spec.checkpoint.dir = spec.run_dir + "/checkpoints";
@@ -132,8 +132,8 @@ TEST(GraphRun, TwoJobsOnTheirOwnThreadsEachEqualTheirEagerRun) {
   auto job = [&](const std::string& name, const char* sparse, const char* dense, const char* tables) {
     auto spec = small_spec(name);
     spec.device.kind = device::BackendKind::cpu_strict;
-    spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(sparse, "optimizer.sparse");
-    spec.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
+    spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(sparse, "optimizer.sparse");
+    spec.optimizer.dense = parse_choice<DenseOptimizerKind>(dense, "optimizer.dense");
     spec.precision.embedding = parse_choice<half::Storage>(tables, "precision.embedding");
     return spec;
   };
@@ -201,7 +201,7 @@ TEST(GraphRun, CudaGraphStepsEqualEagerSteps) {
   for (const char* dense : {"sgd", "adam"}) {
     auto spec = small_spec(fmt::format("graphs-cuda-{}", dense));
     spec.device.kind = device::BackendKind::cuda;
-    spec.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
+    spec.optimizer.dense = parse_choice<DenseOptimizerKind>(dense, "optimizer.dense");
     const std::string dir = run_dir(spec.name);
     spec.device.graphs = AutoSwitch::off;
     const auto eager = train_steps(spec, comm, 12, dir + "/eager.h5");

@@ -38,7 +38,7 @@ TEST(JobSpec, DefaultsFollowTheReferenceKaggleModel) {
   EXPECT_EQ(spec.model.embedding_dim, 16);
   EXPECT_EQ(spec.model.bottom_mlp, (std::vector<int>{512, 256, 64, 16}));
   EXPECT_EQ(spec.model.top_mlp, (std::vector<int>{512, 256, 1}));
-  EXPECT_EQ(spec.model.interaction, Interaction::dot);
+  EXPECT_EQ(spec.model.interaction, mlp::InteractionKind::dot);
   ASSERT_EQ(spec.data.train.size(), 1u);
   EXPECT_EQ(spec.data.train[0], "/base/train.h5");  // relative to the spec's folder
   EXPECT_EQ(spec.run_dir, "/base/runs/t");
@@ -83,7 +83,7 @@ memory_capacity = "1.5GiB"
   EXPECT_EQ(spec.seed, 7u);
   EXPECT_EQ(spec.model.table_rows, (std::vector<std::int64_t>{10, 20}));
   EXPECT_EQ(spec.model.pooling, embedding::Pooling::mean);
-  EXPECT_EQ(spec.optimizer.dense, sched::Optimizer::adam);
+  EXPECT_EQ(spec.optimizer.dense, DenseOptimizerKind::adam);
   EXPECT_FLOAT_EQ(spec.optimizer.sparse_lr, 0.25f);
   EXPECT_EQ(spec.data.train.size(), 2u);
   EXPECT_TRUE(spec.data.shuffle);
@@ -147,7 +147,7 @@ TEST(JobSpec, ReadsTheSchedule) {
 
 TEST(JobSpec, ReadsTheCrossNetwork) {
   auto spec = parse_job_spec(std::string(kMinimal) + "[model]\ninteraction = \"dcn\"\n", "job.toml");
-  EXPECT_EQ(spec.model.interaction, Interaction::dcn);
+  EXPECT_EQ(spec.model.interaction, mlp::InteractionKind::dcn);
   EXPECT_EQ(spec.model.cross_layers, 3);  // DLRM-DCNv2's
   EXPECT_EQ(spec.model.cross_rank, 512);
   spec = parse_job_spec(std::string(kMinimal) + "[model]\ninteraction = \"dcn\"\ncross_layers = 2\ncross_rank = 0\n",
@@ -295,7 +295,7 @@ TEST(JobSpec, ChoicesSpellBackAsTheyParse) {
   EXPECT_EQ(spelling(device::BackendKind::cpu_strict), "cpu-strict");
   EXPECT_EQ(parse_choice<AutoSwitch>("false", "--graphs"), AutoSwitch::off);
   EXPECT_EQ(spelling(AutoSwitch::automatic), "auto");
-  EXPECT_EQ(spelling(sched::SparseOptimizer::rowwise_adagrad), "rowwise_adagrad");
+  EXPECT_EQ(spelling(SparseOptimizerKind::rowwise_adagrad), "rowwise_adagrad");
   try {
     parse_choice<device::CpuGemm>("mkl", "--gemm");
     ADD_FAILURE() << "mkl accepted";
@@ -339,8 +339,8 @@ TEST(JobSpec, SchedViewOfADcnTieredBf16Spec) {
   EXPECT_EQ(s.gemm_math, sched::GemmMath::bf16);
   EXPECT_TRUE(s.graphs);  // "auto" on cuda
   EXPECT_EQ(s.global_batch, 64);
-  EXPECT_EQ(s.optimizer, sched::Optimizer::adam);
-  EXPECT_EQ(s.sparse_optimizer, sched::SparseOptimizer::rowwise_adagrad);
+  EXPECT_EQ(s.optimizer, DenseOptimizerKind::adam);
+  EXPECT_EQ(s.sparse_optimizer, SparseOptimizerKind::rowwise_adagrad);
   EXPECT_EQ(s.ranks, 4);
   EXPECT_EQ(s.steps, 2 * (1000 / 64));
   EXPECT_EQ(s.priority, 3);

@@ -29,8 +29,8 @@ JobSpec half_spec(const std::string& name, const std::string& storage, std::uint
   spec.seed = seed;
   spec.train.steps = 1200;
   spec.train.batch_size = 128;
-  spec.optimizer.dense = sched::Optimizer::adagrad;
-  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
+  spec.optimizer.dense = DenseOptimizerKind::adagrad;
+  spec.optimizer.sparse = SparseOptimizerKind::rowwise_adagrad;
   spec.precision.embedding = parse_choice<half::Storage>(storage, "precision.embedding");
   spec.run_dir = run_dir(name);
   spec.checkpoint.dir = spec.run_dir + "/checkpoints";
@@ -84,7 +84,7 @@ TEST(HalfTables, LearnThePlantedSignalAsFp32Does) {
 TEST(HalfTables, HalveTheTablesDeviceBytes) {
   auto fp32 = half_spec("bytes-fp32", "fp32", 5);
   auto bf16 = half_spec("bytes-bf16", "bf16", 5);
-  fp32.optimizer.sparse = bf16.optimizer.sparse = sched::SparseOptimizer::sgd;  // no state: the weights alone
+  fp32.optimizer.sparse = bf16.optimizer.sparse = SparseOptimizerKind::sgd;  // no state: the weights alone
   Trainer a(fp32, *world->comm), b(bf16, *world->comm);
   EXPECT_EQ(b.model().embedding().local_bytes() * 2, a.model().embedding().local_bytes());
   EXPECT_GT(a.model().embedding().local_bytes(), 0u);
@@ -95,7 +95,7 @@ TEST(HalfTables, StopAndResumeIsBitwiseEqual) {
     auto spec = half_spec(fmt::format("resume-{}", storage), storage, 5);
     spec.train.steps = 30;
     spec.train.batch_size = 64;  // as the spec's text says (a resume compares it)
-    spec.optimizer.sparse = sched::SparseOptimizer::adagrad;
+    spec.optimizer.sparse = SparseOptimizerKind::adagrad;
     spec.data.shuffle = true;
     spec.data.eval.clear();
     auto straight = spec;

@@ -119,8 +119,8 @@ std::vector<json> check_mllog(const std::string& path, const std::string& status
 JobSpec target_spec(const std::string& name) {
   auto spec = small_spec(name);
   spec.train.batch_size = 128;
-  spec.optimizer.dense = sched::Optimizer::adagrad;
-  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
+  spec.optimizer.dense = DenseOptimizerKind::adagrad;
+  spec.optimizer.sparse = SparseOptimizerKind::rowwise_adagrad;
   spec.run_dir = run_dir(spec.name);
   spec.checkpoint.dir = spec.run_dir + "/checkpoints";
   spec.train.mllog = true;

@@ -55,8 +55,8 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
   auto& comm = *world->comm;
   JobSpec spec = small_spec(fmt::format("steps-{}-{}", c.name, comm.size()), c.data);
   spec.device.kind = device::BackendKind::cpu_strict;
-  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
-  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.dense, "optimizer.dense");
+  spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(c.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<DenseOptimizerKind>(c.dense, "optimizer.dense");
   spec.precision.embedding = parse_choice<half::Storage>(c.tables, "precision.embedding");
   spec.precision.dense = parse_choice<DensePrecision>(c.gemms, "precision.dense");
   if (c.hot_fraction > 0) spec.embedding.hot_fraction = c.hot_fraction;
@@ -123,7 +123,7 @@ TEST(StepColocated, ThreeJobsEachStayHostFree) {
     spec.device.kind = device::BackendKind::cpu_strict;
     spec.device.priority = j;
     spec.device.shared = true;  // as recmix run sets it: device collectives in epochs (comm/epoch)
-    spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(sparse[j], "optimizer.sparse");
+    spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(sparse[j], "optimizer.sparse");
     if (j == 2) spec.embedding.hot_fraction = 0.2;
     spec.train.steps = 10;
     spec.train.log_interval_s = 0;

@@ -60,8 +60,8 @@ TEST_P(StrictTrainer, MatchesTheCpuBackend) {
   SameArithmetic same;
   auto spec = small_spec(
       fmt::format("strict-{}-{}-{}-{}", std::string(c.data).substr(0, 5), c.sparse, c.dense, c.tables), c.data);
-  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
-  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.dense, "optimizer.dense");
+  spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(c.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<DenseOptimizerKind>(c.dense, "optimizer.dense");
   spec.precision.embedding = parse_choice<half::Storage>(c.tables, "precision.embedding");
   const auto r = against_cpu(spec, "cpu-strict", 10);
   EXPECT_EQ(r.losses, r.cpu_losses);
@@ -88,7 +88,7 @@ TEST(CudaTrainer, AFewStepsMatchTheCpuBackend) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   if (device::cuda_device_count() < ranks) GTEST_SKIP() << "needs a GPU per rank";
   auto spec = small_spec("cuda-steps");
-  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
+  spec.optimizer.sparse = SparseOptimizerKind::rowwise_adagrad;
   const auto r = against_cpu(spec, "cuda", 6);
   for (std::size_t i = 0; i < r.cpu_losses.size(); ++i)
     EXPECT_NEAR(r.losses[i], r.cpu_losses[i], 1e-4 * std::abs(r.cpu_losses[i])) << "step " << i;
@@ -106,7 +106,7 @@ TEST(CudaTrainer, TwoRunsAreBitwiseEqual) {
   if (device::cuda_device_count() < ranks) GTEST_SKIP() << "needs a GPU per rank";
   auto& comm = *world->comm;
   auto spec = small_spec("cuda-twice", "multi.h5");
-  spec.optimizer.sparse = sched::SparseOptimizer::adagrad;
+  spec.optimizer.sparse = SparseOptimizerKind::adagrad;
   spec.device.kind = device::BackendKind::cuda;
   const std::string dir = run_dir(spec.name);
   const auto first = train_steps(spec, comm, 8, dir + "/first.h5");
@@ -179,8 +179,8 @@ TEST(StrictTrainerRun, CheckpointsMoveBetweenBackendsAndRankCounts) {
   auto& comm = *world->comm;
   auto self = comm.split(comm.rank(), 0);
   auto spec = small_spec("strict-ckpt");
-  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
-  spec.optimizer.dense = sched::Optimizer::adam;
+  spec.optimizer.sparse = SparseOptimizerKind::rowwise_adagrad;
+  spec.optimizer.dense = DenseOptimizerKind::adam;
   spec.device.kind = device::BackendKind::cpu_strict;
   const std::string dir = run_dir(spec.name);
   train_steps(spec, comm, 6, dir + "/n.h5");

@@ -49,7 +49,7 @@ TEST_P(TieredTrainer, EqualsUntieredBitForBit) {
   if (gpu && device::cuda_device_count() < comm.size()) GTEST_SKIP() << "needs a GPU per rank";
   if (strict) mlp::cpu::set_fused_linear_enabled(false);
   auto spec = small_spec(fmt::format("tiered-{}", c.name), c.data);
-  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
+  spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(c.sparse, "optimizer.sparse");
   spec.precision.embedding = parse_choice<half::Storage>(c.tables, "precision.embedding");
   if (gpu) spec.device.kind = device::BackendKind::cuda;  // the GPU against itself: its copies, streams and pinned memory
   const std::string dir = run_dir(spec.name);
@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(TieredTrainerRun, ResumesAcrossTieringSettings) {
   auto& comm = *world->comm;
   auto base = small_spec("tiered-resume");
-  base.optimizer.sparse = sched::SparseOptimizer::adagrad;
+  base.optimizer.sparse = SparseOptimizerKind::adagrad;
   base.data.eval.clear();
   auto run = [&](const std::string& name, const std::string& first, const std::string& second) {
     auto spec = base;

@@ -99,7 +99,7 @@ void expect_resume_is_bitwise_equal(const JobSpec& spec, comm::Communicator& com
 // The dcn interaction with two small cross layers (rank 0: full rank); a negative rank: unchanged.
 void use_cross(JobSpec& spec, int rank) {
   if (rank < 0) return;
-  spec.model.interaction = Interaction::dcn;
+  spec.model.interaction = mlp::InteractionKind::dcn;
   spec.model.cross_layers = 2;
   spec.model.cross_rank = rank;
 }
@@ -113,8 +113,8 @@ TEST_P(MultiRankEquivalence, MatchesSingleRank) {
   auto self = comm.split(comm.rank(), 0);
   auto spec = small_spec(fmt::format("eq-{}-{}-{}-{}", c.plan, c.sparse, c.data, c.cross_rank), c.data);
   use_cross(spec, c.cross_rank);
-  spec.optimizer.sparse = parse_choice<sched::SparseOptimizer>(c.sparse, "optimizer.sparse");
-  spec.optimizer.dense = parse_choice<sched::Optimizer>(c.dense, "optimizer.dense");
+  spec.optimizer.sparse = parse_choice<SparseOptimizerKind>(c.sparse, "optimizer.sparse");
+  spec.optimizer.dense = parse_choice<DenseOptimizerKind>(c.dense, "optimizer.dense");
   spec.sharding = plan_text(c.plan, comm.size(), static_cast<int>(kTables.size()));
   const std::string dir = run_dir(spec.name);
   auto many = train_steps(spec, comm, 12, dir + "/many.h5");
@@ -160,7 +160,7 @@ TEST(Trainer, ReplicasOnEveryRankMatchOneRank) {
   for (const char* dense : {"sgd", "adam"}) {
     SCOPED_TRACE(dense);
     auto spec = small_spec(fmt::format("replicas-ranks-{}", dense));
-    spec.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
+    spec.optimizer.dense = parse_choice<DenseOptimizerKind>(dense, "optimizer.dense");
     spec.device.threads = 2;
     spec.device.dense_replicas = DenseReplicas::on;
     const std::string dir = run_dir(spec.name);
@@ -171,7 +171,7 @@ TEST(Trainer, ReplicasOnEveryRankMatchOneRank) {
     }
     auto many = train_steps(spec, comm, 12, dir + "/many.h5");
     auto single = small_spec(fmt::format("replicas-ranks-{}-single{}", dense, comm.rank()));
-    single.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
+    single.optimizer.dense = parse_choice<DenseOptimizerKind>(dense, "optimizer.dense");
     auto one = train_steps(single, *self, 12, dir + fmt::format("/one{}.h5", comm.rank()));
     ASSERT_EQ(many.size(), one.size());
     for (std::size_t i = 0; i < many.size(); ++i) EXPECT_NEAR(many[i], one[i], 1e-5 * std::abs(one[i])) << "step " << i;
@@ -184,8 +184,8 @@ TEST(Trainer, LearnsPlantedSignal) {
   auto spec = small_spec("learn");
   spec.train.steps = 400;
   spec.train.batch_size = 128;
-  spec.optimizer.dense = sched::Optimizer::adagrad;
-  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
+  spec.optimizer.dense = DenseOptimizerKind::adagrad;
+  spec.optimizer.sparse = SparseOptimizerKind::rowwise_adagrad;
   spec.run_dir = run_dir(spec.name);
   spec.checkpoint.dir = spec.run_dir + "/checkpoints";
   Trainer trainer(spec, *world->comm);
@@ -211,8 +211,8 @@ TEST(Trainer, ThreadReplicasMatchOneThread) {
   for (const char* dense : {"sgd", "adam"}) {
     SCOPED_TRACE(dense);
     auto one = small_spec(fmt::format("threads1-{}-{}", dense, comm.rank()));
-    one.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
-    one.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
+    one.optimizer.dense = parse_choice<DenseOptimizerKind>(dense, "optimizer.dense");
+    one.optimizer.sparse = SparseOptimizerKind::rowwise_adagrad;
     auto two = one;
     two.name = fmt::format("threads2-{}-{}", dense, comm.rank());
     two.device.threads = 2;
@@ -235,7 +235,7 @@ TEST(Trainer, ThreadReplicasMatchOneThread) {
     auto spec = small_spec(fmt::format("threads2-resume-{}-{}", dense, comm.rank()));
     spec.device.threads = 2;
     spec.device.dense_replicas = DenseReplicas::on;
-    spec.optimizer.dense = parse_choice<sched::Optimizer>(dense, "optimizer.dense");
+    spec.optimizer.dense = parse_choice<DenseOptimizerKind>(dense, "optimizer.dense");
     spec.data.shuffle = true;
     spec.train.steps = 16;
     spec.data.eval.clear();
@@ -296,8 +296,8 @@ TEST(Trainer, StopAndResumeIsBitwiseEqual) {
     use_cross(spec, cross);
     if (cross == -2) spec.optimizer.schedule = LrSchedule{5, 10, 15, 2.0};  // the stop falls in the decay
     spec.data.shuffle = true;
-    spec.optimizer.dense = sched::Optimizer::adam;
-    spec.optimizer.sparse = sched::SparseOptimizer::adagrad;
+    spec.optimizer.dense = DenseOptimizerKind::adam;
+    spec.optimizer.sparse = SparseOptimizerKind::adagrad;
     spec.train.steps = 30;
     spec.data.eval.clear();
     expect_resume_is_bitwise_equal(spec, *world->comm, 13);
@@ -345,7 +345,7 @@ TEST(Trainer, SaveOnTwoRanksResumeOnOthers) {
   auto pair = comm.split(group, comm.rank());
   auto self = comm.split(comm.rank(), 0);
   auto spec = small_spec("nm");
-  spec.optimizer.sparse = sched::SparseOptimizer::rowwise_adagrad;
+  spec.optimizer.sparse = SparseOptimizerKind::rowwise_adagrad;
   spec.sharding = "auto";
   TrainOptions quiet;
   quiet.quiet = true;
