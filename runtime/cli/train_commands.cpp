@@ -72,9 +72,10 @@ std::string finished_job(const runtime::JobSpec& spec, const std::string& resume
   try {
     const auto meta = runtime::read_checkpoint_meta(newest);
     // The data is opened only when the job counts epochs.
-    const std::int64_t total = runtime::total_steps(
-        spec, spec.train.steps > 0 ? 0 : data::open_dataset_info(spec.data.train).rows / spec.train.batch_size);
-    if (meta.step < total) return "";
+    const std::int64_t batches_per_epoch =
+        spec.train.steps > 0 ? 0 : data::open_dataset_info(spec.data.train).rows / spec.train.batch_size;
+    if (!runtime::no_step_left(spec, meta.step, batches_per_epoch)) return "";
+    const std::int64_t total = runtime::total_steps(spec, batches_per_epoch);
     return fmt::format("the job '{}' has no step left: {} is at step {}, {}; nothing to resume, every file left as it was",
                        spec.name, newest, meta.step,
                        meta.step > total ? fmt::format("past the job's last ({})", total) : "the job's last");

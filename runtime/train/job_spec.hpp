@@ -159,6 +159,13 @@ inline std::int64_t total_steps(const JobSpec& spec, std::int64_t batches_per_ep
   return spec.train.steps > 0 ? spec.train.steps : spec.train.epochs * batches_per_epoch;
 }
 
+// Whether a job resumed at `step` has no step left to train: it is at or past total_steps.
+// recmix train asks it before starting (and says so, touching nothing), the trainer again after
+// loading the checkpoint; both ask here so that they cannot disagree.
+inline bool no_step_left(const JobSpec& spec, std::int64_t step, std::int64_t batches_per_epoch) {
+  return step >= total_steps(spec, batches_per_epoch);
+}
+
 // path relative to base_dir (unchanged when absolute, or when base_dir is empty).
 std::string resolve_path(const std::string& path, const std::string& base_dir);
 // The whole file; IoError "cannot open <what> '<path>'" when it cannot be read.

@@ -339,7 +339,7 @@ TrainResult Trainer::train(const TrainOptions& options) {
   // A write that never finished (the process was killed in it) leaves a temporary file behind.
   if (rank == 0) remove_unfinished_checkpoints(*log);
   std::int64_t step = resume(options, reader, *log);
-  if (!resumed_from_.empty() && step >= total_steps) {
+  if (!resumed_from_.empty() && no_step_left(spec_, step, reader.batches_per_epoch())) {
     // Nothing to train: no checkpoint, metrics record or evaluation is written.
     log->info("{} is at step {}: the target of {} steps is already reached, nothing to do", resumed_from_, step,
               total_steps);

@@ -93,6 +93,22 @@ memory_capacity = "1.5GiB"
   EXPECT_EQ(spec.device.dense_replicas, DenseReplicas::off);
 }
 
+// total_steps and no_step_left, worked out by hand: train.steps wins over epochs; a resumed step
+// equal to the total or past it has nothing left, one short of it has one step.
+TEST(JobSpec, NoStepLeftAtOrPastTheTotal) {
+  JobSpec spec;
+  spec.train.steps = 0;
+  spec.train.epochs = 3;
+  EXPECT_EQ(total_steps(spec, 7), 21);
+  EXPECT_FALSE(no_step_left(spec, 20, 7));
+  EXPECT_TRUE(no_step_left(spec, 21, 7));
+  EXPECT_TRUE(no_step_left(spec, 30, 7));
+  spec.train.steps = 10;
+  EXPECT_EQ(total_steps(spec, 7), 10);
+  EXPECT_FALSE(no_step_left(spec, 9, 7));
+  EXPECT_TRUE(no_step_left(spec, 10, 7));
+}
+
 TEST(JobSpec, UnknownKeysAreNamed) {
   auto msg = expect_config_error(std::string(kMinimal) + "[train]\nbatchsize = 3\n");
   EXPECT_NE(msg.find("train.batchsize"), std::string::npos) << msg;
