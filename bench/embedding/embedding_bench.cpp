@@ -9,6 +9,7 @@
 #include <chrono>
 #include <ctime>
 #include <fmt/format.h>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -50,7 +51,10 @@ int main(int argc, char** argv) {
   app.add_option("--indices-per-bag", hot, "indices per bag (1: one-hot)");
   app.add_option("--steps", steps, "timed steps");
   app.add_option("--plan", plan_text, "auto, rowwise (every table), or a hand-written plan");
-  app.add_option("--optimizer", optimizer, "sgd, adagrad or rowwise_adagrad");
+  const std::map<std::string, SparseOptimizerKind> optimizers{{"sgd", SparseOptimizerKind::sgd},
+                                                              {"adagrad", SparseOptimizerKind::adagrad},
+                                                              {"rowwise_adagrad", SparseOptimizerKind::rowwise_adagrad}};
+  app.add_option("--optimizer", optimizer, "sgd, adagrad or rowwise_adagrad")->check(CLI::IsMember(optimizers));
   CLI11_PARSE(app, argc, argv);
 
   int provided = 0;
@@ -74,7 +78,7 @@ int main(int argc, char** argv) {
       plan = ShardingPlan::parse(plan_text, tables, world);
     }
     if (rank == 0) fmt::print("{}", plan.describe());
-    ShardedEmbedding emb(*comm, *backend, pool, tables, Pooling::sum, plan, {optimizer, 0.01f}, 1);
+    ShardedEmbedding emb(*comm, *backend, pool, tables, Pooling::sum, plan, {optimizers.at(optimizer), 0.01f}, 1);
 
     std::mt19937_64 rng(100 + rank);
     std::vector<std::vector<std::int64_t>> offsets(tables_n), indices(tables_n);
