@@ -163,17 +163,17 @@ void Reader::Impl::pack_one_hot(Batch& out) const {
 void Reader::Impl::read_rows(const std::vector<std::pair<std::int64_t, std::int64_t>>& rows, bool in_order,
                              const std::vector<char>& touched, Batch& out) {
   const auto n = static_cast<std::int64_t>(rows.size());
-  const int D = info.num_dense, T = info.num_tables();
+  const int T = info.num_tables();
   shape_batch(out, n);
   // multi-hot: per table, each slot's index list gathered before packing into CSR
-  std::vector<std::vector<std::int64_t>> slot_begin, slot_len, gathered;
+  MultiHotSlots slots;
   if (!info.multi_hot) {
     for (int t = 0; t < T; ++t) out.indices[t].resize(static_cast<std::size_t>(n));
     one_hot_offsets(out, n);
   } else {
-    slot_begin.assign(T, std::vector<std::int64_t>(n, 0));
-    slot_len.assign(T, std::vector<std::int64_t>(n, 0));
-    gathered.resize(T);
+    slots.begin.assign(T, std::vector<std::int64_t>(n, 0));
+    slots.len.assign(T, std::vector<std::int64_t>(n, 0));
+    slots.gathered.resize(T);
   }
 
   h5::Lock lock(h5::api_mutex());
@@ -182,8 +182,6 @@ void Reader::Impl::read_rows(const std::vector<std::pair<std::int64_t, std::int6
     const std::size_t k0 = k;
     while (k < rows.size() && rows[k].first < file_start[f + 1]) ++k;
     if (k == k0 && !(collective && touched[f])) continue;
-    OpenFile& file = files[f];
-    const auto m = static_cast<std::int64_t>(k - k0);
     std::vector<Run> runs;
     for (std::size_t i = k0; i < k; ++i) {
       std::int64_t r = rows[i].first - file_start[f];
@@ -192,143 +190,180 @@ void Reader::Impl::read_rows(const std::vector<std::pair<std::int64_t, std::int6
       else
         runs.push_back({r, 1});
     }
-    auto local_row = [&](std::int64_t j) { return rows[k0 + static_cast<std::size_t>(j)].first - file_start[f]; };
+    const FileRows part{f, runs, rows, k0, static_cast<std::int64_t>(k - k0), in_order};
+    read_dense_labels(part, out);
+    if (!info.multi_hot)
+      read_one_hot(part, out);
+    else
+      gather_multi_hot(part, slots);
+  }
+  if (info.multi_hot) pack_multi_hot(slots, n, out);
+}
 
-    float* dense = out.dense.data() + k0 * D;
-    float* labels = out.labels.data() + k0;
-    if (!in_order) {
-      scratch_dense.resize(static_cast<std::size_t>(m * D));
-      scratch_labels.resize(static_cast<std::size_t>(m));
-      dense = scratch_dense.data();
-      labels = scratch_labels.data();
+// One file's dense values and labels, checked, into their slots.
+void Reader::Impl::read_dense_labels(const FileRows& part, Batch& out) {
+  const int D = info.num_dense;
+  const int f = part.file;
+  const std::size_t k0 = part.k0;
+  const std::int64_t m = part.m;
+  const auto& rows = part.rows;
+  auto local_row = [&](std::int64_t j) { return rows[k0 + static_cast<std::size_t>(j)].first - file_start[f]; };
+  OpenFile& file = files[f];
+  float* dense = out.dense.data() + k0 * D;
+  float* labels = out.labels.data() + k0;
+  if (!part.in_order) {
+    scratch_dense.resize(static_cast<std::size_t>(m * D));
+    scratch_labels.resize(static_cast<std::size_t>(m));
+    dense = scratch_dense.data();
+    labels = scratch_labels.data();
+  }
+  read_runs_into(file.dense, part.runs, static_cast<hsize_t>(D), (m * D) != 0 ? dense : nullptr, xfer());
+  read_runs_into(file.labels, part.runs, 0, m ? labels : nullptr, xfer());
+  if (opt.validate) {
+    const std::size_t bad = first_non_finite(dense, static_cast<std::size_t>(m * D));
+    if (bad < static_cast<std::size_t>(m * D))
+      bad_value(f, "dense", local_row(static_cast<std::int64_t>(bad) / D),
+                "column " + std::to_string(bad % D) + " is not finite");
+    for (std::int64_t j = 0; j < m; ++j)
+      if (!(labels[j] >= 0.0f && labels[j] <= 1.0f))
+        bad_value(f, "labels", local_row(j), "label " + std::to_string(labels[j]) + " outside [0, 1]");
+  }
+  if (!part.in_order)
+    for (std::int64_t j = 0; j < m; ++j) {
+      const std::int64_t slot = rows[k0 + j].second;
+      std::copy_n(dense + j * D, D, out.dense.data() + slot * D);
+      out.labels[slot] = labels[j];
     }
-    read_runs_into(file.dense, runs, static_cast<hsize_t>(D), (m * D) != 0 ? dense : nullptr, xfer());
-    read_runs_into(file.labels, runs, 0, m ? labels : nullptr, xfer());
-    if (opt.validate) {
-      const std::size_t bad = first_non_finite(dense, static_cast<std::size_t>(m * D));
-      if (bad < static_cast<std::size_t>(m * D))
-        bad_value(f, "dense", local_row(static_cast<std::int64_t>(bad) / D),
-                  "column " + std::to_string(bad % D) + " is not finite");
+}
+
+// One file's one-hot indices, checked, into one array per table.
+void Reader::Impl::read_one_hot(const FileRows& part, Batch& out) {
+  const int T = info.num_tables();
+  if (T == 0) return;
+  const int f = part.file;
+  const std::size_t k0 = part.k0;
+  const std::int64_t m = part.m;
+  const bool in_order = part.in_order;
+  const auto& rows = part.rows;
+  auto local_row = [&](std::int64_t j) { return rows[k0 + static_cast<std::size_t>(j)].first - file_start[f]; };
+  OpenFile& file = files[f];
+  // row-major [m x T] -> one array per table: read in order, T sequential write streams
+  auto transpose = [&](const auto* src) {
+    TableColumns columns(out.indices);
+    std::int64_t** out_t = columns.data();
+    const std::vector<std::int64_t>& limit = info.table_rows;
+    bool bad = false;
+    if (in_order) {
+      for (int t = 0; t < T; ++t) out_t[t] += k0;
+      using S = std::remove_cv_t<std::remove_reference_t<decltype(*src)>>;
+      if constexpr (sizeof(S) == 4)
+        bad = transpose_widen(src, T, m, out_t, max32.data());
+      else
+        bad = transpose_widen(src, T, m, out_t, max64.data());
+    } else
+    for (std::int64_t j = 0; j < m; ++j) {
+      const std::int64_t slot = rows[k0 + j].second;
+      const auto* row = src + j * T;
+      for (int t = 0; t < T; ++t) {
+        const auto v = static_cast<std::int64_t>(row[t]);
+        out_t[t][slot] = v;
+        bad |= static_cast<std::uint64_t>(v) >= static_cast<std::uint64_t>(limit[t]);
+      }
+    }
+    if (opt.validate && bad)
       for (std::int64_t j = 0; j < m; ++j)
-        if (!(labels[j] >= 0.0f && labels[j] <= 1.0f))
-          bad_value(f, "labels", local_row(j), "label " + std::to_string(labels[j]) + " outside [0, 1]");
-    }
-    if (!in_order)
-      for (std::int64_t j = 0; j < m; ++j) {
-        const std::int64_t slot = rows[k0 + j].second;
-        std::copy_n(dense + j * D, D, out.dense.data() + slot * D);
-        out.labels[slot] = labels[j];
-      }
+        for (int t = 0; t < T; ++t) {
+          const auto v = static_cast<std::int64_t>(src[j * T + t]);
+          if (v < 0 || v >= info.table_rows[t])
+            bad_value(f, "sparse", local_row(j),
+                      "column " + std::to_string(t) + ": index " + std::to_string(v) +
+                          " outside table rows [0, " + std::to_string(info.table_rows[t]) + ")");
+        }
+  };
+  if (file.sparse32) {
+    scratch_sparse32.resize(static_cast<std::size_t>(m * T));
+    read_runs_into(file.sparse, part.runs, static_cast<hsize_t>(T), m ? scratch_sparse32.data() : nullptr, xfer());
+    transpose(scratch_sparse32.data());
+  } else {
+    scratch_sparse64.resize(static_cast<std::size_t>(m * T));
+    read_runs_into(file.sparse, part.runs, static_cast<hsize_t>(T), m ? scratch_sparse64.data() : nullptr, xfer());
+    transpose(scratch_sparse64.data());
+  }
+}
 
-    if (!info.multi_hot) {
-      if (T == 0) continue;
-      // row-major [m x T] -> one array per table: read in order, T sequential write streams
-      auto transpose = [&](const auto* src) {
-        TableColumns columns(out.indices);
-        std::int64_t** out_t = columns.data();
-        const std::vector<std::int64_t>& limit = info.table_rows;
-        bool bad = false;
-        if (in_order) {
-          for (int t = 0; t < T; ++t) out_t[t] += k0;
-          using S = std::remove_cv_t<std::remove_reference_t<decltype(*src)>>;
-          if constexpr (sizeof(S) == 4)
-            bad = transpose_widen(src, T, m, out_t, max32.data());
-          else
-            bad = transpose_widen(src, T, m, out_t, max64.data());
-        } else
-        for (std::int64_t j = 0; j < m; ++j) {
-          const std::int64_t slot = rows[k0 + j].second;
-          const auto* row = src + j * T;
-          for (int t = 0; t < T; ++t) {
-            const auto v = static_cast<std::int64_t>(row[t]);
-            out_t[t][slot] = v;
-            bad |= static_cast<std::uint64_t>(v) >= static_cast<std::uint64_t>(limit[t]);
-          }
-        }
-        if (opt.validate && bad)
-          for (std::int64_t j = 0; j < m; ++j)
-            for (int t = 0; t < T; ++t) {
-              const auto v = static_cast<std::int64_t>(src[j * T + t]);
-              if (v < 0 || v >= info.table_rows[t])
-                bad_value(f, "sparse", local_row(j),
-                          "column " + std::to_string(t) + ": index " + std::to_string(v) +
-                              " outside table rows [0, " + std::to_string(info.table_rows[t]) + ")");
-            }
-      };
-      if (file.sparse32) {
-        scratch_sparse32.resize(static_cast<std::size_t>(m * T));
-        read_runs_into(file.sparse, runs, static_cast<hsize_t>(T), m ? scratch_sparse32.data() : nullptr, xfer());
-        transpose(scratch_sparse32.data());
-      } else {
-        scratch_sparse64.resize(static_cast<std::size_t>(m * T));
-        read_runs_into(file.sparse, runs, static_cast<hsize_t>(T), m ? scratch_sparse64.data() : nullptr, xfer());
-        transpose(scratch_sparse64.data());
+// One file's multi-hot bags, checked, gathered per table and slot (packed by pack_multi_hot).
+void Reader::Impl::gather_multi_hot(const FileRows& part, MultiHotSlots& slots) {
+  const int T = info.num_tables();
+  const int f = part.file;
+  const std::size_t k0 = part.k0;
+  const auto& rows = part.rows;
+  OpenFile& file = files[f];
+  std::vector<std::int64_t> foffsets, findices;
+  for (int t = 0; t < T; ++t) {
+    const std::string name = "sparse/" + std::to_string(t);
+    std::vector<Run> offset_runs;
+    for (const Run& r : part.runs) offset_runs.push_back({r.start, r.len + 1});
+    read_runs(file.offsets[t], offset_runs, 0, foffsets, xfer());
+    std::vector<Run> index_runs;
+    std::size_t at = 0;
+    for (const Run& r : offset_runs) {
+      for (std::int64_t j = 0; j < r.len; ++j) {
+        const std::int64_t o = foffsets[at + j];
+        const bool bad = o < 0 || o > file.nnz[t] || (j > 0 && o < foffsets[at + j - 1]);
+        if (bad)
+          bad_value(f, name + "/offsets", r.start + j,
+                    "offset " + std::to_string(o) + " not non-decreasing within [0, " +
+                        std::to_string(file.nnz[t]) + "]");
       }
-      continue;
+      index_runs.push_back({foffsets[at], foffsets[at + r.len - 1] - foffsets[at]});
+      at += static_cast<std::size_t>(r.len);
     }
-    std::vector<std::int64_t> foffsets, findices;
-    for (int t = 0; t < T; ++t) {
-      const std::string name = "sparse/" + std::to_string(t);
-      std::vector<Run> offset_runs;
-      for (const Run& r : runs) offset_runs.push_back({r.start, r.len + 1});
-      read_runs(file.offsets[t], offset_runs, 0, foffsets, xfer());
-      std::vector<Run> index_runs;
-      std::size_t at = 0;
-      for (const Run& r : offset_runs) {
-        for (std::int64_t j = 0; j < r.len; ++j) {
-          const std::int64_t o = foffsets[at + j];
-          const bool bad = o < 0 || o > file.nnz[t] || (j > 0 && o < foffsets[at + j - 1]);
-          if (bad)
-            bad_value(f, name + "/offsets", r.start + j,
-                      "offset " + std::to_string(o) + " not non-decreasing within [0, " +
-                          std::to_string(file.nnz[t]) + "]");
+    read_runs(file.indices[t], index_runs, 0, findices, xfer());
+    // walk samples in file order: each sample's indices follow the previous one's
+    std::size_t sample = k0, off_at = 0;
+    std::int64_t idx_at = 0;
+    for (const Run& r : offset_runs) {
+      for (std::int64_t j = 0; j + 1 < r.len; ++j, ++sample) {
+        const std::int64_t len = foffsets[off_at + j + 1] - foffsets[off_at + j];
+        // max_bag sizes buffers downstream (tiered tables' staging slots): a longer bag is refused.
+        if (!info.max_bag.empty() && len > info.max_bag[t])
+          bad_value(f, name + "/offsets", r.start + j,
+                    "a bag of " + std::to_string(len) + " indices, above the attribute max_bag's " +
+                        std::to_string(info.max_bag[t]) + " for table " + std::to_string(t));
+        const std::int64_t slot = rows[sample].second;
+        slots.begin[t][slot] = static_cast<std::int64_t>(slots.gathered[t].size());
+        slots.len[t][slot] = len;
+        for (std::int64_t e = 0; e < len; ++e) {
+          const std::int64_t v = findices[idx_at + e];
+          if (opt.validate && (v < 0 || v >= info.table_rows[t]))
+            bad_value(f, name + "/indices", foffsets[off_at + j] + e,
+                      "index " + std::to_string(v) + " outside table rows [0, " +
+                          std::to_string(info.table_rows[t]) + ") (sample row " + std::to_string(r.start + j) +
+                          ")");
+          slots.gathered[t].push_back(v);
         }
-        index_runs.push_back({foffsets[at], foffsets[at + r.len - 1] - foffsets[at]});
-        at += static_cast<std::size_t>(r.len);
+        idx_at += len;
       }
-      read_runs(file.indices[t], index_runs, 0, findices, xfer());
-      // walk samples in file order: each sample's indices follow the previous one's
-      std::size_t sample = k0, off_at = 0;
-      std::int64_t idx_at = 0;
-      for (const Run& r : offset_runs) {
-        for (std::int64_t j = 0; j + 1 < r.len; ++j, ++sample) {
-          const std::int64_t len = foffsets[off_at + j + 1] - foffsets[off_at + j];
-          // max_bag sizes buffers downstream (tiered tables' staging slots): a longer bag is refused.
-          if (!info.max_bag.empty() && len > info.max_bag[t])
-            bad_value(f, name + "/offsets", r.start + j,
-                      "a bag of " + std::to_string(len) + " indices, above the attribute max_bag's " +
-                          std::to_string(info.max_bag[t]) + " for table " + std::to_string(t));
-          const std::int64_t slot = rows[sample].second;
-          slot_begin[t][slot] = static_cast<std::int64_t>(gathered[t].size());
-          slot_len[t][slot] = len;
-          for (std::int64_t e = 0; e < len; ++e) {
-            const std::int64_t v = findices[idx_at + e];
-            if (opt.validate && (v < 0 || v >= info.table_rows[t]))
-              bad_value(f, name + "/indices", foffsets[off_at + j] + e,
-                        "index " + std::to_string(v) + " outside table rows [0, " +
-                            std::to_string(info.table_rows[t]) + ") (sample row " + std::to_string(r.start + j) +
-                            ")");
-            gathered[t].push_back(v);
-          }
-          idx_at += len;
-        }
-        off_at += static_cast<std::size_t>(r.len);
-      }
+      off_at += static_cast<std::size_t>(r.len);
     }
   }
-  if (info.multi_hot)
-    for (int t = 0; t < T; ++t) {
-      auto& offs = out.offsets[t];
-      auto& idx = out.indices[t];
-      offs.resize(static_cast<std::size_t>(n + 1));
-      offs[0] = 0;
-      idx.clear();
-      for (std::int64_t i = 0; i < n; ++i) {
-        const auto b = gathered[t].begin() + slot_begin[t][i];
-        idx.insert(idx.end(), b, b + slot_len[t][i]);
-        offs[i + 1] = static_cast<std::int64_t>(idx.size());
-      }
+}
+
+// The gathered bags as CSR, one offsets and one indices array per table, in slot order.
+void Reader::Impl::pack_multi_hot(const MultiHotSlots& slots, std::int64_t n, Batch& out) const {
+  const int T = info.num_tables();
+  for (int t = 0; t < T; ++t) {
+    auto& offs = out.offsets[t];
+    auto& idx = out.indices[t];
+    offs.resize(static_cast<std::size_t>(n + 1));
+    offs[0] = 0;
+    idx.clear();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto b = slots.gathered[t].begin() + slots.begin[t][i];
+      idx.insert(idx.end(), b, b + slots.len[t][i]);
+      offs[i + 1] = static_cast<std::int64_t>(idx.size());
     }
+  }
 }
 
 // --- one-hot offsets: 0, 1, ..., n, rewritten only where iota_known cannot vouch for them ---

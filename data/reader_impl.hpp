@@ -124,6 +124,24 @@ class Reader::Impl {
   void pack_one_hot(Batch& out) const;
   void read_rows(const std::vector<std::pair<std::int64_t, std::int64_t>>& rows, bool in_order,
                  const std::vector<char>& touched, Batch& out);
+  // read_rows' parts, for one file: its rows are rows[k0, k0 + m) (a row and its slot in the
+  // batch), in the runs given (that file's local rows).
+  struct FileRows {
+    int file;
+    const std::vector<detail::Run>& runs;
+    const std::vector<std::pair<std::int64_t, std::int64_t>>& rows;
+    std::size_t k0;
+    std::int64_t m;
+    bool in_order;
+  };
+  // Multi-hot bags per table, gathered file by file: each slot's first index in gathered, and its length.
+  struct MultiHotSlots {
+    std::vector<std::vector<std::int64_t>> begin, len, gathered;
+  };
+  void read_dense_labels(const FileRows& part, Batch& out);
+  void read_one_hot(const FileRows& part, Batch& out);
+  void gather_multi_hot(const FileRows& part, MultiHotSlots& slots);
+  void pack_multi_hot(const MultiHotSlots& slots, std::int64_t n, Batch& out) const;
 
   // --- shuffled reads (independent I/O): whole blocks of rows, cached while the window lasts
   // (reader_order.cpp) ---

@@ -157,23 +157,32 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
       spec.device.graphs == AutoSwitch::on || (spec.device.graphs == AutoSwitch::automatic && backend.graphs_by_default());
   graphs_ = std::make_unique<StepGraphs>(backend, *stream_, graphs && !use_replicas);
 
-  if (use_replicas) {
-    replica_backend_ = device::make_backend(
-        device::BackendKind::cpu, 1,
-        backend.gemm_library() == device::GemmLibrary::onednn ? device::CpuGemm::onednn : device::CpuGemm::openblas);
-    const int share = static_cast<int>((max_local_batch_ + threads_ - 1) / threads_);
-    for (int r = 0; r < threads_; ++r) {
-      Replica rep;
-      rep.bottom = std::make_unique<mlp::Mlp>(*bottom_, *replica_backend_, share);
-      rep.top = std::make_unique<mlp::Mlp>(*top_, *replica_backend_, share);
-      rep.interaction = mlp::make_interaction(spec.model.interaction, *replica_backend_, pool, k, dim_, share);
-      rep.stream = replica_backend_->create_stream();
-      replicas_.push_back(std::move(rep));
-    }
-    backend_.set_num_threads(threads_);  // OpenBLAS's thread count is process-wide
-  }
+  if (use_replicas) make_replicas(spec, pool, k);
+  allocate_step_buffers(pool, k);
+}
 
-  dense_in_ = device::Buffer<float>(pool, max_local_batch_ * num_dense, "dense input");
+// One CPU backend of one thread, and an MLP replica a thread sharing the primary's parameters.
+void DlrmModel::make_replicas(const JobSpec& spec, device::MemoryPool& pool, int k) {
+  replica_backend_ = device::make_backend(
+      device::BackendKind::cpu, 1,
+      backend_.gemm_library() == device::GemmLibrary::onednn ? device::CpuGemm::onednn : device::CpuGemm::openblas);
+  const int share = static_cast<int>((max_local_batch_ + threads_ - 1) / threads_);
+  for (int r = 0; r < threads_; ++r) {
+    Replica rep;
+    rep.bottom = std::make_unique<mlp::Mlp>(*bottom_, *replica_backend_, share);
+    rep.top = std::make_unique<mlp::Mlp>(*top_, *replica_backend_, share);
+    rep.interaction = mlp::make_interaction(spec.model.interaction, *replica_backend_, pool, k, dim_, share);
+    rep.stream = replica_backend_->create_stream();
+    replicas_.push_back(std::move(rep));
+  }
+  backend_.set_num_threads(threads_);  // OpenBLAS's thread count is process-wide
+}
+
+// The step's own buffers: staged inputs, pooled embeddings and their gradients, the loss, the
+// read-backs, and upload slots where the device is not host memory.
+void DlrmModel::allocate_step_buffers(device::MemoryPool& pool, int k) {
+  device::Backend& backend = backend_;
+  dense_in_ = device::Buffer<float>(pool, max_local_batch_ * num_dense_, "dense input");
   labels_ = device::Buffer<float>(pool, max_local_batch_, "labels");
   pooled_ = device::Buffer<float>(pool, max_local_batch_ * k * dim_, "pooled embeddings");
   grad_pooled_ = device::Buffer<float>(pool, max_local_batch_ * k * dim_, "pooled embedding gradients");
@@ -189,7 +198,7 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   finite_readback_ = device::Buffer<int>(*pinned_pool_, 1, "non-finite flag read-back");
   if (!backend.host_accessible(device::Tier::device))
     for (auto& u : uploads_) {
-      u.dense = device::Buffer<float>(*pinned_pool_, max_local_batch_ * num_dense, "dense input upload");
+      u.dense = device::Buffer<float>(*pinned_pool_, max_local_batch_ * num_dense_, "dense input upload");
       u.labels = device::Buffer<float>(*pinned_pool_, max_local_batch_, "labels upload");
       u.copied = backend.create_event();
     }

@@ -113,6 +113,9 @@ class DlrmModel {
   const std::vector<std::int64_t>& table_rows() const { return table_rows_; }
 
  private:
+  // The constructor's parts: the dense replicas (device.dense_replicas), the step's buffers.
+  void make_replicas(const JobSpec& spec, device::MemoryPool& pool, int k);
+  void allocate_step_buffers(device::MemoryPool& pool, int k);
   const float* forward(const data::Batch& batch);
   // Copies the dense features and labels to the device and starts the embedding lookups
   // (ShardedEmbedding::forward_start), in whichever index layout the batch holds.
