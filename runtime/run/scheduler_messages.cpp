@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "device/memory_pool.hpp"
 #include "runtime/run/messages.hpp"
 #include "runtime/run/scheduler_record.hpp"
 
