@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "sched/pair_data.hpp"
 
 namespace recmix::sched {
 
@@ -46,16 +47,8 @@ double own_efficiency(const std::map<int, double>& counts) {
 }  // namespace
 
 MultiGpuScaling read_gavel_scaling(const std::string& json_path, std::string_view gpu) {
-  std::ifstream in(json_path);
-  RECMIX_REQUIRE(in, IoError, "cannot open " + json_path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(json_path + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = read_gavel_throughputs(json_path, gpu);
   const std::string key(gpu);
-  RECMIX_REQUIRE(j.contains(key), DataError, json_path + ": no throughputs for GPU '" + key + "'");
   MultiGpuScaling s;
   s.source = "gavel-" + key;
   read_section(j.at(key), s.consolidated);

@@ -45,7 +45,7 @@ PairDataset read_lucid_pairs(const std::string& pairs_csv, const std::string& si
   return data;
 }
 
-PairDataset read_gavel_pairs(const std::string& json_path, std::string_view gpu) {
+nlohmann::json read_gavel_throughputs(const std::string& json_path, std::string_view gpu) {
   std::ifstream in(json_path);
   RECMIX_REQUIRE(in, IoError, "cannot open " + json_path);
   nlohmann::json j;
@@ -56,6 +56,11 @@ PairDataset read_gavel_pairs(const std::string& json_path, std::string_view gpu)
   }
   RECMIX_REQUIRE(j.contains(std::string(gpu)), DataError,
                  json_path + ": no throughputs for GPU '" + std::string(gpu) + "'");
+  return j;
+}
+
+PairDataset read_gavel_pairs(const std::string& json_path, std::string_view gpu) {
+  const nlohmann::json j = read_gavel_throughputs(json_path, gpu);
   // Keys look like "('ResNet-18 (batch size 32)', 1)"; keep single-GPU types.
   auto parse_key = [&](const std::string& key, std::string& name) {
     const auto open = key.find('\'');

@@ -2,6 +2,8 @@
 // Measured co-location pairs from public traces, as (job type, co-runner type, slowdown) rows:
 // the Lucid pair measurements (with the solo utilisation of each type) and Gavel's pairwise
 // space-sharing throughputs. These calibrate and evaluate the interference model.
+#include <nlohmann/json.hpp>
+
 #include <map>
 #include <string>
 #include <string_view>
@@ -41,5 +43,8 @@ PairDataset read_lucid_pairs(const std::string& pairs_csv, const std::string& si
 // gavel_throughputs.json (stanford-futuredata/gavel): single-GPU job types on `gpu`
 // ("k80", "p100", "v100"). Type names are Gavel's, e.g. "ResNet-18 (batch size 32)".
 PairDataset read_gavel_pairs(const std::string& json_path, std::string_view gpu = "v100");
+// Gavel's throughputs file, checked to be JSON and to hold the GPU's table; the errors name the
+// file. Shared by the pair reader above and the k-GPU scaling (multi_gpu_scaling.hpp).
+nlohmann::json read_gavel_throughputs(const std::string& json_path, std::string_view gpu);
 
 }  // namespace recmix::sched
