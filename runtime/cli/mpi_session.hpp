@@ -10,8 +10,6 @@ namespace recmix::runtime {
 int ensure_mpi();
 int world_rank();
 int world_size();
-// Ranks of the world on this rank's host (MPI_Comm_split_type, shared memory). Collective.
-int local_ranks();
 // Each world rank's node key (the smallest world rank on its host, by MPI_Comm_split_type) and
 // host name, in world order, on every rank. Collective.
 struct RankPlaces {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -227,12 +228,15 @@ void run_run(const RunArgs& a) {
   // each job's threads come from OpenMP and its dense replicas.
   device::pin_process_blas_threads(1);
   const std::atomic<bool>& terminate = install_stop_signals();  // checkpoint every running job and end
-  const int cores = cores_per_rank(runtime::local_ranks());
-  // The live cluster's nodes: the world's shape, or --ranks-per-node's emulated one. Every rank
-  // computes the same layout, so a launch it cannot take is the same error on every rank.
+  // Where every rank runs (its host's ranks share its cores), and the live cluster's nodes: the
+  // world's shape, or --ranks-per-node's emulated one. Every rank computes the same layout, so a
+  // launch it cannot take is the same error on every rank.
+  const runtime::RankPlaces places = runtime::rank_places();
+  const int on_my_host = static_cast<int>(std::count(places.node_key.begin(), places.node_key.end(),
+                                                     places.node_key[static_cast<std::size_t>(world->rank())]));
+  const int cores = cores_per_rank(on_my_host);
   runtime::run::NodeLayout nodes;
   {
-    const runtime::RankPlaces places = runtime::rank_places();
     try {
       nodes = runtime::run::node_layout(places.node_key, places.host, a.ranks_per_node);
     } catch (const ConfigError&) {

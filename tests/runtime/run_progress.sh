@@ -29,7 +29,7 @@ job_toml name=slow ranks=1 steps=100000 > slow.toml
 printf 'include = ["slow.toml"]\n[scheduler]\nround_interval_s = 0.1\nprogress_interval_s = 0.2\nstall_warning_s = 0.5\n' \
   > jobs.toml
 
-RECMIX_FAULT_INJECTION=slow:3000:0:stall "$recmix" run jobs.toml --run-dir r > run.out 2> run.err &
+RECMIX_FAULT_INJECTION=slow:10000:0:stall "$recmix" run jobs.toml --run-dir r > run.out 2> run.err &
 pid=$!
 stalled=
 for _ in $(seq 1200); do
