@@ -433,7 +433,8 @@ TEST(Converter, InputsWithoutRowsFail) {
       {"header.tsv", "the input holds a header line and nothing else"},
       {"bad.tsv", "all 3 lines are malformed (the first, line 1: wrong number of fields"},
   };
-  for (const auto& [name, why] : cases) {
+  for (const auto& [name_, why] : cases) {
+    const std::string& name = name_;  // clang 14 cannot capture a structured binding
     std::string msg = error_of<DataError>([&] { convert_criteo(options({dir / name}, dir / "out.h5")); });
     EXPECT_TRUE(contains(msg, dir / name + ": no rows to convert: " + why)) << msg;
     // with a good input beside it: still an error, naming only the empty one
