@@ -241,7 +241,7 @@ TEST_P(HalfGemm, MatchesTheReferenceWithinTheFp32AccumulationBound) {
     // The shape over 2^24 multiply-adds checks the threaded path's rounding, which the optimised
     // build covers; instrumented, its double references take a minute per target.
     if (std::int64_t(s.m) * s.n * s.k > (std::int64_t(1) << 24)) {
-      cases += 16;
+      cases += 4 * static_cast<int>(std::size(kScalars));  // the transposes times the scalars
       continue;
     }
 #endif

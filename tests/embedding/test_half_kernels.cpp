@@ -458,11 +458,8 @@ void check_against_double(Storage s, SparseOptimizerKind kind, bool stochastic, 
     run_all(half_update(fp32, table.data(), s, stochastic, seed, step, layout), 8);
     for (std::int64_t u = 0; u < 8; ++u) {
       const std::int64_t row = b.unique_rows[u];
-      // SGD keeps no state: its empty vector is not offset
-      const std::size_t state_at = kind == SparseOptimizerKind::adagrad ? row * dim
-                                   : kind == SparseOptimizerKind::sgd   ? 0
-                                                                        : row;
       const std::size_t state_len = kind == SparseOptimizerKind::adagrad ? dim : kind == SparseOptimizerKind::sgd ? 0 : 1;
+      const std::size_t state_at = row * state_len;  // 0 for SGD: its empty vector is not offset
       std::vector<double> st(state_before.begin() + state_at, state_before.begin() + state_at + state_len);
       const std::vector<float> w(before.begin() + row * dim, before.begin() + (row + 1) * dim);
       const std::vector<double> x = exact_step(kind, fp32, u, w, st);
