@@ -101,6 +101,10 @@ ReturnToService=2
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
+# A one-node cluster for tests and demos: the main scheduling loop and the backfill pass run every
+# second instead of every 60 s and 30 s, so that a requeued job or one held to a start time starts
+# as soon as it may.
+SchedulerParameters=sched_interval=1,bf_interval=1
 NodeName=${node} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemory=${mem} State=UNKNOWN
 PartitionName=local Nodes=${node} Default=YES MaxTime=INFINITE State=UP
 EOF
