@@ -31,6 +31,7 @@
 #include "runtime/run/control_plane.hpp"
 #include "runtime/run/executor.hpp"
 #include "runtime/run/job_file.hpp"
+#include "runtime/run/network_probe.hpp"
 #include "runtime/run/scheduler_service.hpp"
 
 namespace recmix::cli {
@@ -190,6 +191,25 @@ std::optional<std::pair<std::string, bool>> choose_run_directory(const RunArgs& 
   return std::pair{run_dir, resume};
 }
 
+// The network between the nodes, when there are several and the jobs file (read on rank 0) has
+// no [cluster]: measured on every rank, said on rank 0's stderr.
+runtime::run::ProbedNetwork probe_network_if_unset(comm::Communicator& world, const runtime::run::NodeLayout& nodes,
+                                                   const runtime::JobFile& jobs) {
+  if (nodes.nodes() < 2) return {};
+  const bool unset = world.rank() == 0 && jobs.network.intra_node_gbps <= 0;
+  if (from_rank0(world, unset ? "probe" : "") != "probe") return {};
+  const runtime::run::ProbedNetwork p = runtime::run::probe_network(world, nodes);
+  auto figure = [](double gbps, std::size_t bytes) {
+    return gbps > 0 ? fmt::format("{:.2f} GB/s ({:g} KiB a peer)", gbps, bytes / 1024.0) : std::string("not measured");
+  };
+  if (world.rank() == 0)
+    std::fprintf(stderr, "recmix run: no [cluster] in the jobs file: network probed in %.2f s, a rank's all-to-all "
+                 "within a node %s, across nodes %s\n",
+                 p.seconds, figure(p.intra_node_gbps, p.intra_bytes_per_peer).c_str(),
+                 figure(p.inter_node_gbps, p.inter_bytes_per_peer).c_str());
+  return p;
+}
+
 void run_run(const RunArgs& a) {
   runtime::ensure_mpi();
   auto slowdowns = injected_slowdown();  // a malformed value fails before any work
@@ -244,6 +264,7 @@ void run_run(const RunArgs& a) {
       throw;
     }
   }
+  const runtime::run::ProbedNetwork probed = probe_network_if_unset(*world, nodes, jobs);
   runtime::run::ControlPlane plane;
   if (plane.rank() != 0) {
     runtime::run::Executor(plane, &terminate).run();
@@ -257,6 +278,7 @@ void run_run(const RunArgs& a) {
                                                                        : cores;
   options.quiet = a.quiet;
   options.nodes = std::move(nodes);
+  options.probed_network = probed;
   options.device_kind = a.device;
   options.terminate = &terminate;
   options.resume = resume;

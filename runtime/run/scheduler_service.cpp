@@ -75,10 +75,15 @@ SchedulerService::SchedulerService(SchedulerLink& plane, RunOptions options)
   sched::ClusterSpec spec;
   spec.nodes = options_.nodes.nodes();
   spec.gpus_per_node = options_.nodes.ranks_per_node;
-  // The network between them: the jobs file's [cluster], else the cluster model's defaults.
+  // The network between them: the jobs file's [cluster], else what the probe measured at start,
+  // else (one node, or one rank a node for the figure within a node) the cluster model's defaults.
   if (const auto& net = options_.jobs.network; net.intra_node_gbps > 0) {
     spec.intra_node_bandwidth = net.intra_node_gbps * 1e9;
     spec.inter_node_bandwidth = net.inter_node_gbps * 1e9;
+  } else {
+    const auto& probed = options_.probed_network;
+    if (probed.intra_node_gbps > 0) spec.intra_node_bandwidth = probed.intra_node_gbps * 1e9;
+    if (probed.inter_node_gbps > 0) spec.inter_node_bandwidth = probed.inter_node_gbps * 1e9;
   }
   spec.gpu_memory_bytes = static_cast<double>(cfg.memory_capacity ? cfg.memory_capacity : kDefaultRankCapacity);
   spec.max_jobs_per_gpu = cfg.colocation_limit;
@@ -325,11 +330,20 @@ void SchedulerService::schedule_round() {
   round_max_s_ = std::max(round_max_s_, took);
 }
 
+// Where the run's network figures came from, for run_start: the jobs file's [cluster] (its
+// preset's name, or "jobs file"), the probe at start, or the cluster model's defaults.
+std::string SchedulerService::network_origin() const {
+  const auto& net = options_.jobs.network;
+  if (net.intra_node_gbps > 0) return net.machine.empty() ? "jobs file" : net.machine;
+  const auto& probed = options_.probed_network;
+  return probed.intra_node_gbps > 0 || probed.inter_node_gbps > 0 ? "probed" : "default";
+}
+
 nlohmann::json SchedulerService::run() {
   const auto& cfg = options_.jobs.scheduler;
   // unix_s: the wall clock at the start, so that a reader puts the parts of a resumed run (each
   // with its own t from 0) on one time axis.
-  event({{"event", "run_start"}, {"ranks", plane_.size()}, {"policy", std::string(policy_->name())},
+  nlohmann::json start = {{"event", "run_start"}, {"ranks", plane_.size()}, {"policy", std::string(policy_->name())},
          {"unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
          {"round_interval_s", cfg.round_interval_s}, {"slowdown_limit", cfg.slowdown_limit},
          {"las_threshold_s", cfg.las_threshold_s}, {"las_lease_s", cfg.las_lease_s}, {"machine", options_.machine},
@@ -338,12 +352,18 @@ nlohmann::json SchedulerService::run() {
          {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
          {"nodes", options_.nodes.nodes()}, {"ranks_per_node", options_.nodes.ranks_per_node},
          {"node_hosts", options_.nodes.hosts},
-         {"network", options_.jobs.network.intra_node_gbps > 0
-                         ? (options_.jobs.network.machine.empty() ? "jobs file" : options_.jobs.network.machine)
-                         : "default"},
+         {"network", network_origin()},
          {"intra_node_gbps", cluster_->spec().intra_node_bandwidth / 1e9},
          {"inter_node_gbps", cluster_->spec().inter_node_bandwidth / 1e9},
-         {"colocation_limit", cluster_->spec().max_jobs_per_gpu}});
+         {"colocation_limit", cluster_->spec().max_jobs_per_gpu}};
+  if (network_origin() == "probed") {
+    const auto& p = options_.probed_network;
+    start["network_probe"] = {{"intra_bytes_per_peer", p.intra_bytes_per_peer},
+                              {"inter_bytes_per_peer", p.inter_bytes_per_peer},
+                              {"iterations", p.iterations},
+                              {"seconds", p.seconds}};
+  }
+  event(std::move(start));
   if (options_.resume) load_previous_run();
   for (auto& job : options_.jobs.jobs) add_job(std::move(job), "jobs file");
   options_.jobs.jobs.clear();

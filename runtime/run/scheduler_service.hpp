@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/run/control_plane.hpp"
+#include "runtime/run/network_probe.hpp"
 #include "runtime/run/node_layout.hpp"
 #include "runtime/run/job_file.hpp"
 #include "runtime/run/messages.hpp"
@@ -33,6 +34,9 @@ struct RunOptions {
   bool quiet = false;                      // no progress lines
   // The ranks' nodes (node k: ranks [k R, (k + 1) R)); none given: one node of every rank.
   NodeLayout nodes;
+  // The network between the nodes as measured at start (recmix run, when the jobs file has no
+  // [cluster]); a figure of 0 keeps the cluster model's default.
+  ProbedNetwork probed_network;
   // When set, every job of the run (in the jobs file, submitted, resumed) runs on this backend
   // whatever its device.kind says ("cpu", "cuda", "cpu-strict"): recmix run --device.
   std::string device_kind;
@@ -67,6 +71,7 @@ class SchedulerService {
   class LiveActions;
 
   double now() const;
+  std::string network_origin() const;
   void add_job(RunJob job, const std::string& source);
   void take_spool();
   void make_run_directory() const;

@@ -2,13 +2,16 @@
 # recmix run's live cluster has the world's shape (docs/run.md, Nodes). With --ranks-per-node 2,
 # 4 local ranks are 2 nodes of 2:
 #   - a two-rank job lands on one node when one is free (best fit), not across both; the
-#     network between the nodes is the jobs file's [cluster] (a preset and a key over it);
+#     network between the nodes is the jobs file's [cluster] (a preset and a key over it), and
+#     no probe runs;
 #   - under the delay policy a two-rank job that finds no node free waits for one (delay_min_s),
 #     then spreads over the two nodes; its start event names the nodes;
+#     with no [cluster], the network between the nodes is probed at start and is the run's;
 #   - recmix sim --replay of that run takes the same decisions on the same 2 nodes;
 #   - a launch whose nodes cannot be whole is refused before any job starts, on every rank;
-#   - 70 ranks on this host (oversubscribed, one thread each) are one node of 70, past the old
-#     64-rank limit: tiny jobs of 1, 2 and all 70 ranks start, place and finish, and replay.
+#   - 130 ranks on this host (oversubscribed, one thread each) are one node of 130, past the old
+#     64-rank limit and past 128: tiny jobs of 1, 2, 70 and all 130 ranks start, place and
+#     finish, and replay.
 # Usage: run_nodes.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$1 src=$(cd "$2" && pwd)
@@ -41,6 +44,7 @@ grep -q '"nodes":2.*"ranks_per_node":2' fit/events.jsonl || fail "run_start does
 # The network between them: [cluster]'s preset, and the key given over it.
 grep -q '"inter_node_gbps":12.5,"intra_node_gbps":450.0.*"network":"h100-dgx"' fit/events.jsonl ||
   { grep run_start fit/events.jsonl; fail "run_start does not give the [cluster] network"; }
+! grep -q "network probed" fit.out || fail "the network was probed though [cluster] gives it"
 
 # Delay: all three at once, in this order: 'a' (long) on rank 0, 'short' on rank 1, 'c' (long) on node 1
 # (rank 2); once 'short' has
@@ -70,6 +74,15 @@ arrival = [json.loads(l) for l in open(sys.argv[2]) if '"arrival"' in l and '"wi
 assert sorted(e["nodes"]) == [0, 1], e
 assert e["t"] >= arrival + 0.95, (e["t"], arrival)
 PY
+# No [cluster] here: the network was probed at start, said on stderr, and is the run's.
+grep -q "no \[cluster\] in the jobs file: network probed in .* within a node [0-9.]* GB/s .* across nodes [0-9.]* GB/s" \
+  delay.out || { cat delay.out; fail "the probe's line is missing"; }
+$py - delay/events.jsonl <<'PY' || fail "run_start does not hold the probed network"
+import json, sys
+s = json.loads(next(l for l in open(sys.argv[1]) if '"run_start"' in l))
+assert s["network"] == "probed" and s["intra_node_gbps"] > 0 and s["inter_node_gbps"] > 0, s
+assert s["network_probe"]["iterations"] > 0 and s["network_probe"]["inter_bytes_per_peer"] == 1 << 20, s
+PY
 "$recmix" sim --replay delay > replay.out 2>&1 || { cat replay.out; fail "the replay of the 2-node run differs"; }
 grep -q "the same decisions in the same order" replay.out || { cat replay.out; fail "the replay says nothing"; }
 grep -q "4 ranks" replay.out || { cat replay.out; fail "the replay has another cluster"; }
@@ -82,15 +95,17 @@ grep -q "config error: --ranks-per-node 3: the world's 4 ranks are not whole nod
 
 job_toml name=t1 ranks=1 steps=5 > t1.toml
 job_toml name=t2 ranks=2 steps=5 > t2.toml
-job_toml name=all ranks=70 steps=3 > all.toml
-printf 'include = ["t1.toml", "t2.toml", "all.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\n' > many.toml
-"$src/launch/recmix-mpirun" -np 70 "$recmix" run many.toml --run-dir many -q > many.out 2>&1 || { cat many.out; fail "the 70-rank run failed"; }
-$py - many/summary.json many/events.jsonl <<'PY' || { cat many.out; fail "the 70-rank run did not place and finish its jobs"; }
+job_toml name=seventy ranks=70 steps=3 > seventy.toml
+job_toml name=all ranks=130 steps=3 batch_size=130 > all.toml
+printf 'include = ["t1.toml", "t2.toml", "seventy.toml", "all.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\n' > many.toml
+"$src/launch/recmix-mpirun" -np 130 "$recmix" run many.toml --run-dir many -q > many.out 2>&1 || { cat many.out; fail "the 130-rank run failed"; }
+$py - many/summary.json many/events.jsonl <<'PY' || { cat many.out; fail "the 130-rank run did not place and finish its jobs"; }
 import json, sys
 s = json.load(open(sys.argv[1]))
-assert s["ranks"] == 70 and all(j["state"] == "finished" for j in s["jobs"]), s["jobs"]
+assert s["ranks"] == 130 and all(j["state"] == "finished" for j in s["jobs"]), s["jobs"]
+assert sorted(len(j["ranks"]) for j in s["jobs"]) == [1, 2, 70, 130], s["jobs"]
 start = json.loads(next(l for l in open(sys.argv[2]) if '"run_start"' in l))
-assert start["nodes"] == 1 and start["ranks_per_node"] == 70, start
+assert start["nodes"] == 1 and start["ranks_per_node"] == 130, start
 PY
-"$recmix" sim --replay many > many-replay.out 2>&1 || { cat many-replay.out; fail "the 70-rank replay differs"; }
+"$recmix" sim --replay many > many-replay.out 2>&1 || { cat many-replay.out; fail "the 130-rank replay differs"; }
 echo "run nodes: ok"
