@@ -353,12 +353,13 @@ TrainingRun read_training_run(const std::string& dir, const std::string& name) {
       found.push_back(c);
     }
   }
-  for (const auto& [step, file] : written) {
-    const bool known = std::any_of(found.begin(), found.end(), [&](const CheckpointRecord& c) { return c.file == file; });
+  for (const auto& entry : written) {
+    const std::string& name = entry.second;  // clang 14 cannot capture a structured binding
+    const bool known = std::any_of(found.begin(), found.end(), [&](const CheckpointRecord& c) { return c.file == name; });
     if (known) continue;
     CheckpointRecord c;
-    c.step = step;
-    c.file = file;
+    c.step = entry.first;
+    c.file = name;
     found.push_back(c);
   }
   std::sort(found.begin(), found.end(), [](const CheckpointRecord& a, const CheckpointRecord& b) { return a.step < b.step; });

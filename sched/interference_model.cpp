@@ -183,15 +183,17 @@ void InterferenceModel::refit() {
   }
   const int n = k + 1;
   // One side of ALS: for each type on `side`, solve for [bias, factors] with the other fixed.
+  // One set of buffers for every type and observation of the sweeps.
+  std::vector<double> a(n * n), b(n), x(n);
   auto sweep = [&](std::vector<std::vector<std::size_t>>& groups, std::vector<double>& bias,
                    std::vector<std::vector<double>>& factor, const std::vector<double>& other_bias,
                    const std::vector<std::vector<double>>& other_factor, bool rows) {
     for (int t = 0; t < types; ++t) {
       if (groups[t].empty()) continue;
-      std::vector<double> a(n * n, 0.0), b(n, 0.0);
+      std::fill(a.begin(), a.end(), 0.0);
+      std::fill(b.begin(), b.end(), 0.0);
       for (std::size_t i : groups[t]) {
         const int o = rows ? observations_[i].other : observations_[i].type;
-        std::vector<double> x(n);
         x[0] = 1.0;
         for (int f = 0; f < k; ++f) x[f + 1] = other_factor[o][f];
         const double y = target[i] - mu_ - other_bias[o];

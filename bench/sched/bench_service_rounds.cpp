@@ -187,5 +187,11 @@ int main(int argc, char** argv) {
               ranks, ranks / per_node, per_node, jobs, finished, policy.c_str(), c["rounds"].get<long long>(),
               c["mean_round_ms"].get<double>(), c["max_round_ms"].get<double>(), c["messages_received"].get<long long>(),
               t1 - t0, t2 - t1);
+  const auto& l = c["longest_round"];
+  std::printf("longest round at t = %.2f s: refit %.2f ms, policy and starts %.2f ms, %zu queued, %d started; "
+              "%lld refits, mean %.2f ms\n",
+              l["t"].get<double>(), l["refit_ms"].get<double>(), l["policy_ms"].get<double>(),
+              l["queued"].get<std::size_t>(), l["starts"].get<int>(), c["refits"].get<long long>(),
+              c["mean_refit_ms"].get<double>());
   return finished == static_cast<std::size_t>(jobs) ? 0 : 1;
 }

@@ -211,6 +211,13 @@ nlohmann::json SchedulerService::summary() const {
   const nlohmann::json control = {{"rounds", rounds_},
                                   {"mean_round_ms", rounds_ ? 1e3 * round_seconds_ / rounds_ : 0.0},
                                   {"max_round_ms", 1e3 * round_max_s_},
+                                  {"longest_round", {{"t", longest_round_.t},
+                                                     {"refit_ms", 1e3 * longest_round_.refit_s},
+                                                     {"policy_ms", 1e3 * longest_round_.policy_s},
+                                                     {"queued", longest_round_.queued},
+                                                     {"starts", longest_round_.starts}}},
+                                  {"refits", refits_},
+                                  {"mean_refit_ms", refits_ ? 1e3 * refit_seconds_ / refits_ : 0.0},
                                   {"messages_received", messages_in_}};
   nlohmann::json out = {{"policy", std::string(policy_->name())},
                         {"ranks", plane_.size()},

@@ -51,6 +51,7 @@ class SchedulerService::LiveActions final : public sched::Actions {
     // (sched::ClusterState::fits), as in the simulator, so a replay refuses the same starts.
     if (!s_.cluster_->place(job, gpus, s_.now())) return false;
     s_.start(r, std::vector<int>(gpus.begin(), gpus.end()));
+    ++starts;
     return true;
   }
   void preempt(sched::JobId id) override {
@@ -58,6 +59,8 @@ class SchedulerService::LiveActions final : public sched::Actions {
     if (r.state == "running") s_.stop_job(r, {{"event", "preempt"}});
   }
   void wake_at(double time) override { s_.wake_at_ = std::min(s_.wake_at_, time); }
+
+  int starts = 0;  // accepted this round
 
  private:
   SchedulerService& s_;
@@ -156,8 +159,7 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
   const auto partners = partners_of(r);
   for (const auto& p : partners) {
     r.partners.insert(p);
-    for (auto& other : records_)
-      if (other->job.spec.name == p) other->partners.insert(r.job.spec.name);
+    by_name_.at(p)->partners.insert(r.job.spec.name);
   }
   JobPlacement p;
   p.job = r.sjob.id;
@@ -223,9 +225,7 @@ void SchedulerService::end_job(Record& r, const std::string& state) {
   // A measured slowdown next to the partners: the interference model learns it.
   if (state == "finished" && r.alone_n > 0 && r.shared_n > 0 && !r.partners.empty()) {
     const double slowdown = (r.shared_sum / r.shared_n) / alone_step_s(r);
-    for (const auto& p : r.partners)
-      for (auto& other : records_)
-        if (other->job.spec.name == p) model_.observe(r.sjob.type, other->sjob.type, slowdown);
+    for (const auto& p : r.partners) model_.observe(r.sjob.type, by_name_.at(p)->sjob.type, slowdown);
     model_stale_ = true;  // refit by the next round, at most once a second (schedule_round)
     event({{"event", "observed_slowdown"}, {"job", r.job.spec.name}, {"slowdown", slowdown},
            {"partners", std::vector<std::string>(r.partners.begin(), r.partners.end())}});
@@ -311,10 +311,14 @@ void SchedulerService::schedule_round() {
   const double t = now();
   // What finished jobs measured next to their partners, learnt at most once a second: a refit
   // costs 0.1 s at 10,000 job types (bench_service_rounds), and each finish would ask for one.
+  double refit_s = 0;
   if (model_stale_ && t >= next_refit_) {
     model_.refit();
     model_stale_ = false;
     next_refit_ = t + std::max(1.0, options_.jobs.scheduler.round_interval_s);
+    refit_s = now() - t;
+    ++refits_;
+    refit_seconds_ += refit_s;
   }
   std::vector<sched::Job*> queue;
   for (auto& r : records_)
@@ -324,9 +328,10 @@ void SchedulerService::schedule_round() {
   LiveActions actions(*this);
   sched::SchedulingContext context{t, *cluster_, std::span<sched::Job* const>(queue), model_};
   policy_->schedule(context, actions);
-  const double took = now() - t;  // the policy and the start messages it sent
+  const double took = now() - t;  // the refit, the policy and the start messages it sent
   ++rounds_;
   round_seconds_ += took;
+  if (took > round_max_s_) longest_round_ = {t, refit_s, took - refit_s, queue.size(), actions.starts};
   round_max_s_ = std::max(round_max_s_, took);
 }
 

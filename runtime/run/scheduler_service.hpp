@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -104,6 +105,7 @@ class SchedulerService {
   std::unique_ptr<sched::Policy> policy_;
   sched::InterferenceModel model_;
   std::vector<std::unique_ptr<Record>> records_;  // by job id
+  std::unordered_map<std::string, Record*> by_name_;  // job names are unique in a run
   std::map<int, Record*> by_launch_;
   std::vector<int> threads_used_;                 // per rank
   std::vector<double> busy_since_, busy_s_;       // per rank: when it last became busy, busy time
@@ -124,6 +126,15 @@ class SchedulerService {
   bool stuck_ = false;                             // a job's ranks are stuck: the processes must end
   std::int64_t rounds_ = 0, messages_in_ = 0;
   double round_seconds_ = 0, round_max_s_ = 0;   // wall time of the scheduling rounds
+  // The longest round, taken apart: the interference model's refit, the policy with the starts it
+  // sent, how many jobs were queued and how many started (summary.json's control_plane).
+  struct RoundParts {
+    double t = 0, refit_s = 0, policy_s = 0;
+    std::size_t queued = 0;
+    int starts = 0;
+  } longest_round_;
+  std::int64_t refits_ = 0;
+  double refit_seconds_ = 0;
   std::map<std::string, nlohmann::json> previous_; // resume: the interrupted run's summary, per job
   // Spool entries refused before they became jobs (unreadable, a duplicate name): file and reason,
   // listed in status.json so that `recmix status` reads nothing else.

@@ -126,6 +126,7 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
   r.sjob.gpus = r.job.ranks;
   r.sjob.arrival_s = std::max(r.job.arrival_s, source == "spool" ? now() : 0.0);
   r.sjob.priority = r.job.priority;
+  by_name_.try_emplace(rec->job.spec.name, rec.get());
   records_.push_back(std::move(rec));
   next_arrival_ = 0;  // a new job: look for arrivals again
   const double capacity = cluster_->spec().gpu_memory_bytes;

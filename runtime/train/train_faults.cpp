@@ -50,9 +50,32 @@ TrainFaults TrainFaults::parse(std::string_view text, std::string_view job, int 
   return f;
 }
 
+double TrainFaults::parse_step_delay(std::string_view text, std::string_view job, int rank) {
+  const auto bad = [&](std::string_view why) {
+    return ConfigError(fmt::format("RECMIX_STEP_DELAY_INJECTION='{}': {} (expected <job>:<rank>:<seconds>, "
+                                   "'*' for every job or rank)", text, why));
+  };
+  // The job's name may itself hold colons: the rank and the seconds are the last two fields.
+  const auto a = text.rfind(':');
+  const auto b = a == std::string_view::npos || a == 0 ? std::string_view::npos : text.rfind(':', a - 1);
+  if (b == std::string_view::npos || b == 0) throw bad("not <job>:<rank>:<seconds>");
+  double seconds = 0;
+  if (!parse_number(text.substr(a + 1), seconds) || !(seconds >= 0 && seconds <= 10))
+    throw bad("the seconds are not a number from 0 to 10");
+  const std::string_view rank_text = text.substr(b + 1, a - b - 1), name = text.substr(0, b);
+  int delay_rank = 0;
+  if (rank_text != "*" && (!parse_number(rank_text, delay_rank) || delay_rank < 0))
+    throw bad("the rank is not a whole number >= 0 or '*'");
+  const bool mine = (name == "*" || name == job) && (rank_text == "*" || delay_rank == rank);
+  return mine ? seconds : 0;
+}
+
 TrainFaults TrainFaults::from_environment(std::string_view job, int rank) {
   const char* text = std::getenv("RECMIX_FAULT_INJECTION");
-  return text == nullptr || *text == '\0' ? TrainFaults{} : parse(text, job, rank);
+  TrainFaults f = text == nullptr || *text == '\0' ? TrainFaults{} : parse(text, job, rank);
+  if (const char* delay = std::getenv("RECMIX_STEP_DELAY_INJECTION"); delay != nullptr && *delay != '\0')
+    f.step_delay_s = parse_step_delay(delay, job, rank);
+  return f;
 }
 
 }  // namespace recmix::runtime

@@ -313,6 +313,7 @@ void Trainer::arm_faults(const TrainFaults& faults) {
 
 void Trainer::after_step_faults(std::int64_t step, const TrainOptions& options) {
   using Where = TrainFaults::Where;
+  if (faults_.step_delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(faults_.step_delay_s));
   if (faults_.at(Where::after, step))
     throw Error(fmt::format("fault injected after step {} (RECMIX_FAULT_INJECTION)", step));
   if (faults_.at(Where::nan, step)) inject_nan();

@@ -24,12 +24,15 @@ grep -q "no two jobs shared a rank: each rank has 1 core(s) for jobs .* need 2" 
   { cat two.out; fail "the summary does not say why no job shared a rank"; }
 grep -q '"none_colocated": "each rank has 1 core' two/summary.json || fail "summary.json has no none_colocated"
 
-# The stall comes late enough that progress lines with a rate come before it.
+# Progress lines with a rate come before the stall whatever the machine's speed: each step takes
+# at least 1 ms more (an injected delay), so the 1000 steps before it last at least 1 s, five
+# progress intervals.
 job_toml name=slow ranks=1 steps=100000 > slow.toml
 printf 'include = ["slow.toml"]\n[scheduler]\nround_interval_s = 0.1\nprogress_interval_s = 0.2\nstall_warning_s = 0.5\n' \
   > jobs.toml
 
-RECMIX_FAULT_INJECTION=slow:10000:0:stall "$recmix" run jobs.toml --run-dir r > run.out 2> run.err &
+RECMIX_FAULT_INJECTION=slow:1000:0:stall RECMIX_STEP_DELAY_INJECTION=slow:0:0.001 \
+  "$recmix" run jobs.toml --run-dir r > run.out 2> run.err &
 pid=$!
 stalled=
 for _ in $(seq 1200); do

@@ -51,3 +51,20 @@ TEST(TrainFaults, AMalformedValueIsAConfigErrorNamingTheVariable) {
     }
   }
 }
+
+TEST(TrainFaults, AStepDelayForItsJobAndRankOrForEvery) {
+  EXPECT_DOUBLE_EQ(TrainFaults::parse_step_delay("job:1:0.002", "job", 1), 0.002);
+  EXPECT_EQ(TrainFaults::parse_step_delay("job:1:0.002", "job", 0), 0);    // another rank
+  EXPECT_EQ(TrainFaults::parse_step_delay("job:1:0.002", "other", 1), 0);  // another job
+  EXPECT_DOUBLE_EQ(TrainFaults::parse_step_delay("*:*:0.5", "any", 3), 0.5);
+  EXPECT_DOUBLE_EQ(TrainFaults::parse_step_delay("job:*:1", "job", 7), 1);
+  EXPECT_DOUBLE_EQ(TrainFaults::parse_step_delay("a:b:0:0.25", "a:b", 0), 0.25);  // a name with a colon
+  for (const char* bad : {"job:1", "job:1:x", "job:1:-1", "job:1:11", "job:-1:0.1", "job:r:0.1", ":1:0.1"}) {
+    try {
+      TrainFaults::parse_step_delay(bad, "job", 1);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("RECMIX_STEP_DELAY_INJECTION"), std::string::npos) << e.what();
+    }
+  }
+}
