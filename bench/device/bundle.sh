@@ -22,7 +22,7 @@ bins=(recmix bench/train/bench_precision bench/train/bench_train_step bench/trai
   tests/runtime/test_strict_trainer tests/runtime/test_tiered_trainer tests/runtime/test_precision_trainer
   tests/runtime/test_graph_steps)
 for rel in "${bins[@]}"; do
-  [[ -x $build/$rel ]] || { echo "bundle: $build/$rel missing (build it first)" >&2; exit 1; }
+  [[ -x $build/$rel ]] || { echo "bundle: $build/$rel missing (scripts/build.sh builds it, benchmarks included; scripts/test.sh leaves them out)" >&2; exit 1; }
   cp "$build/$rel" "$b/bin/"
 done
 

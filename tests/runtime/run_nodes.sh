@@ -10,8 +10,8 @@
 #   - recmix sim --replay of that run takes the same decisions on the same 2 nodes;
 #   - a launch whose nodes cannot be whole is refused before any job starts, on every rank;
 #   - 130 ranks on this host (oversubscribed, one thread each) are one node of 130, past the old
-#     64-rank limit and past 128: tiny jobs of 1, 2, 70 and all 130 ranks start, place and
-#     finish, and replay.
+#     64-rank limit and past 128: tiny jobs of 1, 2 and all 130 ranks start, place and finish,
+#     and replay.
 # Usage: run_nodes.sh <recmix binary> <source dir>
 set -euo pipefail
 recmix=$1 src=$(cd "$2" && pwd)
@@ -95,15 +95,14 @@ grep -q "config error: --ranks-per-node 3: the world's 4 ranks are not whole nod
 
 job_toml name=t1 ranks=1 steps=5 > t1.toml
 job_toml name=t2 ranks=2 steps=5 > t2.toml
-job_toml name=seventy ranks=70 steps=3 > seventy.toml
 job_toml name=all ranks=130 steps=3 batch_size=130 > all.toml
-printf 'include = ["t1.toml", "t2.toml", "seventy.toml", "all.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\n' > many.toml
+printf 'include = ["t1.toml", "t2.toml", "all.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\n' > many.toml
 "$src/launch/recmix-mpirun" -np 130 "$recmix" run many.toml --run-dir many -q > many.out 2>&1 || { cat many.out; fail "the 130-rank run failed"; }
 $py - many/summary.json many/events.jsonl <<'PY' || { cat many.out; fail "the 130-rank run did not place and finish its jobs"; }
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["ranks"] == 130 and all(j["state"] == "finished" for j in s["jobs"]), s["jobs"]
-assert sorted(len(j["ranks"]) for j in s["jobs"]) == [1, 2, 70, 130], s["jobs"]
+assert sorted(len(j["ranks"]) for j in s["jobs"]) == [1, 2, 130], s["jobs"]
 start = json.loads(next(l for l in open(sys.argv[2]) if '"run_start"' in l))
 assert start["nodes"] == 1 and start["ranks_per_node"] == 130, start
 PY
