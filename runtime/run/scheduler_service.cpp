@@ -361,7 +361,7 @@ nlohmann::json SchedulerService::run() {
          {"intra_node_gbps", cluster_->spec().intra_node_bandwidth / 1e9},
          {"inter_node_gbps", cluster_->spec().inter_node_bandwidth / 1e9},
          {"colocation_limit", cluster_->spec().max_jobs_per_gpu}};
-  if (network_origin() == "probed") {
+  if (start["network"] == "probed") {
     const auto& p = options_.probed_network;
     start["network_probe"] = {{"intra_bytes_per_peer", p.intra_bytes_per_peer},
                               {"inter_bytes_per_peer", p.inter_bytes_per_peer},

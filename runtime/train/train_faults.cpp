@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -16,6 +17,18 @@ template <class T>
 bool parse_number(std::string_view s, T& out) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && end == s.data() + s.size();
+}
+
+// "<name>:<x>:<y>" split at its last two colons (the name may hold colons itself); nullopt when
+// there are not two, or the name is empty.
+struct Fields {
+  std::string_view name, x, y;
+};
+std::optional<Fields> last_two_fields(std::string_view text) {
+  const auto a = text.rfind(':');
+  const auto b = a == std::string_view::npos || a == 0 ? std::string_view::npos : text.rfind(':', a - 1);
+  if (b == std::string_view::npos || b == 0) return std::nullopt;
+  return Fields{text.substr(0, b), text.substr(b + 1, a - b - 1), text.substr(a + 1)};
 }
 
 }  // namespace
@@ -37,15 +50,14 @@ TrainFaults TrainFaults::parse(std::string_view text, std::string_view job, int 
       break;
     }
   // The job's name may itself hold colons: the step and the rank are the last two fields.
-  const auto a = rest.rfind(':');
-  const auto b = a == std::string_view::npos || a == 0 ? std::string_view::npos : rest.rfind(':', a - 1);
-  if (b == std::string_view::npos || b == 0) throw bad("not <job>:<step>:<rank>");
+  const auto fields = last_two_fields(rest);
+  if (!fields) throw bad("not <job>:<step>:<rank>");
   std::int64_t step = 0;
   int fault_rank = 0;
-  if (!parse_number(rest.substr(b + 1, a - b - 1), step) || step < 1) throw bad("the step is not a whole number >= 1");
-  if (!parse_number(rest.substr(a + 1), fault_rank) || fault_rank < 0)
+  if (!parse_number(fields->x, step) || step < 1) throw bad("the step is not a whole number >= 1");
+  if (!parse_number(fields->y, fault_rank) || fault_rank < 0)
     throw bad("the rank is not a whole number >= 0 (or the place is not one of after, mid, checkpoint, nan, stall)");
-  if (rest.substr(0, b) != job || fault_rank != rank) return TrainFaults{};
+  if (fields->name != job || fault_rank != rank) return TrainFaults{};
   f.step = step;
   return f;
 }
@@ -56,13 +68,12 @@ double TrainFaults::parse_step_delay(std::string_view text, std::string_view job
                                    "'*' for every job or rank)", text, why));
   };
   // The job's name may itself hold colons: the rank and the seconds are the last two fields.
-  const auto a = text.rfind(':');
-  const auto b = a == std::string_view::npos || a == 0 ? std::string_view::npos : text.rfind(':', a - 1);
-  if (b == std::string_view::npos || b == 0) throw bad("not <job>:<rank>:<seconds>");
+  const auto fields = last_two_fields(text);
+  if (!fields) throw bad("not <job>:<rank>:<seconds>");
   double seconds = 0;
-  if (!parse_number(text.substr(a + 1), seconds) || !(seconds >= 0 && seconds <= 10))
+  if (!parse_number(fields->y, seconds) || !(seconds >= 0 && seconds <= 10))
     throw bad("the seconds are not a number from 0 to 10");
-  const std::string_view rank_text = text.substr(b + 1, a - b - 1), name = text.substr(0, b);
+  const std::string_view rank_text = fields->x, name = fields->name;
   int delay_rank = 0;
   if (rank_text != "*" && (!parse_number(rank_text, delay_rank) || delay_rank < 0))
     throw bad("the rank is not a whole number >= 0 or '*'");
