@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 namespace recmix::device {
 namespace {
@@ -23,6 +24,7 @@ struct Nvml {
   void* library = nullptr;
   NvmlReturn (*init)() = nullptr;
   NvmlReturn (*handle_by_index)(unsigned int, NvmlDevice*) = nullptr;
+  NvmlReturn (*handle_by_uuid)(const char*, NvmlDevice*) = nullptr;  // optional
   NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*) = nullptr;
   NvmlReturn (*memory)(NvmlDevice, NvmlMemory*) = nullptr;
   NvmlReturn (*driver_version)(char*, unsigned int) = nullptr;
@@ -55,6 +57,7 @@ Nvml& nvml() {
       return;
     }
     bind(n.library, "nvmlSystemGetDriverVersion", n.driver_version);  // optional
+    bind(n.library, "nvmlDeviceGetHandleByUUID", n.handle_by_uuid);      // optional
     if (const NvmlReturn rc = n.init(); rc != 0) {
       n.status = "NVML not initialised: nvmlInit_v2 returned " + std::to_string(rc);
       return;
@@ -68,17 +71,45 @@ Nvml& nvml() {
   return n;
 }
 
+// NVML's handle of CUDA's GPU `index`; nullptr when there is none.
+NvmlDevice handle_of_cuda_device(Nvml& n, int index) {
+  const std::string entry = visible_device_entry(index, std::getenv("CUDA_VISIBLE_DEVICES"));
+  NvmlDevice device = nullptr;
+  if (entry.empty()) return nullptr;
+  if (entry.find_first_not_of("0123456789") == std::string::npos) {
+    if (entry.size() > 9 || n.handle_by_index(static_cast<unsigned int>(std::stoul(entry)), &device) != 0) return nullptr;
+  } else if (!n.handle_by_uuid || n.handle_by_uuid(entry.c_str(), &device) != 0) {
+    return nullptr;
+  }
+  return device;
+}
+
 }  // namespace
+
+std::string visible_device_entry(int index, const char* visible) {
+  if (index < 0) return {};
+  if (visible == nullptr) return std::to_string(index);
+  std::string_view rest(visible);
+  for (int i = 0;; ++i) {
+    const auto comma = rest.find(',');
+    std::string_view entry = rest.substr(0, comma);
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    // CUDA stops at the first entry it cannot use; an empty one is such an entry.
+    if (entry.empty()) return {};
+    if (i == index) return std::string(entry);
+    if (comma == std::string_view::npos) return {};
+    rest.remove_prefix(comma + 1);
+  }
+}
 
 std::optional<GpuUsage> read_gpu_usage(int index) {
   Nvml& n = nvml();
   if (!n.ready || index < 0) return std::nullopt;
-  NvmlDevice device = nullptr;
+  NvmlDevice device = handle_of_cuda_device(n, index);
   NvmlUtilization u{};
   NvmlMemory m{};
-  if (n.handle_by_index(static_cast<unsigned int>(index), &device) != 0 || n.utilization(device, &u) != 0 ||
-      n.memory(device, &m) != 0)
-    return std::nullopt;
+  if (device == nullptr || n.utilization(device, &u) != 0 || n.memory(device, &m) != 0) return std::nullopt;
   GpuUsage usage;
   usage.utilization = u.gpu / 100.0;
   usage.memory_utilization = u.memory / 100.0;

@@ -21,6 +21,7 @@
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "device/backend.hpp"
+#include "device/gpu_usage.hpp"
 #include "device/memory_pool.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/run_directory.hpp"
@@ -29,6 +30,7 @@
 #include "runtime/train/demo.hpp"
 #include "runtime/cli/mpi_session.hpp"
 #include "runtime/run/control_plane.hpp"
+#include "runtime/run/device_memory.hpp"
 #include "runtime/run/executor.hpp"
 #include "runtime/run/job_file.hpp"
 #include "runtime/run/network_probe.hpp"
@@ -210,6 +212,49 @@ runtime::run::ProbedNetwork probe_network_if_unset(comm::Communicator& world, co
   return p;
 }
 
+// When the run's jobs use GPUs (--device cuda, or a job of the jobs file on "cuda"), every rank
+// reads its GPU's memory, and rank 0 says what the scheduler plans each rank with. Returns the
+// smallest GPU's bytes, or 0 when there is none to read or a rank could not read its GPU.
+double device_memory_if_gpus(comm::Communicator& world, const runtime::RankPlaces& places,
+                             const runtime::JobFile& jobs, const std::string& device_flag) {
+  bool gpus = false;
+  if (world.rank() == 0)
+    gpus = !device_flag.empty() ? device_flag == "cuda"
+                                : std::any_of(jobs.jobs.begin(), jobs.jobs.end(), [](const runtime::RunJob& j) {
+                                    return j.spec.device.kind == device::BackendKind::cuda;
+                                  });
+  if (from_rank0(world, gpus ? "gpus" : "") != "gpus") return 0;
+  // The GPU a rank takes is its place among its host's ranks.
+  const auto me = static_cast<std::size_t>(world.rank());
+  const int local = static_cast<int>(std::count(places.node_key.begin(), places.node_key.begin() + static_cast<long>(me),
+                                                places.node_key[me]));
+  const runtime::run::DeviceMemory m = runtime::run::gather_device_memory(world, runtime::run::read_device_memory(local));
+  if (world.rank() != 0) return m.smallest_bytes;
+  auto gib = [](double bytes) { return fmt::format("{:.4g} GiB", bytes / double(1ull << 30)); };
+  const std::uint64_t given = jobs.scheduler.memory_capacity;
+  const std::string plan = given > 0 ? "[scheduler] memory_capacity, " + gib(static_cast<double>(given))
+                                     : m.smallest_bytes > 0 ? gib(m.smallest_bytes)
+                                                            : gib(static_cast<double>(runtime::kDefaultRankCapacity)) +
+                                                                  " (set [scheduler] memory_capacity)";
+  if (m.unread_ranks > 0)
+    std::fprintf(stderr, "recmix run: %d of %d rank(s) could not read their GPU's memory (the first: rank %d; rank 0: "
+                 "%s); the scheduler plans each rank with %s\n",
+                 m.unread_ranks, world.size(), m.first_unread_rank, device::nvml_status().c_str(), plan.c_str());
+  else if (m.smallest_bytes < m.largest_bytes)
+    std::fprintf(stderr, "recmix run: the ranks' GPUs differ: %s (rank %d) to %s (rank %d); the scheduler plans each "
+                 "rank with %s\n",
+                 gib(m.smallest_bytes).c_str(), m.smallest_rank, gib(m.largest_bytes).c_str(), m.largest_rank,
+                 plan.c_str());
+  else
+    std::fprintf(stderr, "recmix run: each rank's GPU has %s; the scheduler plans each rank with %s\n",
+                 gib(m.smallest_bytes).c_str(), plan.c_str());
+  if (given > 0 && m.smallest_bytes > 0 && static_cast<double>(given) > m.smallest_bytes)
+    std::fprintf(stderr, "recmix run: warning: [scheduler] memory_capacity (%s) is more than rank %d's GPU has (%s): "
+                 "a job the scheduler places may not fit there\n",
+                 gib(static_cast<double>(given)).c_str(), m.smallest_rank, gib(m.smallest_bytes).c_str());
+  return m.smallest_bytes;
+}
+
 void run_run(const RunArgs& a) {
   runtime::ensure_mpi();
   auto slowdowns = injected_slowdown();  // a malformed value fails before any work
@@ -265,6 +310,7 @@ void run_run(const RunArgs& a) {
     }
   }
   const runtime::run::ProbedNetwork probed = probe_network_if_unset(*world, nodes, jobs);
+  const double device_memory = device_memory_if_gpus(*world, places, jobs, a.device);
   runtime::run::ControlPlane plane;
   if (plane.rank() != 0) {
     runtime::run::Executor(plane, &terminate).run();
@@ -279,6 +325,7 @@ void run_run(const RunArgs& a) {
   options.quiet = a.quiet;
   options.nodes = std::move(nodes);
   options.probed_network = probed;
+  options.device_memory_bytes = device_memory;
   options.device_kind = a.device;
   options.terminate = &terminate;
   options.resume = resume;

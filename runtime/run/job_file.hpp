@@ -21,12 +21,15 @@ struct RunJob {
   double arrival_s = 0;   // seconds after the run starts
 };
 
+// A rank's memory for jobs when neither [scheduler] memory_capacity nor the ranks' GPUs give it.
+inline constexpr std::uint64_t kDefaultRankCapacity = 8ull << 30;
+
 struct SchedulerSettings {
   std::string policy = "complementary";  // exclusive-fifo | memory-first | complementary |
                                          // interference-aware | delay | las
   double round_interval_s = 1.0;         // seconds between scheduling rounds (also on events)
   int colocation_limit = 2;              // jobs at most on one rank
-  std::uint64_t memory_capacity = 0;     // device memory per rank for jobs; 0: 8 GiB
+  std::uint64_t memory_capacity = 0;     // device memory per rank for jobs; 0: the GPUs', or 8 GiB
   double slowdown_limit = 1.5;           // measured slowdown past which a pair is moved apart
   int cores_per_rank = 0;                // 0: the CPUs the rank is bound to, else host cores / ranks on it
   double memory_headroom = 1.25;        // a job's pool may hold this many times its estimate

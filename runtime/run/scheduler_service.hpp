@@ -38,6 +38,9 @@ struct RunOptions {
   // The network between the nodes as measured at start (recmix run, when the jobs file has no
   // [cluster]); a figure of 0 keeps the cluster model's default.
   ProbedNetwork probed_network;
+  // The smallest rank's GPU memory as read at start (recmix run, when its jobs use GPUs); 0: not
+  // read. [scheduler] memory_capacity, when given, comes first; with neither, kDefaultRankCapacity.
+  double device_memory_bytes = 0;
   // When set, every job of the run (in the jobs file, submitted, resumed) runs on this backend
   // whatever its device.kind says ("cpu", "cuda", "cpu-strict"): recmix run --device.
   std::string device_kind;
@@ -73,6 +76,7 @@ class SchedulerService {
 
   double now() const;
   std::string network_origin() const;
+  std::string memory_origin() const;
   void add_job(RunJob job, const std::string& source);
   void take_spool();
   void make_run_directory() const;

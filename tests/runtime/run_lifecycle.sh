@@ -114,8 +114,11 @@ grep -q "nothing ran: every job (1) was rejected" wide.out || { cat wide.out; fa
 
 # A clean stop (SIGTERM through the launcher) on 2 ranks: exit 3, "interrupted", the resume hint
 # with the launcher; status says stopped; submit refuses the run, --queue keeps the job.
+# 'long' takes at least 1 ms a step (an injected delay), so that it is still running at every
+# check below however fast or loaded the machine (unslowed, it once finished first in CI).
 job_toml name=long ranks=2 steps=1000000 log_interval_s=0.2 > long.toml
 printf 'include = ["long.toml"]\n[scheduler]\npolicy = "complementary"\nround_interval_s = 0.1\ncolocation_limit = 2\ncores_per_rank = 2\nslowdown_limit = 100\n' > stop.toml
+export RECMIX_STEP_DELAY_INJECTION='long:*:0.001'
 "${mpirun[@]}" -np 2 "$recmix" run stop.toml --run-dir stop -q > stop.out 2> stop.err &
 pid=$!
 wait_for "jobs['long']['state'] == 'running' and jobs['long']['step'] > 0" stop "$pid"

@@ -9,12 +9,15 @@
 #     with no [cluster], the network between the nodes is probed at start and is the run's;
 #   - recmix sim --replay of that run takes the same decisions on the same 2 nodes;
 #   - a launch whose nodes cannot be whole is refused before any job starts, on every rank;
+#   - with --device cuda each rank reads its GPU's memory (NVML; here a fake library of two GPUs,
+#     80 and 40 GiB) and the scheduler plans every rank with the smallest, or with [scheduler]
+#     memory_capacity when given, with a warning when that is more than a GPU has;
 #   - 130 ranks on this host (oversubscribed, one thread each) are one node of 130, past the old
 #     64-rank limit and past 128: tiny jobs of 1, 2 and all 130 ranks start, place and finish,
 #     and replay.
-# Usage: run_nodes.sh <recmix binary> <source dir>
+# Usage: run_nodes.sh <recmix binary> <source dir> <fake NVML library>
 set -euo pipefail
-recmix=$1 src=$(cd "$2" && pwd)
+recmix=$1 src=$(cd "$2" && pwd) fake_nvml=$3
 source "$(dirname "$0")/../lib.sh"
 scratch nodes
 mpirun=("$src/launch/recmix-mpirun" -np 4)
@@ -94,6 +97,32 @@ grep -q "config error: --ranks-per-node 3: the world's 4 ranks are not whole nod
 [[ ! -e bad/events.jsonl ]] || fail "a run started with nodes it cannot have"
 
 job_toml name=t1 ranks=1 steps=5 > t1.toml
+# GPUs: this machine has none, so the job then fails on its backend; the run's start is checked.
+# gpu_run <name> <jobs file text>: a 2-rank run on --device cuda, whose ranks see GPUs of 80 and 40 GiB.
+gpu_run() {
+  printf "$2" > "$1.toml"
+  env -u CUDA_VISIBLE_DEVICES RECMIX_NVML_LIBRARY="$fake_nvml" RECMIX_FAKE_NVML_GIB=80,40 \
+    "$src/launch/recmix-mpirun" -np 2 "$recmix" run "$1.toml" --run-dir "$1" --device cuda -q > "$1.out" 2>&1 || true
+  [[ -s $1/events.jsonl ]] || { cat "$1.out"; fail "the run on GPUs ($1) did not start"; }
+}
+# capacity_is <run dir> <bytes> <origin>: run_start's memory per rank and where it came from.
+capacity_is() {
+  $py - "$1/events.jsonl" "$2" "$3" <<'PY' || { grep run_start "$1/events.jsonl"; fail "$1: run_start's memory is not $2 from $3"; }
+import json, sys
+s = json.loads(next(l for l in open(sys.argv[1]) if '"run_start"' in l))
+assert s["memory_capacity_bytes"] == int(sys.argv[2]) and s["memory_capacity"] == sys.argv[3], s
+PY
+}
+gpu_run gpus 'include = ["t1.toml"]\n[scheduler]\nround_interval_s = 0.1\n'
+grep -q "the ranks' GPUs differ: 40 GiB (rank 1) to 80 GiB (rank 0); the scheduler plans each rank with 40 GiB" gpus.out ||
+  { cat gpus.out; fail "no line on the ranks' GPUs"; }
+capacity_is gpus $((40 << 30)) devices
+gpu_run given 'include = ["t1.toml"]\n[scheduler]\nround_interval_s = 0.1\nmemory_capacity = "64GiB"\n'
+grep -q "warning: \[scheduler\] memory_capacity (64 GiB) is more than rank 1's GPU has (40 GiB)" given.out ||
+  { cat given.out; fail "no warning on a capacity past a GPU"; }
+capacity_is given $((64 << 30)) "jobs file"
+# On the CPU backend no GPU is read: the default.
+grep -q '"memory_capacity":"default"' fit/events.jsonl || fail "the CPU run's memory is not the default"
 job_toml name=t2 ranks=2 steps=5 > t2.toml
 job_toml name=all ranks=130 steps=3 batch_size=130 > all.toml
 printf 'include = ["t1.toml", "t2.toml", "all.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\n' > many.toml
