@@ -19,27 +19,24 @@
 #         are run by hand (docs/reliability.md): HDF5 1.10 itself crashes on some damaged files,
 #         which a time-boxed run would report.
 #
-#   scripts/test-sanitizers.sh [asan|tsan|fuzz|all] [--reduced] [--no-run] [--build-only]
+#   scripts/test-sanitizers.sh [asan|tsan|fuzz|all] [--reduced] [--no-run]
 #
 # --reduced (what scripts/test.sh runs, to stay within CI's time on 2 cores): asan builds only
 # the layers below the scheduler and the runtime (device, mlp, embedding, comm, data) with their
 # unit tests, the data fuzz corpora, and their MPI tests at 2 ranks; the scheduler, the trainer,
 # the recmix binary's end-to-end tests and the 1- and 4-rank runs are left to the full stage.
-# --build-only builds what the stage would run, and runs nothing (scripts/test.sh builds the trees
-# while the main tests run). RECMIX_SANITIZE_JOBS sets the build and test parallelism (default: the
-# number of cores).
+# RECMIX_SANITIZE_JOBS sets the build and test parallelism (default: the number of cores).
 # Suppressions for third-party code are in tests/sanitizers/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stage=all reduced=0 with_run=1 build_only=0
+stage=all reduced=0 with_run=1
 for arg in "$@"; do
   case "$arg" in
-    --build-only) build_only=1 ;;
     asan | tsan | fuzz | all) stage=$arg ;;
     --reduced) reduced=1 ;;
     --with-run) with_run=1 ;;  # the default; kept for old command lines
     --no-run) with_run=0 ;;
-    *) echo "usage: $0 [asan|tsan|fuzz|all] [--reduced] [--no-run] [--build-only]" >&2; exit 2 ;;
+    *) echo "usage: $0 [asan|tsan|fuzz|all] [--reduced] [--no-run]" >&2; exit 2 ;;
   esac
 done
 jobs=${RECMIX_SANITIZE_JOBS:-$(nproc)}
@@ -87,7 +84,6 @@ run_asan() {
     cmake --build build-asan -j "$jobs"
   fi
   echo "asan: built in $((SECONDS - t0)) s"
-  ((build_only)) && return
   local t1=$SECONDS
   if ((reduced)); then
     local u names replays
@@ -113,7 +109,6 @@ run_tsan() {
   local extra=()
   ((with_run)) && extra=(recmix)
   cmake --build build-tsan -j "$jobs" --target "${mpi[@]}" test_data_reader "${extra[@]}"
-  ((build_only)) && { echo "tsan: built in $((SECONDS - t0)) s"; return; }
   local names
   names=$(IFS='|'; echo "${mpi[*]}")
   # As for recmix run below: the libraries that are not instrumented are not watched (one run
@@ -142,7 +137,6 @@ run_fuzz() {
   local cmake_targets=("${targets[@]}")
   configure_asan
   cmake --build build-asan -j "$jobs" --target "${cmake_targets[@]/#/fuzz_}"
-  ((build_only)) && { echo "fuzz: built in $((SECONDS - t0)) s"; return; }
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/recmix-fuzz-XXXXXX")
   # The checkpoint target runs one MPI rank in-process. The fuzzers never finalise MPI (nothing of
   # Open MPI is unloaded), so allocation stacks can be unwound the fast way: 4-5x the inputs a

@@ -17,21 +17,7 @@ stage scripts/install-deps.sh --with-slurm
 # The benchmarks are not built here: no test runs them, and they were about a seventh of the
 # build's compile time (scripts/build.sh builds them; bench/RESULTS.md says how each is run).
 stage scripts/build.sh -DRECMIX_BUILD_BENCH=OFF
-# The sanitizer trees are built while the main tests run, at the lowest priority (nice 19): the
-# end-to-end tests spend much of their time waiting on runs, and leave about half of the two cores
-# idle, which the builds take. The sanitizer stages then find their trees built (or finish them).
-# Its own session (setsid), so that the builds end with this script whatever happens.
-setsid bash -c 'for s in "asan --reduced" fuzz tsan; do nice -n 19 scripts/test-sanitizers.sh $s --build-only || exit 1; done' \
-  > build/sanitizer-builds.log 2>&1 &
-prebuild_pid=$!
-trap 'kill -- -"$prebuild_pid" 2>/dev/null || true' EXIT
 stage bash -c 'cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600'
-wait_prebuild() {
-  wait "$prebuild_pid" || { tail -50 build/sanitizer-builds.log; echo "test.sh: the sanitizer builds failed" >&2; return 1; }
-  grep -E "built in" build/sanitizer-builds.log
-}
-stage wait_prebuild
-trap - EXIT
 stage scripts/test-sanitizers.sh asan --reduced
 stage scripts/test-sanitizers.sh tsan
 stage scripts/test-sanitizers.sh fuzz

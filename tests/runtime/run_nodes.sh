@@ -126,7 +126,18 @@ grep -q '"memory_capacity":"default"' fit/events.jsonl || fail "the CPU run's me
 job_toml name=t2 ranks=2 steps=5 > t2.toml
 job_toml name=all ranks=130 steps=3 batch_size=130 > all.toml
 printf 'include = ["t1.toml", "t2.toml", "all.toml"]\n[scheduler]\nround_interval_s = 0.1\ncores_per_rank = 1\n' > many.toml
-"$src/launch/recmix-mpirun" -np 130 "$recmix" run many.toml --run-dir many -q > many.out 2>&1 || { cat many.out; fail "the 130-rank run failed"; }
+# Open MPI 4.1's runtime can report a rank that finalised and exited as one "with PID 0 ...
+# exiting improperly", and exit non-zero (a race between its daemon and the ranks' exits:
+# open-mpi/ompi#7833, #9389), more often with many ranks on two cores and a machine under load. It
+# happened here once in 130 ranks. Then the run's own word decides: it says it finished, and its
+# summary is checked below.
+rc=0
+"$src/launch/recmix-mpirun" -np 130 "$recmix" run many.toml --run-dir many -q > many.out 2>&1 || rc=$?
+if ((rc != 0)); then
+  grep -q "^run finished in" many.out && grep -q "exited due to process rank [0-9]* with PID 0 on" many.out ||
+    { cat many.out; fail "the 130-rank run failed (exit status $rc)"; }
+  echo "run nodes: the 130-rank run finished; Open MPI then reported a rank with PID 0 (its exit race), status $rc"
+fi
 $py - many/summary.json many/events.jsonl <<'PY' || { cat many.out; fail "the 130-rank run did not place and finish its jobs"; }
 import json, sys
 s = json.load(open(sys.argv[1]))
