@@ -232,10 +232,10 @@ double device_memory_if_gpus(comm::Communicator& world, const runtime::RankPlace
   if (world.rank() != 0) return m.smallest_bytes;
   auto gib = [](double bytes) { return fmt::format("{:.4g} GiB", bytes / double(1ull << 30)); };
   const std::uint64_t given = jobs.scheduler.memory_capacity;
-  const std::string plan = given > 0 ? "[scheduler] memory_capacity, " + gib(static_cast<double>(given))
-                                     : m.smallest_bytes > 0 ? gib(m.smallest_bytes)
-                                                            : gib(static_cast<double>(runtime::kDefaultRankCapacity)) +
-                                                                  " (set [scheduler] memory_capacity)";
+  const runtime::run::RankCapacity c = runtime::run::rank_capacity(given, m.smallest_bytes);
+  const std::string plan = given > 0                              ? "[scheduler] memory_capacity, " + gib(c.bytes)
+                           : std::string(c.origin) == "default" ? gib(c.bytes) + " (set [scheduler] memory_capacity)"
+                                                                : gib(c.bytes);
   if (m.unread_ranks > 0)
     std::fprintf(stderr, "recmix run: %d of %d rank(s) could not read their GPU's memory (the first: rank %d; rank 0: "
                  "%s); the scheduler plans each rank with %s\n",

@@ -3,8 +3,15 @@
 #include <vector>
 
 #include "device/gpu_usage.hpp"
+#include "runtime/run/job_file.hpp"
 
 namespace recmix::runtime::run {
+
+RankCapacity rank_capacity(std::uint64_t given, double devices) {
+  if (given > 0) return {static_cast<double>(given), "jobs file"};
+  if (devices > 0) return {devices, "devices"};
+  return {static_cast<double>(kDefaultRankCapacity), "default"};
+}
 
 DeviceMemory gather_device_memory(comm::Communicator& world, double mine) {
   std::vector<double> all(static_cast<std::size_t>(world.size()));

@@ -2,6 +2,8 @@
 // Each rank's GPU memory, read at the start of a recmix run whose jobs use GPUs (docs/run.md,
 // Nodes): NVML's total for the GPU the rank takes, gathered over the world. The scheduler plans
 // every rank with the smallest, unless [scheduler] memory_capacity gives the figure.
+#include <cstdint>
+
 #include "comm/communicator.hpp"
 
 namespace recmix::runtime::run {
@@ -14,6 +16,14 @@ struct DeviceMemory {
   int unread_ranks = 0;       // ranks that could not read their GPU's memory
   int first_unread_rank = -1;
 };
+
+// The one rule for a rank's memory in recmix run: `given` ([scheduler] memory_capacity; 0: none),
+// else `devices` (the smallest GPU as read at start; 0: not read), else kDefaultRankCapacity.
+struct RankCapacity {
+  double bytes = 0;
+  const char* origin = "default";  // "jobs file", "devices" or "default" (run_start's memory_capacity)
+};
+RankCapacity rank_capacity(std::uint64_t given, double devices);
 
 // Collective: `mine` is what this rank read, in bytes (0: nothing). Every rank gets the same.
 DeviceMemory gather_device_memory(comm::Communicator& world, double mine);

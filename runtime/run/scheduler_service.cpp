@@ -15,6 +15,7 @@
 #include "core/half.hpp"
 #include "data/format.hpp"
 #include "device/memory_pool.hpp"
+#include "runtime/run/device_memory.hpp"
 #include "sched/dlrm_profile.hpp"
 #include "sched/machine_model.hpp"
 #include "sched/memory_estimator.hpp"
@@ -86,10 +87,7 @@ SchedulerService::SchedulerService(SchedulerLink& plane, RunOptions options)
     if (probed.intra_node_gbps > 0) spec.intra_node_bandwidth = probed.intra_node_gbps * 1e9;
     if (probed.inter_node_gbps > 0) spec.inter_node_bandwidth = probed.inter_node_gbps * 1e9;
   }
-  // A rank's memory: the jobs file's figure, else the smallest GPU's as read at start, else the default.
-  spec.gpu_memory_bytes = cfg.memory_capacity > 0             ? static_cast<double>(cfg.memory_capacity)
-                          : options_.device_memory_bytes > 0 ? options_.device_memory_bytes
-                                                             : static_cast<double>(kDefaultRankCapacity);
+  spec.gpu_memory_bytes = rank_capacity(cfg.memory_capacity, options_.device_memory_bytes).bytes;
   spec.max_jobs_per_gpu = cfg.colocation_limit;
   spec.host_cores = options_.cores_per_rank * plane_.size();
   spec.cores_per_gpu = options_.cores_per_rank;
@@ -345,11 +343,6 @@ std::string SchedulerService::network_origin() const {
   return probed.intra_node_gbps > 0 || probed.inter_node_gbps > 0 ? "probed" : "default";
 }
 
-std::string SchedulerService::memory_origin() const {
-  if (options_.jobs.scheduler.memory_capacity > 0) return "jobs file";
-  return options_.device_memory_bytes > 0 ? "devices" : "default";
-}
-
 nlohmann::json SchedulerService::run() {
   const auto& cfg = options_.jobs.scheduler;
   // unix_s: the wall clock at the start, so that a reader puts the parts of a resumed run (each
@@ -361,7 +354,7 @@ nlohmann::json SchedulerService::run() {
          {"delay_min_s", cfg.delay_min_s}, {"delay_max_s", cfg.delay_max_s},
          {"resume", options_.resume}, {"stay_open", options_.stay_open},
          {"cores_per_rank", options_.cores_per_rank}, {"memory_capacity_bytes", cluster_->spec().gpu_memory_bytes},
-         {"memory_capacity", memory_origin()},
+         {"memory_capacity", rank_capacity(cfg.memory_capacity, options_.device_memory_bytes).origin},
          {"nodes", options_.nodes.nodes()}, {"ranks_per_node", options_.nodes.ranks_per_node},
          {"node_hosts", options_.nodes.hosts},
          {"network", network_origin()},

@@ -39,7 +39,7 @@ struct RunOptions {
   // [cluster]); a figure of 0 keeps the cluster model's default.
   ProbedNetwork probed_network;
   // The smallest rank's GPU memory as read at start (recmix run, when its jobs use GPUs); 0: not
-  // read. [scheduler] memory_capacity, when given, comes first; with neither, kDefaultRankCapacity.
+  // read. [scheduler] memory_capacity, when given, comes first (rank_capacity, device_memory.hpp).
   double device_memory_bytes = 0;
   // When set, every job of the run (in the jobs file, submitted, resumed) runs on this backend
   // whatever its device.kind says ("cpu", "cuda", "cpu-strict"): recmix run --device.
@@ -76,7 +76,6 @@ class SchedulerService {
 
   double now() const;
   std::string network_origin() const;
-  std::string memory_origin() const;
   void add_job(RunJob job, const std::string& source);
   void take_spool();
   void make_run_directory() const;

@@ -45,5 +45,14 @@ TEST(DeviceMemory, ARankThatCouldNotReadItsGpuLeavesNoFigure) {
   EXPECT_EQ(m.first_unread_rank, last);
 }
 
+TEST(DeviceMemory, TheJobsFileThenTheGpusThenTheDefault) {
+  EXPECT_EQ(rank_capacity(64ull << 30, 40 * kGiB).bytes, 64 * kGiB);
+  EXPECT_STREQ(rank_capacity(64ull << 30, 40 * kGiB).origin, "jobs file");
+  EXPECT_EQ(rank_capacity(0, 40 * kGiB).bytes, 40 * kGiB);
+  EXPECT_STREQ(rank_capacity(0, 40 * kGiB).origin, "devices");
+  EXPECT_EQ(rank_capacity(0, 0).bytes, 8 * kGiB);
+  EXPECT_STREQ(rank_capacity(0, 0).origin, "default");
+}
+
 }  // namespace
 }  // namespace recmix::runtime::run
