@@ -8,7 +8,8 @@ namespace recmix::mlp::kernels {
 
 // The end of cross layer l's forward for the samples of block `item`: v holds the layer's
 // product (W (V x_l) or M x_l) on entry and v + b on exit (kept for the backward), and
-// x_next = x0 * (v + b) + x_l, element-wise over the n features.
+// x_next = x0 * (v + b) + x_l, element-wise over the n features. Where x_next16 is set, x_next
+// rounded to bf16 as well (the next layer's bf16 GEMM input).
 struct CrossCombine {
   float* v;
   const float* bias;
@@ -16,6 +17,7 @@ struct CrossCombine {
   const float* x;
   float* x_next;
   int rows, n;
+  std::uint16_t* x_next16 = nullptr;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
     const Index r1 = min_index((item + 1) * kRowBlock, rows);
     for (Index r = item * kRowBlock; r < r1; ++r) {
@@ -28,6 +30,8 @@ struct CrossCombine {
         vr[c] = vc;
         out[c] = x0r[c] * vc + xr[c];
       }
+      if (x_next16)
+        for (int c = 0; c < n; ++c) x_next16[r * n + c] = half::float_to_bf16(out[c]);
     }
   }
 };
@@ -39,6 +43,7 @@ struct CrossCombine {
 //   gx0 = (first ? 0 : gx0) + g * v    (x0's gradient through the products of every layer)
 //         + (last ? g : 0)             (layer 0: x_0 is also the layer's input, through x_l)
 //   partial[item][c] = sum of dv over the block's rows, in row order (the bias gradient's part)
+// Where dv16 is set, dv rounded to bf16 as well (the bf16 GEMMs' operand).
 struct CrossGradient {
   const float* g_in;
   float* g_out;
@@ -49,6 +54,7 @@ struct CrossGradient {
   float* partial;
   int rows, n;
   bool first, last;
+  std::uint16_t* dv16 = nullptr;
   RECMIX_HOST_DEVICE void operator()(Index item) const {
     const Index r0 = item * kRowBlock, r1 = min_index(r0 + kRowBlock, rows);
     float* part = partial + item * n;
@@ -71,6 +77,8 @@ struct CrossGradient {
         gx[c] = acc;
         go[c] = g;
       }
+      if (dv16)
+        for (int c = 0; c < n; ++c) dv16[r * n + c] = half::float_to_bf16(dvr[c]);
     }
   }
 };

@@ -18,11 +18,13 @@
 namespace recmix::mlp {
 
 // The cross network of the "dcn" interaction: `layers` cross layers of rank `rank` (0: a full
-// n x n matrix a layer, the original DCN-V2 layer), initialised from `seed`.
+// n x n matrix a layer, the original DCN-V2 layer), initialised from `seed`. bf16_gemms: its
+// GEMMs take their operands rounded to bf16 and sum in fp32, as mlp::Mlp's bf16 GEMMs.
 struct CrossSpec {
   int layers = 3;
   int rank = 512;
   std::uint64_t seed = 0;
+  bool bf16_gemms = false;
 };
 
 class Interaction {

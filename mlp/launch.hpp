@@ -6,6 +6,7 @@
 
 #include "device/backend.hpp"
 #include "device/fine_grained.hpp"
+#include "mlp/cpu/bf16.hpp"
 #include "mlp/cpu/threading.hpp"
 #include "device/cpu/host_workers.hpp"
 #include "mlp/cross_kernels.hpp"
@@ -63,6 +64,19 @@ void launch_host(device::Backend& backend, device::Stream& stream, int threads, 
   if (n <= 0) return;
   backend.note_launch();
   backend.run_host_kernel(stream, [threads, n, f] { device::cpu::parallel_blocks(threads, n, f); });
+}
+
+// launch(), for a pass that also writes bf16 GEMM operands when `bf16`: on the CPU backend of an
+// AVX-512 CPU through cpu::run_rounded (mlp/cpu/bf16.hpp), which rounds each block while it is in
+// cache, 16 values a vector; elsewhere the functor as it is, rounding one value at a time. Both
+// give the same bits.
+template <class F>
+void launch_rounding(device::Backend& backend, device::Stream& stream, bool bf16, kernels::Index n, const F& f,
+                     std::int64_t elements) {
+  if (bf16 && device::device_memory_is_host(backend) && cpu::bf16_rounding_vectorised())
+    launch_host(backend, stream, cpu_threads_for(backend, elements), n, [f](kernels::Index b) { cpu::run_rounded(f, b); });
+  else
+    launch(backend, stream, n, f, elements);
 }
 
 inline kernels::Index row_blocks(int rows) {

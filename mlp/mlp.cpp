@@ -94,12 +94,7 @@ bool Mlp::fused_forward(const Layer& l) const {
 
 template <class F>
 void Mlp::launch_rounding(device::Stream& s, std::int64_t n, const F& f, std::int64_t elements) {
-  if (bf16_ && device::device_memory_is_host(backend_) && cpu::bf16_rounding_vectorised()) {
-    detail::launch_host(backend_, s, detail::cpu_threads_for(backend_, elements), n,
-                        [f](kernels::Index b) { cpu::run_rounded(f, b); });
-  } else {
-    detail::launch(backend_, s, n, f, elements);
-  }
+  detail::launch_rounding(backend_, s, bf16_, n, f, elements);
 }
 
 namespace {

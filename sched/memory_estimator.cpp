@@ -161,7 +161,10 @@ double activation_bytes(const JobSpec& spec) {
     if (i + 1 < s.top_mlp.size()) inputs += s.top_mlp[i];
     widest = std::max<double>(widest, s.top_mlp[i]);
   }
-  return fp32 + spec.local_batch() * (inputs + widest) * kHalfBytes;
+  // The cross layers' (dcn): each layer's input and low-rank product, and the product's and the
+  // low-rank gradients of one layer at a time.
+  const double cross16 = s.cross_layers > 0 ? s.cross_layers * (n + r) + n + r : 0.0;
+  return fp32 + spec.local_batch() * (inputs + widest + cross16) * kHalfBytes;
 }
 
 double all_to_all_bytes(const JobSpec& spec, const RankShard& shard) {

@@ -65,7 +65,9 @@ double staging_bytes(const JobSpec& spec, const RankShard& shard);
 // layer output, the pooled embeddings and the interaction output with a gradient each; with
 // cross layers (dcn, n wide, rank r, L layers) + local batch x 4 x (L (2n + r) + 3n + r). With bf16
 // GEMMs also each MLP layer's input in bf16 and one layer's pre-activation gradient in bf16:
-// + local batch x 2 x (sum of layer input widths + widest layer output).
+// + local batch x 2 x (sum of layer input widths + widest layer output), and for cross layers
+// each layer's input and low-rank product and one layer's two gradients: + local batch x 2 x
+// (L (n + r) + n + r).
 double activation_bytes(const JobSpec& spec);
 // All-to-all send and receive buffers: indices out/in (8 B) and pooled vectors and their
 // gradients out/in (4 B); the owner side sizes by the global batch and owned tables.

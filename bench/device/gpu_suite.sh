@@ -19,7 +19,7 @@
 #      the eager fp32 step with none of them, at batch 2048 and 16384;
 #   6. the L2 window on and off, tiered at 10% hot rows, on datasets of Zipf exponent 1.05 and 1.2;
 #   7. the DLRM-DCNv2 step (bench_dcn --device cuda: the MLPerf benchmark's dense shape at batch
-#      2048 and 16384) in fp32, TF32 and with bf16 MLPs, against the 2048^3 GEMM in fp32 and TF32;
+#      2048 and 16384) in fp32, TF32 and with bf16 GEMMs, against the 2048^3 GEMM in fp32, TF32, bf16;
 #   8. co-location on one GPU (bench/run/bench_colocation.sh --device cuda): three mixes (four
 #      small jobs; two Kaggle-shape jobs at batch 16384; an embedding-heavy job beside an MLP-heavy
 #      one), each co-located by recmix run, one after another and each job alone, with the ratios

@@ -1,7 +1,7 @@
 // bench_dcn: the DLRM-DCNv2 training step (the MLPerf benchmark's dense shape: bottom
 // 13-512-256-128, 26 tables of dim 128, three cross layers of rank 512 on n = 3456, top
 // 1024-1024-512-256-1; small tables) against this machine's fp32 GEMM ceiling, side by side in one
-// run: each repetition times the step in fp32 (and with bf16 MLPs where the backend runs them),
+// run: each repetition times the step in fp32 (and with bf16 GEMMs where the backend runs them),
 // the bare GEMM chain of the step, and a 2048^3 GEMM. Reports each one's GFLOP/s by the step's
 // GEMM FLOPs and its ratio to the 2048^3 GEMM's, medians of the per-repetition ratios.
 // --device cuda (bench/device/gpu_suite.sh) adds the step with TF32 GEMMs and the 2048^3 GEMM in
@@ -21,6 +21,7 @@
 #include "bench/common/timing.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "device/backend.hpp"
 #include "device/buffer.hpp"
 #include "device/cpu/omp_wait_policy.hpp"
@@ -118,6 +119,34 @@ struct GemmRunner {
   std::unique_ptr<device::Stream> stream;
 };
 
+// A 2048^3 GEMM on bf16 operands with an fp32 result (Backend::gemm_half): the bf16 ceiling.
+struct Bf16Square {
+  static constexpr int kSide = 2048;
+  explicit Bf16Square(device::Backend& backend)
+      : backend(backend), pool(backend, device::Tier::device, "bf16 ceiling"),
+        a(pool, std::size_t(kSide) * kSide, "A"), b(pool, std::size_t(kSide) * kSide, "B"),
+        c(pool, std::size_t(kSide) * kSide, "C"), stream(backend.create_stream()) {
+    std::vector<float> host(std::size_t(kSide) * kSide);
+    std::vector<std::uint16_t> rounded(host.size());
+    for (auto [buffer, seed] : {std::pair{&a, 3}, std::pair{&b, 4}}) {
+      bench::fill(host.data(), host.size(), -1.f, 1.f, seed);
+      for (std::size_t i = 0; i < host.size(); ++i) rounded[i] = half::float_to_bf16(host[i]);
+      backend.copy(buffer->data(), rounded.data(), rounded.size() * sizeof(std::uint16_t), *stream);
+      stream->synchronize();
+    }
+  }
+  void run() {
+    backend.gemm_half(*stream, half::Storage::bf16, false, true, kSide, kSide, kSide, 1.f, a.data(), kSide, b.data(),
+                      kSide, 0.f, c.data(), kSide);
+    stream->synchronize();
+  }
+  device::Backend& backend;
+  device::MemoryPool pool;
+  device::Buffer<std::uint16_t> a, b;
+  device::Buffer<float> c;
+  std::unique_ptr<device::Stream> stream;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,7 +205,7 @@ int main(int argc, char** argv) {
   const auto plan = embedding::ShardingPlan::automatic(specs, 1);
   std::vector<std::pair<std::string, std::string>> variants = {{"step, fp32", "fp32"}};
   if (gpu) variants.push_back({"step, tf32", "tf32"});
-  variants.push_back({"step, bf16 MLPs", "bf16"});
+  variants.push_back({"step, bf16 GEMMs", "bf16"});
   for (const auto& [name, dense] : variants) {
     Run r{name, dense, dense == "tf32" ? device::Fp32Math::tf32 : device::Fp32Math::fp32,
           std::make_unique<device::MemoryPool>(*backend, device::Tier::device, name), nullptr, "", {}, {}};
@@ -197,7 +226,10 @@ int main(int argc, char** argv) {
   for (int g = 0; g < 4; ++g) data.push_back(bench::make_batch(batch, 0, 1, shape.tables, rows, g));
   GemmRunner chain(*backend, gemms);
   GemmRunner square(*backend, {{2048, 2048, 2048, false, true}});
-  std::vector<double> chain_gflops, chain_ratio, ceiling, ceiling_tf32;
+  // The bf16 ceiling where a job would take bf16 GEMMs (a CPU with AVX512_BF16, or a GPU).
+  const bool bf16 = runs.back().model != nullptr;
+  std::unique_ptr<Bf16Square> square16 = bf16 ? std::make_unique<Bf16Square>(*backend) : nullptr;
+  std::vector<double> chain_gflops, chain_ratio, ceiling, ceiling_tf32, ceiling_bf16, bf16_speedup;
   int step = 0;
   const double square_flops = 2.0 * 2048 * 2048 * 2048;
   for (int rep = 0; rep < reps; ++rep) {
@@ -208,6 +240,7 @@ int main(int argc, char** argv) {
     backend->set_fp32_math(device::Fp32Math::fp32);
     const double peak = square_flops / seconds_per_call([&] { square.run(); }, min_seconds) / 1e9;
     ceiling.push_back(peak);
+    if (square16) ceiling_bf16.push_back(square_flops / seconds_per_call([&] { square16->run(); }, min_seconds) / 1e9);
     const double c = step_flops / seconds_per_call([&] { chain.run(); }, min_seconds) / 1e9;
     chain_gflops.push_back(c);
     chain_ratio.push_back(c / peak);
@@ -219,6 +252,7 @@ int main(int argc, char** argv) {
       r.gflops.push_back(step_flops / s / 1e9);
       r.ratio.push_back(step_flops / s / 1e9 / peak);
     }
+    if (bf16) bf16_speedup.push_back(runs.back().gflops.back() / runs.front().gflops.back());
   }
   if (phases && runs[0].model) {
     auto& model = *runs[0].model;
@@ -235,6 +269,8 @@ int main(int argc, char** argv) {
   fmt::print("| 2048^3 fp32 GEMM (the ceiling) | | {:.1f} | 1.00 |\n", bench::median(ceiling));
   if (gpu) fmt::print("| 2048^3 tf32 GEMM | | {:.1f} | {:.2f} |\n", bench::median(ceiling_tf32),
                       bench::median(ceiling_tf32) / bench::median(ceiling));
+  if (square16) fmt::print("| 2048^3 bf16 GEMM | | {:.1f} | {:.2f} |\n", bench::median(ceiling_bf16),
+                           bench::median(ceiling_bf16) / bench::median(ceiling));
   fmt::print("| the step's GEMMs alone | {:.0f} | {:.1f} | {:.2f} |\n",
              bench::median(chain_gflops) * 1e9 * batch / step_flops, bench::median(chain_gflops),
              bench::median(chain_ratio));
@@ -246,6 +282,10 @@ int main(int argc, char** argv) {
     fmt::print("| {} | {:.0f} | {:.1f} | {:.2f} |\n", r.name, bench::median(r.gflops) * 1e9 * batch / step_flops,
                bench::median(r.gflops), bench::median(r.ratio));
   }
+  if (bf16)
+    fmt::print("\nbf16 GEMMs against fp32, the same repetition's steps: {:.2f}x (medians of {}); the bf16 step at {:.2f} "
+               "of the 2048^3 bf16 GEMM\n",
+               bench::median(bf16_speedup), reps, bench::median(runs.back().gflops) / bench::median(ceiling_bf16));
   MPI_Finalize();
   return 0;
 }

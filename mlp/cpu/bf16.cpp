@@ -44,4 +44,18 @@ void run_rounded(const kernels::RoundToBf16& f, kernels::Index item, bool vector
   round_to_bf16(f.src + first, f.dst + first, kernels::min_index(kernels::kFlatBlock, f.count - first), vectorised);
 }
 
+void run_rounded(const kernels::CrossCombine& f, kernels::Index item, bool vectorised) {
+  auto g = f;
+  g.x_next16 = nullptr;
+  g(item);
+  round_block(f.x_next, f.x_next16, item, f.rows, f.n, vectorised);
+}
+
+void run_rounded(const kernels::CrossGradient& f, kernels::Index item, bool vectorised) {
+  auto g = f;
+  g.dv16 = nullptr;
+  g(item);
+  round_block(f.dv, f.dv16, item, f.rows, f.n, vectorised);
+}
+
 }  // namespace recmix::mlp::cpu

@@ -100,9 +100,9 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   bottom_sizes.insert(bottom_sizes.end(), spec.model.bottom_mlp.begin(), spec.model.bottom_mlp.end());
   bottom_ = std::make_unique<mlp::Mlp>(backend, pool, "bottom", bottom_sizes, mlp::Activation::relu,
                                        spec.seed * 4 + 1, max_batch, bf16);
-  // The cross network's GEMMs stay fp32 (or TF32) with bf16 MLPs.
-  interaction_ = mlp::make_interaction(spec.model.interaction, backend, pool, k, dim_, max_batch,
-                                       mlp::CrossSpec{spec.model.cross_layers, spec.model.cross_rank, spec.seed * 4});
+  interaction_ = mlp::make_interaction(
+      spec.model.interaction, backend, pool, k, dim_, max_batch,
+      mlp::CrossSpec{spec.model.cross_layers, spec.model.cross_rank, spec.seed * 4, bf16});
   std::vector<int> top_sizes = {interaction_->out_features()};
   top_sizes.insert(top_sizes.end(), spec.model.top_mlp.begin(), spec.model.top_mlp.end());
   top_ = std::make_unique<mlp::Mlp>(backend, pool, "top", top_sizes, mlp::Activation::sigmoid,

@@ -1,7 +1,8 @@
 // The CPU backend's vectorised bf16 operand rounding (mlp/cpu_bf16.hpp) against the scalar
 // routine (half::float_to_bf16) and the portable functors: the same bits for every bf16 pattern
 // with the dropped halves that decide a rounding, for ragged lengths, and through the bias +
-// activation forward and the activation backward. Skipped without AVX-512.
+// activation forward and the activation backward, and through the cross network's two passes.
+// Skipped without AVX-512.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -98,5 +99,53 @@ TEST(CpuBf16Rounding, ActivationPassesMatchThePortableFunctors) {
     EXPECT_EQ(dz_got, dz_ref);
     EXPECT_EQ(part_got, part_ref);
     EXPECT_EQ(dz16_got, dz16_ref);
+  }
+}
+
+// The cross network's two passes (mlp/cross_kernels.hpp), rows not a multiple of the row block:
+// the vectorised rounding after each block gives the functor's own bits, and leaves its fp32
+// outputs (x_next and v; dv, g, x0's gradient and the bias partial sums) as the functor writes them.
+TEST(CpuBf16Rounding, CrossPassesMatchThePortableFunctors) {
+  skip_without_avx512();
+  constexpr int rows = 75, n = 37;
+  const kernels::Index blocks = (rows + kernels::kRowBlock - 1) / kernels::kRowBlock;
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  auto random = [&](std::size_t count) {
+    std::vector<float> v(count);
+    for (auto& x : v) x = normal(gen);
+    return v;
+  };
+  const auto v0 = random(rows * n), bias = random(n), x0 = random(rows * n), x = random(rows * n),
+             g = random(rows * n), gx0_start = random(rows * n);
+  std::vector<float> v_ref = v0, v_got = v0, next_ref(rows * n), next_got(rows * n);
+  std::vector<std::uint16_t> next16_ref(rows * n), next16_got(rows * n);
+  kernels::CrossCombine ref{v_ref.data(), bias.data(), x0.data(), x.data(), next_ref.data(), rows, n, next16_ref.data()};
+  kernels::CrossCombine got{v_got.data(), bias.data(), x0.data(), x.data(), next_got.data(), rows, n, next16_got.data()};
+  for (kernels::Index b = 0; b < blocks; ++b) {
+    ref(b);
+    cpu::run_rounded(got, b, true);
+  }
+  EXPECT_EQ(v_got, v_ref);
+  EXPECT_EQ(next_got, next_ref);
+  EXPECT_EQ(next16_got, next16_ref);
+
+  for (bool first : {false, true}) {
+    std::vector<float> go_ref(rows * n), go_got(rows * n), dv_ref(rows * n), dv_got(rows * n);
+    std::vector<float> gx_ref = gx0_start, gx_got = gx0_start, part_ref(blocks * n), part_got(blocks * n);
+    std::vector<std::uint16_t> dv16_ref(rows * n), dv16_got(rows * n);
+    kernels::CrossGradient gref{g.data(), go_ref.data(), x0.data(), v_ref.data(), dv_ref.data(), gx_ref.data(),
+                                part_ref.data(), rows, n, first, !first, dv16_ref.data()};
+    kernels::CrossGradient ggot{g.data(), go_got.data(), x0.data(), v_ref.data(), dv_got.data(), gx_got.data(),
+                                part_got.data(), rows, n, first, !first, dv16_got.data()};
+    for (kernels::Index b = 0; b < blocks; ++b) {
+      gref(b);
+      cpu::run_rounded(ggot, b, true);
+    }
+    EXPECT_EQ(go_got, go_ref);
+    EXPECT_EQ(dv_got, dv_ref);
+    EXPECT_EQ(gx_got, gx_ref);
+    EXPECT_EQ(part_got, part_ref);
+    EXPECT_EQ(dv16_got, dv16_ref);
   }
 }

@@ -2,7 +2,9 @@
 // DCN-V2 formula, x_{l+1} = x0 * (W (V x_l) + b) + x_l (or M x_l for full rank): the forward to
 // 1e-5 relative, and every gradient (parameters, bottom output, embeddings) against central finite
 // differences of the float64 forward, on the CPU backend, under the strict emulator, and on CUDA
-// where a GPU is present. Also its initialisation, parameter names and bad shapes.
+// where a GPU is present. With bf16 GEMMs, to bf16's precision, after a forward on other weights
+// (so that the weights' bf16 copy must follow them). Also its initialisation, parameter names and
+// bad shapes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -86,15 +88,18 @@ void expect_close(const std::vector<float>& got, const Vec& want, double rel, co
 
 Vec widen(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 
-class CrossNet : public testing::TestWithParam<std::tuple<device::BackendKind, int>> {};
+class CrossNet : public testing::TestWithParam<std::tuple<device::BackendKind, int, bool>> {};
 
 TEST_P(CrossNet, MatchesTheFloat64FormulaAndItsFiniteDifferences) {
-  const auto [kind, rank] = GetParam();
+  const auto [kind, rank, bf16] = GetParam();
   if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
   const int layers = 3;
   test::TestDevice d(kind);
-  auto inter = make_interaction(InteractionKind::dcn, *d.backend, d.pool, kTables, kDim, kBatch, CrossSpec{layers, rank, 11});
+  auto inter = make_interaction(InteractionKind::dcn, *d.backend, d.pool, kTables, kDim, kBatch,
+                                CrossSpec{layers, rank, 11, bf16});
   ASSERT_EQ(inter->out_features(), kN);
+  // bf16 operands keep 8 significant bits: each rounding is within 2^-9 of its value.
+  const double forward_tolerance = bf16 ? 2e-2 : 1e-5, gradient_tolerance = bf16 ? 3e-2 : 1e-4;
 
   // Random parameters (the zero-initialised biases too), uploaded through the parameter views.
   std::mt19937 rng(5);
@@ -118,6 +123,24 @@ TEST_P(CrossNet, MatchesTheFloat64FormulaAndItsFiniteDifferences) {
   const auto weight = random(std::size_t(kBatch) * kN);  // the loss's weights: its gradient w.r.t. the output
 
   auto& s = *d.stream;
+  if (bf16) {  // a step on other weights first: what follows must not use their bf16 copy
+    auto upload_values = [&](double sign) {
+      for (const auto& p : params) {
+        const int l = p.name[6] - '0';
+        const std::string what = p.name.substr(8);
+        const Vec& v = (what == "V" ? ref.V : what == "W" ? ref.W : what == "weight" ? ref.M : ref.b)[l];
+        std::vector<float> values(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) values[i] = static_cast<float>(sign * v[i]);
+        d.backend->copy(p.value, values.data(), p.count * sizeof(float), s);
+      }
+    };
+    upload_values(-1.0);
+    const auto other = random(std::size_t(kBatch) * kN);
+    std::vector<float> scratch(std::size_t(kBatch) * kN, 0.f);
+    inter->forward(s, d.upload(other), d.upload(other), kBatch);
+    inter->backward(s, d.upload(other), d.upload(scratch), d.upload(scratch));
+    upload_values(1.0);
+  }
   const float* out = inter->forward(s, d.upload(bottom), d.upload(emb), kBatch);
   const auto got_out = d.download(out, std::size_t(kBatch) * kN);
   std::vector<float> grad_bottom_init(bottom.size(), 0.f), grad_emb_init(emb.size(), 0.f);
@@ -130,7 +153,7 @@ TEST_P(CrossNet, MatchesTheFloat64FormulaAndItsFiniteDifferences) {
   for (int b = 0; b < kBatch; ++b)
     for (int c = 0; c < kN; ++c)
       x0[b * kN + c] = c < kDim ? bottom[b * kDim + c] : emb[b * kTables * kDim + c - kDim];
-  expect_close(got_out, ref.forward(x0), 1e-5, "output");
+  expect_close(got_out, ref.forward(x0), forward_tolerance, "output");
 
   const Vec w = widen(weight);
   auto loss = [&] { return ref.loss(x0, w); };
@@ -138,27 +161,36 @@ TEST_P(CrossNet, MatchesTheFloat64FormulaAndItsFiniteDifferences) {
     const int l = p.name[6] - '0';
     const std::string what = p.name.substr(8);
     Vec& value = (what == "V" ? ref.V : what == "W" ? ref.W : what == "weight" ? ref.M : ref.b)[l];
-    expect_close(d.download(p.grad, p.count), finite_difference(value, loss), 1e-4, p.name + " gradient");
+    expect_close(d.download(p.grad, p.count), finite_difference(value, loss), gradient_tolerance, p.name + " gradient");
   }
   const Vec gx0 = finite_difference(x0, loss);
   Vec want_bottom(bottom.size()), want_emb(emb.size());
   for (int b = 0; b < kBatch; ++b)
     for (int c = 0; c < kN; ++c)
       (c < kDim ? want_bottom[b * kDim + c] : want_emb[b * kTables * kDim + c - kDim]) = gx0[b * kN + c];
-  expect_close(d.download(grad_bottom, bottom.size()), want_bottom, 1e-4, "bottom output gradient");
-  expect_close(d.download(grad_emb, emb.size()), want_emb, 1e-4, "embedding gradient");
+  expect_close(d.download(grad_bottom, bottom.size()), want_bottom, gradient_tolerance, "bottom output gradient");
+  expect_close(d.download(grad_emb, emb.size()), want_emb, gradient_tolerance, "embedding gradient");
+  if (bf16) {  // and the GEMMs did take bf16 operands: the output is not the fp32 network's
+    auto fp32 = make_interaction(InteractionKind::dcn, *d.backend, d.pool, kTables, kDim, kBatch,
+                                 CrossSpec{layers, rank, 11, false});
+    for (std::size_t i = 0; i < params.size(); ++i)
+      d.backend->copy(fp32->parameters()[i].value, params[i].value, params[i].count * sizeof(float), s);
+    const auto want32 = d.download(fp32->forward(s, d.upload(bottom), d.upload(emb), kBatch), got_out.size());
+    EXPECT_NE(got_out, want32);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CrossNet,
                          testing::Combine(testing::Values(device::BackendKind::cpu, device::BackendKind::cpu_strict,
                                                           device::BackendKind::cuda),
-                                          testing::Values(3, 0)),
+                                          testing::Values(3, 0), testing::Bool()),
                          [](const auto& info) {
                            const auto kind = std::get<0>(info.param);
                            const std::string k = kind == device::BackendKind::cuda         ? "cuda"
                                                  : kind == device::BackendKind::cpu_strict ? "cpu_strict"
                                                                                            : "cpu";
-                           return k + (std::get<1>(info.param) > 0 ? "_low_rank" : "_full_rank");
+                           return k + (std::get<1>(info.param) > 0 ? "_low_rank" : "_full_rank") +
+                                  (std::get<2>(info.param) ? "_bf16" : "");
                          });
 
 // Names and shapes as checkpoints store them; the matrices' spread is Xavier-normal's and the

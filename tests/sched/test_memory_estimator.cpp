@@ -365,6 +365,13 @@ TEST(MemoryEstimator, CrossLayersAddParametersAndActivations) {
   s.shape.cross_rank = 0;
   EXPECT_EQ(s.shape.dense_params(), 139 + 312);
   EXPECT_DOUBLE_EQ(activation_bytes(s), 6 * (83 + 2 * 24 + 36) * 4.0);
+  // bf16 GEMMs: the MLPs' operands as the cat model's (28 inputs, widest output 8), and the
+  // layers' inputs and low-rank products with one layer's two gradients, 2 x (12 + 3) + 12 + 3.
+  s.shape.cross_rank = 3;
+  s.gemm_math = GemmMath::bf16;
+  EXPECT_DOUBLE_EQ(activation_bytes(s), 6 * (83 + 93) * 4.0 + 6 * (36 + 45) * 2.0);
+  s.shape.cross_rank = 0;
+  EXPECT_DOUBLE_EQ(activation_bytes(s), 6 * (83 + 2 * 24 + 36) * 4.0 + 6 * (36 + 2 * 12 + 12) * 2.0);
 }
 
 // The concatenating interaction: the top MLP reads F x dim = 3 x 4 = 12 values, not 4 + 3.
