@@ -99,6 +99,14 @@ DatasetInfo open_file_info(const std::string& file) {
     for (auto m : info.max_bag)
       if (m < 0) throw DataError(file + ": attribute max_bag holds a negative size");
   }
+  if (h5::has_attribute(f, "embedding_init_rows")) {
+    info.init_rows = h5::read_int_vector_attribute(f, "embedding_init_rows");
+    if (info.init_rows.size() != tables)
+      throw DataError(file + ": attribute embedding_init_rows has " + std::to_string(info.init_rows.size()) +
+                      " entries for " + std::to_string(tables) + " tables");
+    for (auto r : info.init_rows)
+      if (r < 1) throw DataError(file + ": attribute embedding_init_rows holds " + std::to_string(r) + ", below 1");
+  }
   // Required attributes, as documented: present and agreeing with the data.
   for (const char* name : {"num_tables", "rows"})
     if (!h5::has_attribute(f, name)) throw DataError(file + ": required attribute " + name + " is missing");
@@ -121,8 +129,9 @@ DatasetInfo open_dataset_info(const std::vector<std::string>& files) {
       all = one;
       continue;
     }
-    if (one.num_dense != all.num_dense || one.table_rows != all.table_rows || one.multi_hot != all.multi_hot)
-      throw DataError(file + ": num_dense, table_rows or layout differ from " + all.files[0] +
+    if (one.num_dense != all.num_dense || one.table_rows != all.table_rows || one.multi_hot != all.multi_hot ||
+        one.init_rows != all.init_rows)
+      throw DataError(file + ": num_dense, table_rows, embedding_init_rows or layout differ from " + all.files[0] +
                       " (all files of a dataset must agree)");
     all.files.push_back(file);
     if (one.max_bag.empty() || all.max_bag.empty())

@@ -21,6 +21,10 @@ struct DatasetInfo {
   // attribute max_bag (the largest over the files); empty when a multi-hot file lacks it.
   std::vector<std::int64_t> max_bag;
   std::int64_t max_bag_rows() const;      // the largest of max_bag; 0 when unknown
+  // Per table, the rows whose bound its initial values take (the attribute embedding_init_rows,
+  // written by recmix data synth --preset for tables scaled down from the benchmark's); empty
+  // when the file has none (each table's own rows).
+  std::vector<std::int64_t> init_rows;
   std::vector<std::string> files;
   std::vector<std::int64_t> file_rows;
   int num_tables() const { return static_cast<int>(table_rows.size()); }

@@ -227,6 +227,8 @@ void write_attributes(hid_t file, const SynthOptions& o, const RowGenerator& gen
   if (!o.preset.empty()) {
     h5::write_attribute(file, "preset", o.preset);
     h5::write_attribute(file, "preset_scale", o.preset_scale);
+    // The benchmark's rows, so that the scaled tables start as the benchmark's do.
+    h5::write_attribute(file, "embedding_init_rows", o.init_rows);
   }
   h5::write_attribute(file, "hidden_model",
                       std::string("p(click) = sigmoid(bias + dense_weights . dense + sum_t v_t[row]); dense ~ N(0,1); "
@@ -299,6 +301,7 @@ void apply_mlperf_dcnv2_preset(SynthOptions& o, std::int64_t scale) {
   o.pooling_max = *hi;
   o.preset = "mlperf-dcnv2";
   o.preset_scale = scale;
+  o.init_rows = mlperf_dcnv2_table_rows();
 }
 
 SynthStats synthesize(const SynthOptions& o) {

@@ -24,6 +24,7 @@ struct SynthOptions {
   std::vector<int> bag_sizes;
   std::string preset;                  // recorded in the file when a preset set the options
   std::int64_t preset_scale = 1;
+  std::vector<std::int64_t> init_rows;  // a preset's unscaled table rows (the embedding_init_rows attribute)
   std::uint64_t seed = 0;
   // Rows [first_row, first_row + rows) of the seed's infinite sequence: disjoint ranges of one seed
   // are train/eval splits drawn from the same hidden model.
@@ -48,7 +49,9 @@ SynthStats synthesize(const SynthOptions& options);
 
 // --preset mlperf-dcnv2: the MLPerf DLRM-DCNv2 benchmark's 26 tables (mlperf_dcnv2_table_rows)
 // divided by `scale` and rounded up (at least one row each), 13 dense features and the
-// benchmark's bag sizes, multi-hot. ConfigError for a scale below 1.
+// benchmark's bag sizes, multi-hot; the file records the benchmark's rows as
+// embedding_init_rows, so a model starts its tables as the benchmark's. ConfigError for a scale
+// below 1.
 void apply_mlperf_dcnv2_preset(SynthOptions& options, std::int64_t scale);
 inline constexpr std::int64_t kMlperfDcnv2DefaultScale = 1000;
 

@@ -79,8 +79,8 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
     // The host tier starts as the untiered tables would: the same functors, run here on the host.
     auto init = [&](std::size_t k, void* w, float* st) {
       const Shard& sh = shards[m.owned[k]];
-      const kernels::InitShard f{static_cast<float*>(w), seed, sh.table, m.tables[sh.table].rows, m.dim, sh.row_begin};
-      const kernels::InitShardHalf h{{nullptr, seed, sh.table, m.tables[sh.table].rows, m.dim, sh.row_begin},
+      const kernels::InitShard f{static_cast<float*>(w), seed, sh.table, m.tables[sh.table].bound_rows(), m.dim, sh.row_begin};
+      const kernels::InitShardHalf h{{nullptr, seed, sh.table, m.tables[sh.table].bound_rows(), m.dim, sh.row_begin},
                                      static_cast<std::uint16_t*>(w), m.storage.type};
       const std::int64_t n = (sh.row_end - sh.row_begin) * m.dim;
       for (std::int64_t i = 0; i < n; ++i) m.half_tables() ? h(i) : f(i);
@@ -115,7 +115,7 @@ ShardedEmbedding::ShardedEmbedding(comm::Communicator& comm, device::Backend& ba
     for (int s : m.owned) {
       const Shard& sh = shards[s];
       kernels::InitShard f{m.weights.data() + m.shard_base[s] * m.dim, seed, sh.table,
-                           m.tables[sh.table].rows, m.dim, sh.row_begin};
+                           m.tables[sh.table].bound_rows(), m.dim, sh.row_begin};
       launch(backend, *stream, (sh.row_end - sh.row_begin) * m.dim, f);
     }
   }
@@ -134,7 +134,7 @@ void ShardedEmbedding::Impl::init_half_tables(device::Stream& stream) {
   const auto& shards = plan.shards();
   for (int s : owned) {
     const Shard& sh = shards[s];
-    const kernels::InitShard init{nullptr, seed, sh.table, tables[sh.table].rows, dim, sh.row_begin};
+    const kernels::InitShard init{nullptr, seed, sh.table, tables[sh.table].bound_rows(), dim, sh.row_begin};
     launch(backend, stream, (sh.row_end - sh.row_begin) * dim,
            kernels::InitShardHalf{init, half_weights.data() + shard_base[s] * dim, storage.type});
   }

@@ -27,6 +27,11 @@ struct TableStorage {
 struct TableSpec {
   std::int64_t rows;
   int dim;
+  // The rows whose bound its initial values take (initial_weight: uniform(+-sqrt(1/init_rows)));
+  // 0: its own. A scaled-down stand-in for a larger table (recmix data synth --preset) starts as
+  // that table would.
+  std::int64_t init_rows = 0;
+  std::int64_t bound_rows() const { return init_rows > 0 ? init_rows : rows; }
 };
 
 // One table's bags over the local batch: bag b holds indices[offsets[b] .. offsets[b+1]).

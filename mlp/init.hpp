@@ -25,4 +25,12 @@ inline void init_normal(device::Backend& backend, device::Stream& s, float* valu
   launch(backend, s, flat_blocks(f.count), f, f.count);
 }
 
+// value[i] = uniform(seed, name_stream(name), i) over [-bound, bound), for i in [0, count).
+inline void init_uniform(device::Backend& backend, device::Stream& s, float* value, std::size_t count,
+                         std::uint64_t seed, const std::string& name, double bound) {
+  kernels::InitUniform f{value, static_cast<kernels::Index>(count), seed, name_stream(name),
+                         static_cast<float>(bound)};
+  launch(backend, s, flat_blocks(f.count), f, f.count);
+}
+
 }  // namespace recmix::mlp::detail

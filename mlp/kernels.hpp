@@ -45,6 +45,17 @@ struct InitNormal {
   RECMIX_HOST_DEVICE void fine(Index i) const;
 };
 
+// value[i] = uniform(seed, stream, i) over [-bound, bound), kFlatBlock values a work item.
+struct InitUniform {
+  float* value;
+  Index count;
+  std::uint64_t seed, stream;
+  float bound;
+  RECMIX_HOST_DEVICE void operator()(Index item) const;
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
+  RECMIX_HOST_DEVICE void fine(Index i) const;
+};
+
 // y[r, :] = act(y[r, :] + bias) for the rows of block `item`; y holds x W^T on entry.
 struct BiasActivationForward {
   float* y;
@@ -551,5 +562,12 @@ RECMIX_HOST_DEVICE inline void InitNormal::operator()(Index item) const {
 }
 RECMIX_HOST_DEVICE inline void InitNormal::fine(Index i) const {
   value[i] = random::normal(seed, stream, static_cast<std::uint64_t>(i), 0.f, stddev);
+}
+RECMIX_HOST_DEVICE inline void InitUniform::operator()(Index item) const {
+  Index i1 = min_index((item + 1) * kFlatBlock, count);
+  for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+}
+RECMIX_HOST_DEVICE inline void InitUniform::fine(Index i) const {
+  value[i] = random::uniform(seed, stream, static_cast<std::uint64_t>(i), -bound, bound);
 }
 }  // namespace recmix::mlp::kernels

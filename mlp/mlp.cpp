@@ -26,7 +26,7 @@
 namespace recmix::mlp {
 
 Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
-         std::vector<int> sizes, Activation last, std::uint64_t seed, int max_batch, bool bf16_gemms)
+         std::vector<int> sizes, Activation last, std::uint64_t seed, int max_batch, bool bf16_gemms, MlpInit init)
     : backend_(backend), pool_(pool), name_(std::move(name)), sizes_(std::move(sizes)),
       max_batch_(max_batch), bf16_(bf16_gemms) {
   if (sizes_.size() < 2)
@@ -65,9 +65,14 @@ Mlp::Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name,
                                      prefix + " activations");
     l.grad = device::Buffer<float>(pool_, static_cast<std::size_t>(max_batch_) * l.out,
                                    prefix + " activation gradients");
-    detail::init_normal(backend_, *stream, l.weight, w, seed, prefix + ".weight",
-                std::sqrt(2.0 / (l.in + l.out)));
-    detail::init_normal(backend_, *stream, l.bias, l.out, seed, prefix + ".bias", std::sqrt(1.0 / l.out));
+    if (init == MlpInit::torchrec) {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(l.in));
+      detail::init_uniform(backend_, *stream, l.weight, w, seed, prefix + ".weight", bound);
+      detail::init_uniform(backend_, *stream, l.bias, l.out, seed, prefix + ".bias", bound);
+    } else {
+      detail::init_normal(backend_, *stream, l.weight, w, seed, prefix + ".weight", std::sqrt(2.0 / (l.in + l.out)));
+      detail::init_normal(backend_, *stream, l.bias, l.out, seed, prefix + ".bias", std::sqrt(1.0 / l.out));
+    }
     widest = std::max(widest, l.out);
   }
   backend_.fill_zero(grads_.data(), grads_.bytes(), *stream);

@@ -20,8 +20,8 @@ void set_gemm_epilogues_enabled(bool on);
 
 class Mlp {
  public:
-  // sizes = {in, h1, ..., out}. Weights are drawn from normal(0, sqrt(2/(in+out))), biases from
-  // normal(0, sqrt(1/out)), each value a function of (seed, parameter name, index) only.
+  // sizes = {in, h1, ..., out}. Parameters start as `init` says (mlp/types.hpp), each value a
+  // function of (seed, parameter name, index) only.
   // Throws ConfigError on fewer than two sizes, a non-positive size or max_batch.
   // bf16_gemms (mixed precision, docs/math.md): every GEMM takes its two operands (weights,
   // activations, gradients, all kept in fp32) rounded to bf16 and sums the products in fp32,
@@ -29,7 +29,7 @@ class Mlp {
   // once a step: the weights when forward starts, each layer's input in forward (kept for the
   // weight gradient), each pre-activation gradient once for its two GEMMs.
   Mlp(device::Backend& backend, device::MemoryPool& pool, std::string name, std::vector<int> sizes,
-      Activation last, std::uint64_t seed, int max_batch, bool bf16_gemms = false);
+      Activation last, std::uint64_t seed, int max_batch, bool bf16_gemms = false, MlpInit init = MlpInit::dlrm);
   // A replica for intra-rank data parallelism: it computes with `primary`'s parameters (reads
   // them, never writes them) and keeps its own activations and gradients, on `backend`, for up
   // to max_batch samples. all_values() is null; parameters() name primary's values. ConfigError

@@ -18,6 +18,10 @@ struct Param {
 };
 
 enum class Activation { none, relu, sigmoid };
+// How an MLP's parameters start (docs/math.md): dlrm, as the reference DLRM (dlrm_s_pytorch.py):
+// W ~ normal(0, sqrt(2 / (in + out))), b ~ normal(0, sqrt(1 / out)); torchrec, as TorchRec's MLPs
+// (a bare torch.nn.Linear, used by the DLRM-DCNv2 reference): W and b ~ uniform(+-1/sqrt(in)).
+enum class MlpInit { dlrm, torchrec };
 
 // The feature interaction between the bottom and the top MLP (mlp/interaction.hpp).
 enum class InteractionKind { dot, cat, dcn };

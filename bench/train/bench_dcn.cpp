@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu";
   app.add_option("--device", device_name, "backend")->check(CLI::IsMember({"cpu", "cpu-strict", "cuda"}));
   bool phases = false;
-  app.add_flag("--phases", phases, "also the fp32 step's time by phase (each phase ends with a wait)");
+  app.add_flag("--phases", phases, "also each step's time by phase (each phase ends with a wait)");
   if (const auto rc = bench::parse_or_exit_status(app, argc, argv)) return *rc;
   auto comm = comm::make_mpi_world_communicator();
   if (comm->size() != 1) {
@@ -254,12 +254,13 @@ int main(int argc, char** argv) {
     }
     if (bf16) bf16_speedup.push_back(runs.back().gflops.back() / runs.front().gflops.back());
   }
-  if (phases && runs[0].model) {
-    auto& model = *runs[0].model;
-    backend->set_fp32_math(runs[0].math);
+  for (Run& r : runs) {
+    if (!phases || !r.model) continue;
+    auto& model = *r.model;
+    backend->set_fp32_math(r.math);
     model.set_phase_timing(true);
     for (int i = 0; i < 3; ++i) model.train_step(data[step++ % data.size()], batch);
-    fmt::print("fp32 step by phase (ms, mean of {} steps):", model.timed_steps());
+    fmt::print("{} by phase (ms, mean of {} steps):", r.name, model.timed_steps());
     for (int p = 0; p < runtime::DlrmModel::num_phases; ++p)
       if (model.phase_seconds()[p] > 0)
         fmt::print(" {} {:.1f};", runtime::DlrmModel::phase_name(p), 1e3 * model.phase_seconds()[p] / model.timed_steps());

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "data/h5.hpp"
@@ -220,12 +221,17 @@ void load_weights(const std::string& path, DlrmModel& model) {
   const auto params = model.dense_parameters();
   for (std::size_t i = 0; i < params.size(); ++i) {
     const mlp::Param& p = params[i];
+    // A matrix takes its shape from its layer's bias: an MLP's or a full-rank cross layer's
+    // weight [out, in], a low-rank cross layer's V [rank, n] and W [n, rank] (docs/checkpoint-format.md).
     std::vector<hsize_t> want{p.count};
-    const std::string suffix = ".weight";
-    if (p.name.size() > suffix.size() && p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      for (const auto& b : params)  // the layer's bias gives the weight's rows
-        if (b.name == p.name.substr(0, p.name.size() - suffix.size()) + ".bias" && b.count > 0)
-          want = {b.count, p.count / b.count};
+    for (const char* suffix : {".weight", ".V", ".W"}) {
+      const std::string_view s(suffix);
+      if (p.name.size() <= s.size() || !std::string_view(p.name).ends_with(s)) continue;
+      for (const auto& b : params)
+        if (b.name == p.name.substr(0, p.name.size() - s.size()) + ".bias" && b.count > 0)
+          want = s == ".V" ? std::vector<hsize_t>{p.count / b.count, b.count}
+                           : std::vector<hsize_t>{b.count, p.count / b.count};
+    }
     const std::string name = "dense/" + p.name;
     require_shape(file, name, want, path);
     const auto values = h5::read_array<float>(file, name);

@@ -64,7 +64,8 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
                      comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend,
                      device::MemoryPool& pool,
                      std::int64_t max_local_batch, const embedding::ShardingPlan& plan,
-                     embedding::TierOptions tiers, std::int64_t bag_rows)
+                     embedding::TierOptions tiers, std::int64_t bag_rows,
+                     const std::vector<std::int64_t>& init_rows)
     : comm_(comm),
       device_comm_(device_comm),
       backend_(backend),
@@ -98,18 +99,21 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   // builds identical MLP replicas and every shard layout the same embedding rows.
   std::vector<int> bottom_sizes = {num_dense};
   bottom_sizes.insert(bottom_sizes.end(), spec.model.bottom_mlp.begin(), spec.model.bottom_mlp.end());
+  // DLRM-DCNv2's MLPs start as its reference's (TorchRec's), the original DLRM's as dlrm_s_pytorch's.
+  const mlp::MlpInit init = cross ? mlp::MlpInit::torchrec : mlp::MlpInit::dlrm;
   bottom_ = std::make_unique<mlp::Mlp>(backend, pool, "bottom", bottom_sizes, mlp::Activation::relu,
-                                       spec.seed * 4 + 1, max_batch, bf16);
+                                       spec.seed * 4 + 1, max_batch, bf16, init);
   interaction_ = mlp::make_interaction(
       spec.model.interaction, backend, pool, k, dim_, max_batch,
       mlp::CrossSpec{spec.model.cross_layers, spec.model.cross_rank, spec.seed * 4, bf16});
   std::vector<int> top_sizes = {interaction_->out_features()};
   top_sizes.insert(top_sizes.end(), spec.model.top_mlp.begin(), spec.model.top_mlp.end());
   top_ = std::make_unique<mlp::Mlp>(backend, pool, "top", top_sizes, mlp::Activation::sigmoid,
-                                    spec.seed * 4 + 2, max_batch, bf16);
+                                    spec.seed * 4 + 2, max_batch, bf16, init);
 
   std::vector<embedding::TableSpec> tables;
-  for (auto rows : table_rows) tables.push_back({rows, dim_});
+  for (std::size_t t = 0; t < table_rows.size(); ++t)
+    tables.push_back({table_rows[t], dim_, t < init_rows.size() ? init_rows[t] : 0});
   embedding::SparseOptimizerConfig sparse;
   sparse.kind = spec.optimizer.sparse;
   sparse.lr = spec.optimizer.sparse_lr > 0 ? spec.optimizer.sparse_lr : spec.optimizer.lr;

@@ -109,10 +109,12 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   const bool from_checkpoint = shape.has_value();
   std::int64_t bag_rows = 1;  // the longest bag of the data (sizes the step's index buffers and tiers' staging)
   std::optional<data::DatasetInfo> train_info;
+  std::vector<std::int64_t> init_rows;  // the tables' initial bounds, where the dataset gives them
   if (!shape) {
     train_info = data::open_dataset_info(spec_.data.train);
     shape = DatasetShape{train_info->table_rows, train_info->num_dense};
     bag_rows = std::max<std::int64_t>(1, train_info->max_bag_rows());
+    init_rows = train_info->init_rows;
   }
   num_dense_ = shape->num_dense;
   table_rows_ = shape->table_rows;
@@ -171,7 +173,8 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
     tiers.host_pool = host_pool_.get();
   }
   model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, device_comm_ ? *device_comm_ : comm_,
-                                       *backend_, *device_pool_, max_local, *plan_, std::move(tiers), bag_rows);
+                                       *backend_, *device_pool_, max_local, *plan_, std::move(tiers), bag_rows,
+                                       init_rows);
 }
 
 Trainer::~Trainer() = default;

@@ -345,6 +345,32 @@ TEST(Format, MultiFileMustAgree) {
   EXPECT_NE(e.find("must agree"), std::string::npos) << e;
 }
 
+// embedding_init_rows (each table's initial bound): optional, one entry a table, each at least 1,
+// the same in every file of a dataset; a wrong one is an error naming the file.
+TEST(Format, EmbeddingInitRows) {
+  ScratchDir dir;
+  test::write_fixture(dir / "a.h5", 0, 10, 3, {4, 4}, false);
+  test::write_fixture(dir / "b.h5", 10, 10, 3, {4, 4}, false);
+  EXPECT_TRUE(open_file_info(dir / "a.h5").init_rows.empty());
+  auto set = [&](const std::string& file, std::vector<std::int64_t> rows) {
+    h5::File f = h5::open_file(dir / file, true);
+    if (h5::has_attribute(f, "embedding_init_rows")) H5Adelete(f, "embedding_init_rows");
+    h5::write_attribute(f, "embedding_init_rows", rows);
+  };
+  set("a.h5", {4000, 40});
+  EXPECT_EQ(open_file_info(dir / "a.h5").init_rows, (std::vector<std::int64_t>{4000, 40}));
+  std::string e = error_of([&] { open_dataset_info({dir / "a.h5", dir / "b.h5"}); });
+  EXPECT_NE(e.find("b.h5: num_dense, table_rows, embedding_init_rows or layout differ"), std::string::npos) << e;
+  set("b.h5", {4000, 40});
+  EXPECT_EQ(open_dataset_info({dir / "a.h5", dir / "b.h5"}).init_rows, (std::vector<std::int64_t>{4000, 40}));
+  set("a.h5", {4000});
+  e = error_of([&] { open_file_info(dir / "a.h5"); });
+  EXPECT_NE(e.find("a.h5: attribute embedding_init_rows has 1 entries for 2 tables"), std::string::npos) << e;
+  set("a.h5", {4000, 0});
+  e = error_of([&] { open_file_info(dir / "a.h5"); });
+  EXPECT_NE(e.find("a.h5: attribute embedding_init_rows holds 0, below 1"), std::string::npos) << e;
+}
+
 // Writes a file with one bad value and reads it: the error names file, dataset and row, the same
 // whether batches are read ahead or not, packed or one CSR per table.
 TEST(Format, ValueErrorsOnReadNameRow) {

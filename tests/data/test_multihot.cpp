@@ -265,6 +265,9 @@ TEST(SynthPreset, MlperfDcnv2IsItsOneHotDataExpanded) {
   h5::File f = h5::open_file(dir / "preset.h5");
   EXPECT_EQ(h5::read_string_attribute(f, "preset"), "mlperf-dcnv2");
   EXPECT_EQ(h5::read_int_attribute(f, "preset_scale"), 1000);
+  // The scaled tables start as the benchmark's: their initial bounds take its rows.
+  EXPECT_EQ(open_file_info(dir / "preset.h5").init_rows, mlperf_dcnv2_table_rows());
+  EXPECT_TRUE(open_file_info(one.output).init_rows.empty());
 
   EXPECT_THROW(apply_mlperf_dcnv2_preset(p, 0), ConfigError);
   apply_mlperf_dcnv2_preset(p, 1);

@@ -208,6 +208,17 @@ TEST(EmbeddingBagEdges, InitialWeightsFollowTheFormulaWhateverTheLayout) {
           ASSERT_EQ(w, initial_weight(77, v.table, tables[v.table].rows, 4, r, d));
           ASSERT_LE(std::abs(w), std::sqrt(1.0f / tables[v.table].rows));
         }
+  // A table standing in for a larger one (TableSpec::init_rows) starts as that one would.
+  std::vector<TableSpec> scaled{{100, 4, 40000}, {37, 4}};
+  ShardedEmbedding stand_in(f.comm, *f.backend, f.pool, scaled, Pooling::sum, ShardingPlan::automatic(scaled, 1), {},
+                            77);
+  for (const auto& v : stand_in.local_shards())
+    for (std::int64_t r = v.row_begin; r < v.row_end; ++r)
+      for (int d = 0; d < 4; ++d) {
+        const float w = v.weights[(r - v.row_begin) * 4 + d];
+        ASSERT_EQ(w, initial_weight(77, v.table, v.table == 0 ? 40000 : 37, 4, r, d));
+        ASSERT_LE(std::abs(w), std::sqrt(1.0f / (v.table == 0 ? 40000 : 37)));
+      }
   // Different seeds give different weights; the values are not all equal.
   ShardedEmbedding other(f.comm, *f.backend, f.pool, tables, Pooling::sum,
                          ShardingPlan::automatic(tables, 1), {}, 78);

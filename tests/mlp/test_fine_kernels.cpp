@@ -119,6 +119,8 @@ TEST(FineKernels, OptimizersFillAndInit) {
   check(flat_blocks(n), {value}, [&](auto& s) { return kernels::Fill{s[0].data(), n, 0.5f}; }, "fill");
   check(flat_blocks(n), {value},
         [&](auto& s) { return kernels::InitNormal{s[0].data(), n, 42, 3, 0.01f}; }, "normal init");
+  check(flat_blocks(n), {value},
+        [&](auto& s) { return kernels::InitUniform{s[0].data(), n, 42, 3, 0.01f}; }, "uniform init");
 }
 
 }  // namespace

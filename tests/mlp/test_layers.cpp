@@ -146,6 +146,16 @@ TEST(Mlp, InitialisationFollowsTheReferenceScales) {
   check(params[1], std::sqrt(1.0 / 500));
   check(params[2], std::sqrt(2.0 / 2500));
   check(params[3], std::sqrt(1.0 / 2000));
+  // TorchRec's (the DLRM-DCNv2 reference's): weights and biases uniform(+-1/sqrt(in)), whose
+  // standard deviation is the bound / sqrt(3), never past the bound.
+  Mlp torchrec(*backend, pool, "bot", {300, 500, 2000}, Activation::relu, 1, 4, false, MlpInit::torchrec);
+  params = torchrec.parameters();
+  for (int i = 0; i < 4; ++i) {
+    const double bound = 1.0 / std::sqrt(i < 2 ? 300.0 : 500.0);
+    check(params[i], bound / std::sqrt(3.0));
+    for (std::size_t j = 0; j < params[i].count; ++j)
+      ASSERT_LE(std::abs(params[i].value[j]), static_cast<float>(bound)) << params[i].name;
+  }
 }
 
 struct InteractionShape {

@@ -3,7 +3,7 @@
 # weights file with h5py as docs/checkpoint-format.md shows, turned into a step-0 checkpoint by
 # recmix init-checkpoint: the checkpoint holds exactly those weights (also when they were exported
 # in float16, bfloat16 or float64), training resumes from it, and a wrong shape or an existing
-# output is one clear error.
+# output is one clear error. A dcn model's cross layers are read in their shapes too.
 # Usage: init_checkpoint.sh <recmix binary>
 set -euo pipefail
 recmix=$1
@@ -98,4 +98,48 @@ grep -q "exists" again.out || { cat again.out; fail "no clear error for an exist
 if "$recmix" init-checkpoint job.toml --weights bad.h5 -o bad-ckpt.h5 > bad.out 2>&1; then fail "a wrong shape was accepted"; fi
 grep -q "/dense/bottom.0.weight has shape \[16, 4\], the model needs \[16, 5\]" bad.out || { cat bad.out; fail "the shape error does not name the dataset and both shapes"; }
 test ! -e bad-ckpt.h5 || fail "a checkpoint was written despite the error"
+
+# A dcn model's cross layers (docs/checkpoint-format.md): V [rank, n], W [n, rank] and the bias
+# [n] of each layer, n = (tables + 1) x dim = 32; a flat V is one clear error.
+job_toml name=dcn run_dir=dcn-run steps=4 | sed '/^\[model\]/a interaction = "dcn"\ncross_layers = 2\ncross_rank = 3' > dcn.toml
+"$py" - <<'PY'
+import h5py, numpy as np
+rng = np.random.default_rng(2)
+w = {}
+for t, rows in enumerate([50, 300, 7]):
+    w[f"embedding/{t}"] = rng.uniform(-0.1, 0.1, (rows, 8)).astype(np.float32)
+for name, sizes in (("bottom", [5, 16, 8]), ("top", [32, 16, 1])):
+    for i in range(len(sizes) - 1):
+        w[f"dense/{name}.{i}.weight"] = rng.normal(0, 0.1, (sizes[i + 1], sizes[i])).astype(np.float32)
+        w[f"dense/{name}.{i}.bias"] = rng.normal(0, 0.1, sizes[i + 1]).astype(np.float32)
+for l in range(2):
+    w[f"dense/cross.{l}.V"] = rng.normal(0, 0.1, (3, 32)).astype(np.float32)
+    w[f"dense/cross.{l}.W"] = rng.normal(0, 0.1, (32, 3)).astype(np.float32)
+    w[f"dense/cross.{l}.bias"] = rng.normal(0, 0.1, 32).astype(np.float32)
+def write(path, w):
+    with h5py.File(path, "w") as f:
+        for k, v in w.items():
+            f[k] = v
+write("dcn-weights.h5", w)
+np.savez("dcn-state.npz", **{k.replace("/", ":"): v for k, v in w.items()})
+bad = dict(w)
+bad["dense/cross.1.V"] = bad["dense/cross.1.V"].reshape(-1)
+write("dcn-bad.h5", bad)
+PY
+"$recmix" init-checkpoint dcn.toml --weights dcn-weights.h5 -o dcn-ckpt.h5 > dcn-init.out 2>&1 ||
+  { cat dcn-init.out; fail "init-checkpoint of a dcn model failed"; }
+"$py" - <<'PY' || fail "the dcn checkpoint does not hold the given cross weights"
+import h5py, numpy as np
+state = np.load("dcn-state.npz")
+with h5py.File("dcn-ckpt.h5", "r") as f:
+    for key in state.files:
+        name = key.replace(":", "/")
+        if name.startswith("dense/"):
+            assert np.array_equal(f[name][()].reshape(state[key].shape), state[key]), name
+PY
+if "$recmix" init-checkpoint dcn.toml --weights dcn-bad.h5 -o dcn-bad-ckpt.h5 > dcn-bad.out 2>&1; then
+  fail "a flat cross V was accepted"
+fi
+grep -q "/dense/cross.1.V has shape \[96\], the model needs \[3, 32\]" dcn-bad.out ||
+  { cat dcn-bad.out; fail "the cross shape error does not name the dataset and both shapes"; }
 echo "init-checkpoint: ok"
