@@ -23,20 +23,27 @@ void round_block(const float* src, std::uint16_t* dst, kernels::Index item, int 
   round_to_bf16(src + first, dst + first, static_cast<std::int64_t>(r1 - r0) * cols, vectorised);
 }
 
+// f(item) without its own rounding, then its fp32 output `out` rounded into `out16` over the
+// block's rows (rows x cols).
+template <class F>
+void run_then_round(const F& f, float* F::*out, std::uint16_t* F::*out16, int rows, int cols, kernels::Index item,
+                    bool vectorised) {
+  F g = f;
+  g.*out16 = nullptr;
+  g(item);
+  round_block(f.*out, f.*out16, item, rows, cols, vectorised);
+}
+
 }  // namespace
 
 void run_rounded(const kernels::BiasActivationForward& f, kernels::Index item, bool vectorised) {
-  auto g = f;
-  g.y16 = nullptr;
-  g(item);
-  round_block(f.y, f.y16, item, f.rows, f.cols, vectorised);
+  using F = kernels::BiasActivationForward;
+  run_then_round(f, &F::y, &F::y16, f.rows, f.cols, item, vectorised);
 }
 
 void run_rounded(const kernels::ActivationBackward& f, kernels::Index item, bool vectorised) {
-  auto g = f;
-  g.dz16 = nullptr;
-  g(item);
-  round_block(f.dz, f.dz16, item, f.rows, f.cols, vectorised);
+  using F = kernels::ActivationBackward;
+  run_then_round(f, &F::dz, &F::dz16, f.rows, f.cols, item, vectorised);
 }
 
 void run_rounded(const kernels::RoundToBf16& f, kernels::Index item, bool vectorised) {
@@ -45,17 +52,13 @@ void run_rounded(const kernels::RoundToBf16& f, kernels::Index item, bool vector
 }
 
 void run_rounded(const kernels::CrossCombine& f, kernels::Index item, bool vectorised) {
-  auto g = f;
-  g.x_next16 = nullptr;
-  g(item);
-  round_block(f.x_next, f.x_next16, item, f.rows, f.n, vectorised);
+  using F = kernels::CrossCombine;
+  run_then_round(f, &F::x_next, &F::x_next16, f.rows, f.n, item, vectorised);
 }
 
 void run_rounded(const kernels::CrossGradient& f, kernels::Index item, bool vectorised) {
-  auto g = f;
-  g.dv16 = nullptr;
-  g(item);
-  round_block(f.dv, f.dv16, item, f.rows, f.n, vectorised);
+  using F = kernels::CrossGradient;
+  run_then_round(f, &F::dv, &F::dv16, f.rows, f.n, item, vectorised);
 }
 
 }  // namespace recmix::mlp::cpu
