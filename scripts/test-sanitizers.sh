@@ -124,7 +124,7 @@ run_tsan() {
     # OpenBLAS, libgomp, libstdc++) are ignored here: with them, a 1-byte atomic read by a running
     # job's thread, of memory that later became a new job thread's stack, was reported, and no
     # 1-byte atomic of recmix lives on a stack (docs/reliability.md).
-    TSAN_OPTIONS="$TSAN_OPTIONS:ignore_noninstrumented_modules=1" \
+    TSAN_OPTIONS="$TSAN_OPTIONS:ignore_noninstrumented_modules=1" RECMIX_UNDER_SANITIZER=1 \
       OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
       tests/runtime/run_end_to_end.sh "$PWD/build-tsan/recmix" "$PWD" co-location
   fi
