@@ -6,7 +6,7 @@ packages=(build-essential cmake pkg-config git
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools libopenblas-dev libdnnl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libspdlog-dev libfmt-dev zlib1g-dev libxxhash-dev
-  clang libclang-rt-14-dev libomp-dev python3-h5py python3-numpy
+  clang libclang-rt-14-dev lld libomp-dev python3-h5py python3-numpy
   libjs-chart.js chromium)  # recmix report: Chart.js inlined at build time; Chromium for its tests
 if [[ "${1:-}" == "--with-slurm" ]]; then
   packages+=(slurm-wlm munge)

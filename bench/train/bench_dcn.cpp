@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@
 #include "embedding/sharding_plan.hpp"
 #include "runtime/train/dlrm_model.hpp"
 #include "runtime/train/job_spec.hpp"
+#include "runtime/train/job_spec_sched.hpp"
+#include "sched/dlrm_profile.hpp"
+#include "sched/machine_model.hpp"
 
 using namespace recmix;
 
@@ -147,6 +151,83 @@ struct Bf16Square {
   std::unique_ptr<device::Stream> stream;
 };
 
+// One variant of the step: its model (none when the backend refused it) and its measurements.
+struct Run {
+  std::string name, dense;
+  device::Fp32Math math = device::Fp32Math::fp32;
+  std::unique_ptr<device::MemoryPool> pool;
+  std::unique_ptr<runtime::DlrmModel> model;
+  std::string refused;
+  std::vector<double> gflops, ratio;
+  runtime::JobSpec spec;
+};
+
+// Bytes a second a large copy moves, read and write counted (one thread; the machine models'
+// memory_bandwidth is taken the same way, sched/machine_model.cpp).
+double copy_bandwidth(double min_seconds) {
+  const std::size_t bytes = std::size_t(256) << 20;
+  std::vector<char> from(bytes, 1), to(bytes, 0);
+  return 2.0 * bytes * bench::calls_per_second([&] { std::memcpy(to.data(), from.data(), bytes); }, min_seconds, 2);
+}
+
+// The simulator's model of this step (sched::dlrm_profile, docs/scheduler.md): on a GPU the
+// card's machine model as the simulator has it; on the CPU, whose machine models are other CPUs,
+// the cpu model with this run's measured figures (Measured).
+struct StepModel {
+  std::string machine;
+  sched::JobSpec job;
+  sched::MachineModel model;
+};
+
+StepModel step_model(const runtime::JobSpec& spec, const std::vector<std::int64_t>& table_rows, int batch,
+                     const std::string& description, bool gpu) {
+  data::DatasetInfo info;
+  info.rows = batch;
+  info.num_dense = 13;
+  info.table_rows = table_rows;
+  StepModel m{"", runtime::to_sched_spec(spec, info, 1), {}};
+  m.job.global_batch = batch;
+  if (!gpu) {
+    m.machine = "this CPU (the cpu model with this run's figures)";
+    m.model = sched::machine_model("cpu-zen3-2vcpu");
+  } else if (description.find("H100") != std::string::npos || description.find("H200") != std::string::npos) {
+    m.machine = description.find("H100") != std::string::npos ? "h100-dgx" : "h200-dgx";
+    m.model = sched::machine_model(m.machine);
+  }
+  return m;
+}
+
+// What this run measured of the machine, for the step model: the 2048^3 GEMMs as the fp32 and
+// bf16 peaks (GFLOP/s), the bare chain's share of the fp32 one as the GEMM efficiency, and the
+// copy bandwidth (bytes/s).
+struct Measured {
+  double fp32_gflops, bf16_gflops, chain_share, copy_bytes_s;
+};
+
+void print_step_model(const std::vector<Run>& runs, const std::vector<std::int64_t>& table_rows, int batch,
+                      double step_flops, const std::string& description, bool gpu, const Measured& measured) {
+  for (const Run& r : runs) {
+    if (!r.model) continue;
+    StepModel m = step_model(r.spec, table_rows, batch, description, gpu);
+    if (m.machine.empty()) continue;  // a GPU the simulator has no model of
+    if (!gpu) {
+      m.model.fp32_flops = m.model.tf32_flops = m.model.fp16_flops = measured.fp32_gflops * 1e9;
+      m.model.bf16_flops = measured.bf16_gflops * 1e9;
+      m.model.gemm_efficiency = measured.chain_share;
+      m.model.memory_bandwidth = measured.copy_bytes_s;
+    }
+    const double predicted = sched::dlrm_profile(m.job, m.model).solo_step_s;
+    const double step = step_flops / (bench::median(r.gflops) * 1e9);
+    fmt::print("the simulator's step model on {}, {}: {:.2f} ms predicted, {:.2f} ms measured, "
+               "measured / predicted {:.2f}\n",
+               m.machine, r.name, 1e3 * predicted, 1e3 * step, step / predicted);
+  }
+  if (!gpu)
+    fmt::print("(the figures: fp32 {:.1f} GFLOP/s, bf16 {:.1f}, GEMM efficiency {:.2f}, memory {:.1f} GB/s read + "
+               "write)\n",
+               measured.fp32_gflops, measured.bf16_gflops, measured.chain_share, measured.copy_bytes_s / 1e9);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,14 +271,6 @@ int main(int argc, char** argv) {
              "top 1024-1024-512-256-1, SGD; batch {}; {:.1f} MFLOP a sample in GEMMs; medians of {} repetitions\n\n",
              backend->description(), shape.tables, rows, rank, shape.n(), batch, step_flops / batch / 1e6, reps);
 
-  struct Run {
-    std::string name, dense;
-    device::Fp32Math math = device::Fp32Math::fp32;
-    std::unique_ptr<device::MemoryPool> pool;
-    std::unique_ptr<runtime::DlrmModel> model;
-    std::string refused;
-    std::vector<double> gflops, ratio;
-  };
   std::vector<Run> runs;
   const std::vector<std::int64_t> table_rows(shape.tables, rows);
   std::vector<embedding::TableSpec> specs;
@@ -207,14 +280,14 @@ int main(int argc, char** argv) {
   if (gpu) variants.push_back({"step, tf32", "tf32"});
   variants.push_back({"step, bf16 GEMMs", "bf16"});
   for (const auto& [name, dense] : variants) {
-    Run r{name, dense, dense == "tf32" ? device::Fp32Math::tf32 : device::Fp32Math::fp32,
-          std::make_unique<device::MemoryPool>(*backend, device::Tier::device, name), nullptr, "", {}, {}};
     const auto spec = runtime::parse_job_spec(
         fmt::format("name = \"bench\"\n[model]\nembedding_dim = 128\nbottom_mlp = [512, 256, 128]\n"
                     "top_mlp = [1024, 1024, 512, 256, 1]\ninteraction = \"dcn\"\ncross_rank = {}\n[optimizer]\n"
                     "lr = 0.001\n[data]\ntrain = \"none.h5\"\n[precision]\ndense = \"{}\"\n",
                     rank, dense),
         "bench");
+    Run r{name, dense, dense == "tf32" ? device::Fp32Math::tf32 : device::Fp32Math::fp32,
+          std::make_unique<device::MemoryPool>(*backend, device::Tier::device, name), nullptr, "", {}, {}, spec};
     try {
       r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, *comm, *backend, *r.pool, batch, plan);
     } catch (const ConfigError& e) {
@@ -229,7 +302,7 @@ int main(int argc, char** argv) {
   // The bf16 ceiling where a job would take bf16 GEMMs (a CPU with AVX512_BF16, or a GPU).
   const bool bf16 = runs.back().model != nullptr;
   std::unique_ptr<Bf16Square> square16 = bf16 ? std::make_unique<Bf16Square>(*backend) : nullptr;
-  std::vector<double> chain_gflops, chain_ratio, ceiling, ceiling_tf32, ceiling_bf16, bf16_speedup;
+  std::vector<double> chain_gflops, chain_ratio, ceiling, ceiling_tf32, ceiling_bf16, bf16_speedup, copy_bw;
   int step = 0;
   const double square_flops = 2.0 * 2048 * 2048 * 2048;
   for (int rep = 0; rep < reps; ++rep) {
@@ -244,6 +317,7 @@ int main(int argc, char** argv) {
     const double c = step_flops / seconds_per_call([&] { chain.run(); }, min_seconds) / 1e9;
     chain_gflops.push_back(c);
     chain_ratio.push_back(c / peak);
+    if (!gpu) copy_bw.push_back(copy_bandwidth(min_seconds));
     for (Run& r : runs) {
       if (!r.model) continue;
       backend->set_fp32_math(r.math);
@@ -287,6 +361,9 @@ int main(int argc, char** argv) {
     fmt::print("\nbf16 GEMMs against fp32, the same repetition's steps: {:.2f}x (medians of {}); the bf16 step at {:.2f} "
                "of the 2048^3 bf16 GEMM\n",
                bench::median(bf16_speedup), reps, bench::median(runs.back().gflops) / bench::median(ceiling_bf16));
+  print_step_model(runs, table_rows, batch, step_flops, backend->description(), gpu,
+                   {bench::median(ceiling), bf16 ? bench::median(ceiling_bf16) : 0.0, bench::median(chain_ratio),
+                    gpu ? 0.0 : bench::median(copy_bw)});
   MPI_Finalize();
   return 0;
 }

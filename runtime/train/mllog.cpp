@@ -39,9 +39,9 @@ MlLog::MlLog(const std::string& run_dir, bool enabled) {
 }
 
 void MlLog::write(const char* type, const std::string& key, const nlohmann::json& value,
-                  const nlohmann::json& metadata, std::int64_t time_ms, const std::source_location& where) {
+                  const nlohmann::json& metadata, std::int64_t time_ms, LogSite where) {
   if (!out_.is_open()) return;
-  nlohmann::ordered_json meta = {{"file", project_path(where.file_name())}, {"lineno", where.line()}};
+  nlohmann::ordered_json meta = {{"file", project_path(where.file)}, {"lineno", where.line}};
   for (auto& [k, v] : metadata.items()) meta[k] = v;
   nlohmann::ordered_json line;
   line["namespace"] = "";
@@ -55,15 +55,15 @@ void MlLog::write(const char* type, const std::string& key, const nlohmann::json
 }
 
 void MlLog::event(const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata,
-                  std::int64_t time_ms, std::source_location where) {
+                  std::int64_t time_ms, LogSite where) {
   write("POINT_IN_TIME", key, value, metadata, time_ms, where);
 }
 void MlLog::start(const std::string& key, const nlohmann::json& metadata, std::int64_t time_ms,
-                  std::source_location where) {
+                  LogSite where) {
   write("INTERVAL_START", key, nullptr, metadata, time_ms, where);
 }
 void MlLog::end(const std::string& key, const nlohmann::json& metadata, std::int64_t time_ms,
-                std::source_location where) {
+                LogSite where) {
   write("INTERVAL_END", key, nullptr, metadata, time_ms, where);
 }
 

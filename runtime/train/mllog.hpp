@@ -9,12 +9,19 @@
 
 #include <cstdint>
 #include <fstream>
-#include <source_location>
 #include <string>
 
 namespace recmix::runtime {
 
 struct JobSpec;
+
+// Where an event was logged (the metadata's file and lineno): the caller's place, as
+// std::source_location gives it, but also under clang 14, whose libstdc++ headers lack it.
+struct LogSite {
+  static LogSite here(const char* file = __builtin_FILE(), int line = __builtin_LINE()) { return {file, line}; }
+  const char* file;
+  int line;
+};
 
 // Milliseconds since the Unix epoch (the log's time_ms).
 std::int64_t mllog_now_ms();
@@ -26,11 +33,11 @@ class MlLog {
   bool enabled() const { return out_.is_open(); }
 
   void event(const std::string& key, const nlohmann::json& value = nullptr, const nlohmann::json& metadata = {},
-             std::int64_t time_ms = 0, std::source_location where = std::source_location::current());
+             std::int64_t time_ms = 0, LogSite where = LogSite::here());
   void start(const std::string& key, const nlohmann::json& metadata = {}, std::int64_t time_ms = 0,
-             std::source_location where = std::source_location::current());
+             LogSite where = LogSite::here());
   void end(const std::string& key, const nlohmann::json& metadata = {}, std::int64_t time_ms = 0,
-           std::source_location where = std::source_location::current());
+           LogSite where = LogSite::here());
 
   // The run's opening events, from cache_clear to run_start: the submission, the hyper-parameters
   // and the initialisation interval (init_start at init_ms, when the trainer began building).
@@ -38,7 +45,7 @@ class MlLog {
 
  private:
   void write(const char* type, const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata,
-             std::int64_t time_ms, const std::source_location& where);
+             std::int64_t time_ms, LogSite where);
   std::ofstream out_;
 };
 

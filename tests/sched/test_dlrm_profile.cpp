@@ -193,6 +193,32 @@ TEST(DlrmProfile, H200StepsWithinFifteenPercentOfTheMeasured) {
   }
 }
 
+// The DLRM-DCNv2 step on the CPU against bench_dcn's measurement (bench/RESULTS.md, "The
+// DCNv2 step on huge pages"): the dlrm-dcnv2 shape with bench_dcn's 26 tables of 1000 rows,
+// one-hot, batch 2048, one rank, SGD, on the cpu model with the figures that run measured (the
+// 2048^3 GEMMs as the peaks, the bare GEMM chain's share of it, a large copy's bandwidth): within
+// 15%, fp32 and bf16 GEMMs.
+TEST(DlrmProfile, DcnV2CpuStepWithinFifteenPercentOfTheMeasured) {
+  JobSpec s = dlrm_preset("dlrm-dcnv2");
+  s.shape.tables.assign(26, TableShape{1000, 128});
+  s.shape.pooling = 1;
+  s.global_batch = 2048;
+  s.ranks = 1;
+  s.tiering = {};
+  s.optimizer = Optimizer::sgd;
+  s.sparse_optimizer = SparseOptimizer::sgd;
+  MachineModel m = machine_model("cpu-zen3-2vcpu");
+  m.fp32_flops = m.tf32_flops = m.fp16_flops = 356.3e9;
+  m.bf16_flops = 674.9e9;
+  m.gemm_efficiency = 0.94;
+  m.memory_bandwidth = 27.3e9;
+  const std::pair<GemmMath, double> measured[] = {{GemmMath::fp32, 0.61918}, {GemmMath::bf16, 0.37935}};
+  for (const auto& [math, measured_step] : measured) {
+    s.gemm_math = math;
+    EXPECT_NEAR(dlrm_profile(s, m).solo_step_s / measured_step, 1.0, 0.15) << (math == GemmMath::bf16 ? "bf16" : "fp32");
+  }
+}
+
 TEST(DlrmProfile, SharesAreTimesOverStep) {
   MachineModel m;
   m.fp32_flops = m.tf32_flops = 1e9;
