@@ -17,20 +17,22 @@ inline std::uint64_t name_stream(const std::string& name) {
   return h;
 }
 
-// value[i] = normal(seed, name_stream(name), i) * stddev, for i in [0, count).
-inline void init_normal(device::Backend& backend, device::Stream& s, float* value, std::size_t count,
-                        std::uint64_t seed, const std::string& name, double stddev) {
-  kernels::InitNormal f{value, static_cast<kernels::Index>(count), seed, name_stream(name),
-                        static_cast<float>(stddev)};
+// value[i] = normal(seed, name_stream(name), i) * scale, or uniform(seed, name_stream(name), i)
+// over [-scale, scale), for i in [0, count).
+inline void init_random(device::Backend& backend, device::Stream& s, float* value, std::size_t count,
+                        std::uint64_t seed, const std::string& name, kernels::InitDistribution distribution,
+                        double scale) {
+  kernels::InitRandom f{value, static_cast<kernels::Index>(count), seed, name_stream(name), distribution,
+                        static_cast<float>(scale)};
   launch(backend, s, flat_blocks(f.count), f, f.count);
 }
-
-// value[i] = uniform(seed, name_stream(name), i) over [-bound, bound), for i in [0, count).
+inline void init_normal(device::Backend& backend, device::Stream& s, float* value, std::size_t count,
+                        std::uint64_t seed, const std::string& name, double stddev) {
+  init_random(backend, s, value, count, seed, name, kernels::InitDistribution::normal, stddev);
+}
 inline void init_uniform(device::Backend& backend, device::Stream& s, float* value, std::size_t count,
                          std::uint64_t seed, const std::string& name, double bound) {
-  kernels::InitUniform f{value, static_cast<kernels::Index>(count), seed, name_stream(name),
-                         static_cast<float>(bound)};
-  launch(backend, s, flat_blocks(f.count), f, f.count);
+  init_random(backend, s, value, count, seed, name, kernels::InitDistribution::uniform, bound);
 }
 
 }  // namespace recmix::mlp::detail

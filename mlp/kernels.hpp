@@ -34,23 +34,15 @@ RECMIX_HOST_DEVICE inline float activate(float v, Activation act) {
   return v;
 }
 
-// Weight init: value[i] = normal(seed, stream, i) * stddev (the reference DLRM's normal init).
-struct InitNormal {
+// Weight init, kFlatBlock values a work item: value[i] = normal(seed, stream, i) * scale (the
+// reference DLRM's normal init) or uniform(seed, stream, i) over [-scale, scale) (TorchRec's).
+enum class InitDistribution { normal, uniform };
+struct InitRandom {
   float* value;
   Index count;
   std::uint64_t seed, stream;
-  float stddev;
-  RECMIX_HOST_DEVICE void operator()(Index item) const;
-  RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
-  RECMIX_HOST_DEVICE void fine(Index i) const;
-};
-
-// value[i] = uniform(seed, stream, i) over [-bound, bound), kFlatBlock values a work item.
-struct InitUniform {
-  float* value;
-  Index count;
-  std::uint64_t seed, stream;
-  float bound;
+  InitDistribution distribution;
+  float scale;
   RECMIX_HOST_DEVICE void operator()(Index item) const;
   RECMIX_HOST_DEVICE Index fine_items(Index) const { return count; }
   RECMIX_HOST_DEVICE void fine(Index i) const;
@@ -552,22 +544,17 @@ struct RoundToBf16 {
 
 }  // namespace recmix::mlp::kernels
 
-// InitNormal needs core/random.hpp (host/device as well).
+// InitRandom needs core/random.hpp (host/device as well).
 #include "core/random.hpp"
 
 namespace recmix::mlp::kernels {
-RECMIX_HOST_DEVICE inline void InitNormal::operator()(Index item) const {
+RECMIX_HOST_DEVICE inline void InitRandom::operator()(Index item) const {
   Index i1 = min_index((item + 1) * kFlatBlock, count);
   for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
 }
-RECMIX_HOST_DEVICE inline void InitNormal::fine(Index i) const {
-  value[i] = random::normal(seed, stream, static_cast<std::uint64_t>(i), 0.f, stddev);
-}
-RECMIX_HOST_DEVICE inline void InitUniform::operator()(Index item) const {
-  Index i1 = min_index((item + 1) * kFlatBlock, count);
-  for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
-}
-RECMIX_HOST_DEVICE inline void InitUniform::fine(Index i) const {
-  value[i] = random::uniform(seed, stream, static_cast<std::uint64_t>(i), -bound, bound);
+RECMIX_HOST_DEVICE inline void InitRandom::fine(Index i) const {
+  const auto at = static_cast<std::uint64_t>(i);
+  value[i] = distribution == InitDistribution::normal ? random::normal(seed, stream, at, 0.f, scale)
+                                                      : random::uniform(seed, stream, at, -scale, scale);
 }
 }  // namespace recmix::mlp::kernels

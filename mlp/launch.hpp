@@ -14,7 +14,7 @@
 
 // Every functor type launched on CUDA; launch.cu instantiates the grid-stride kernel for each.
 #define RECMIX_MLP_KERNELS(X)                                                                   \
-  X(InitNormal) X(InitUniform) X(BiasActivationForward) X(ActivationBackward) X(ColumnSum)                     \
+  X(InitRandom) X(BiasActivationForward) X(ActivationBackward) X(ColumnSum)                     \
   X(DotInteractionForward) X(DotInteractionBackward) X(CatInteractionForward)                   \
   X(CatInteractionBackward) X(BceTerms) X(BceBackward) X(SgdStep) X(AdagradStep) X(AdamStep)    \
   X(AdamCorrections) X(ScheduleScale)                                                       \

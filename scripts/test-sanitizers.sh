@@ -86,11 +86,13 @@ run_asan() {
   echo "asan: built in $((SECONDS - t0)) s"
   local t1=$SECONDS
   if ((reduced)); then
-    local u names replays
-    for u in "${reduced_units[@]}"; do
-      echo "asan: $u"
-      RECMIX_SHARED_DIR=${RECMIX_SHARED_DIR:-$PWD/../shared} "build-asan/$u" --gtest_brief=1
-    done
+    local names replays
+    # The unit programs, $jobs at a time (the main stage's ctest runs them side by side too), each
+    # one's output printed whole when it ends; any failure fails the stage once all have run.
+    printf '%s\n' "${reduced_units[@]}" |
+      RECMIX_SHARED_DIR=${RECMIX_SHARED_DIR:-$PWD/../shared} xargs -P "$jobs" -I{} bash -c \
+        'out=$("build-asan/$1" --gtest_brief=1 2>&1); rc=$?; printf "asan: %s\n%s\n" "$1" "$out"; exit $((rc ? 1 : 0))' _ {} ||
+      { echo "asan: a unit test program failed (above)" >&2; return 1; }
     names=$(IFS='|'; echo "${reduced_mpi[*]}")
     replays=$(IFS='|'; echo "${reduced_replays[*]}")
     (cd build-asan && ctest --output-on-failure -j "$jobs" --timeout 900 -R "^((${names})\.2ranks|${replays})$")

@@ -118,9 +118,9 @@ TEST(FineKernels, OptimizersFillAndInit) {
         "adam");
   check(flat_blocks(n), {value}, [&](auto& s) { return kernels::Fill{s[0].data(), n, 0.5f}; }, "fill");
   check(flat_blocks(n), {value},
-        [&](auto& s) { return kernels::InitNormal{s[0].data(), n, 42, 3, 0.01f}; }, "normal init");
+        [&](auto& s) { return kernels::InitRandom{s[0].data(), n, 42, 3, kernels::InitDistribution::normal, 0.01f}; }, "normal init");
   check(flat_blocks(n), {value},
-        [&](auto& s) { return kernels::InitUniform{s[0].data(), n, 42, 3, 0.01f}; }, "uniform init");
+        [&](auto& s) { return kernels::InitRandom{s[0].data(), n, 42, 3, kernels::InitDistribution::uniform, 0.01f}; }, "uniform init");
 }
 
 }  // namespace
