@@ -4,6 +4,7 @@
 // compliance_checker/training_5.0.0: common.yaml, closed_common.yaml, closed_dlrm_dcnv2.yaml).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "runtime/train/mllog.hpp"
 #include "trainer_test_support.hpp"
 
 using namespace recmix;
@@ -221,6 +223,25 @@ TEST(QualityTarget, NoMlLogByDefault) {
   const TrainResult result = trainer.train(quiet());
   EXPECT_FALSE(result.target.has_value());
   if (world->comm->rank() == 0) { EXPECT_FALSE(fs::exists(spec.run_dir + "/mllog.txt")); }
+}
+
+// Each line's metadata names the place that logged the event: the caller's file and line, not
+// MlLog's own (the defaulted LogSite argument is evaluated where the call is).
+TEST(QualityTarget, MlLogNamesTheCallersLine) {
+  const std::string dir = run_dir("mllog-site-" + std::to_string(world->comm->rank()));
+  fs::create_directories(dir);
+  {
+    MlLog log(dir, true);
+    log.event("probe");
+  }
+  const int line = __LINE__ - 2;
+  std::vector<json> events;
+  std::ifstream in(dir + "/mllog.txt");
+  for (std::string text; std::getline(in, text);) events.push_back(json::parse(text.substr(std::strlen(":::MLLOG "))));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["metadata"]["lineno"], line);
+  EXPECT_TRUE(events[0]["metadata"]["file"].get<std::string>().ends_with("test_quality_target.cpp"))
+      << events[0]["metadata"]["file"];
 }
 
 std::string config_error(const std::string& train, const std::string& data = "eval = \"e.h5\"\n") {
