@@ -8,8 +8,9 @@
 #   tsan: build-tsan/, clang with ThreadSanitizer (faster to compile, as for asan): the threaded
 #         parts at 1 and 2 ranks: the group, guarded and epoch communicators, the tiered
 #         embedding (its staging thread), the data reader (its prefetch thread), the trainer with
-#         two host threads and the background checkpoint writer; and `recmix run` (the scheduler service, the executor and its job
-#         threads: the first part of tests/runtime/run_end_to_end.sh), left out with --no-run.
+#         two host threads and the background checkpoint writer; and `recmix run` (the scheduler
+#         service, the executor and its job threads: the first part of
+#         tests/runtime/run_end_to_end.sh), left out with --no-run.
 #
 #   fuzz: build-asan/ (as above): the libFuzzer binaries of the two parsers that read only
 #         memory (the job spec and the Criteo line) and the structured checkpoint and dataset
