@@ -28,8 +28,9 @@ struct CheckpointModel {
   device::MemoryPool pool{*backend, device::Tier::device, "fuzz"};
   runtime::JobSpec spec = runtime::parse_job_spec(kCheckpointSpec, "fuzz");
   std::vector<std::int64_t> rows{10, 30};
-  embedding::ShardingPlan plan = embedding::ShardingPlan::automatic({{10, 4}, {30, 4}}, 1);
-  runtime::DlrmModel model{spec, rows, 3, *comm, *comm, *backend, pool, 8, plan};
+  std::vector<embedding::TableSpec> tables{{10, 4}, {30, 4}};
+  embedding::ShardingPlan plan = embedding::ShardingPlan::automatic(tables, 1);
+  runtime::DlrmModel model{spec, tables, 3, *comm, *comm, *backend, pool, 8, plan};
 
   // Writes a valid checkpoint of the model (freshly initialised weights, step 3) to `path`.
   void save(const std::string& path) {

@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
     Run r{name, dense, dense == "tf32" ? device::Fp32Math::tf32 : device::Fp32Math::fp32,
           std::make_unique<device::MemoryPool>(*backend, device::Tier::device, name), nullptr, "", {}, {}, spec};
     try {
-      r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, *comm, *backend, *r.pool, batch, plan);
+      r.model = std::make_unique<runtime::DlrmModel>(spec, specs, 13, *comm, *comm, *backend, *r.pool, batch, plan);
     } catch (const ConfigError& e) {
       r.refused = e.what();
     }

@@ -203,9 +203,7 @@ int main(int argc, char** argv) {
 
   for (std::int64_t global_batch : batches) {
     const std::int64_t local = (global_batch + world - 1) / world;
-    std::vector<std::int64_t> table_rows(tables, rows);
-    std::vector<embedding::TableSpec> specs;
-    for (auto r : table_rows) specs.push_back({r, 16});
+    const std::vector<embedding::TableSpec> specs(tables, embedding::TableSpec{rows, 16});
     const auto plan = embedding::ShardingPlan::automatic(specs, world);
     std::vector<data::Batch> data;
     for (int g = 0; g < 8; ++g) data.push_back(bench::make_batch(global_batch, rank, world, tables, rows, g));
@@ -229,7 +227,7 @@ int main(int argc, char** argv) {
                       c.off & kL2Window || !backend->has_l2_window() ? "false" : "\"auto\""),
           "bench");
       try {
-        r.model = std::make_unique<runtime::DlrmModel>(spec, table_rows, 13, *comm, device_comm, *backend, *r.pool, local,
+        r.model = std::make_unique<runtime::DlrmModel>(spec, specs, 13, *comm, device_comm, *backend, *r.pool, local,
                                                        plan);
       } catch (const ConfigError& e) {
         r.refused = e.what();

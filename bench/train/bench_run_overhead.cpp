@@ -56,14 +56,12 @@ int main(int argc, char** argv) {
   for (const std::int64_t global_batch : batches) {
     const runtime::JobSpec spec =
         runtime::parse_job_spec("name = \"bench\"\n[data]\ntrain = \"none.h5\"\n", "bench");
-    const std::vector<std::int64_t> table_rows(tables, rows);
-    std::vector<embedding::TableSpec> specs;
-    for (auto r : table_rows) specs.push_back({r, 16});
+    const std::vector<embedding::TableSpec> specs(tables, embedding::TableSpec{rows, 16});
     const auto plan = embedding::ShardingPlan::automatic(specs, world);
     const std::int64_t local = (global_batch + world - 1) / world;
     device::MemoryPool pool_a(*backend, device::Tier::device, "train"), pool_b(*backend, device::Tier::device, "run");
-    runtime::DlrmModel as_train(spec, table_rows, 13, *plain, *plain, *backend, pool_a, local, plan);
-    runtime::DlrmModel as_run(spec, table_rows, 13, guarded, guarded, *backend, pool_b, local, plan);
+    runtime::DlrmModel as_train(spec, specs, 13, *plain, *plain, *backend, pool_a, local, plan);
+    runtime::DlrmModel as_run(spec, specs, 13, guarded, guarded, *backend, pool_b, local, plan);
     constexpr int kBatches = 8;
     std::vector<data::Batch> data;
     for (int g = 0; g < kBatches; ++g) data.push_back(bench::make_batch(global_batch, rank, world, tables, rows, g));

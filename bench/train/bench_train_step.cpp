@@ -89,14 +89,12 @@ int main(int argc, char** argv) {
     runtime::JobSpec spec = runtime::parse_job_spec(
         fmt::format("name = \"bench\"\n[optimizer]\nsparse = \"{}\"\nlr = 0.01\n[data]\ntrain = \"none.h5\"\n", sparse),
         "bench");
-    std::vector<std::int64_t> table_rows(tables, rows);
-    std::vector<embedding::TableSpec> specs;
-    for (auto r : table_rows) specs.push_back({r, 16});
+    std::vector<embedding::TableSpec> specs(tables, embedding::TableSpec{rows, 16});
     auto plan = embedding::ShardingPlan::automatic(specs, world);
     device::MemoryPool pool(*backend, device::Tier::device, "bench");
     const std::int64_t local = (global_batch + world - 1) / world;
     spec.device.dense_replicas = runtime::parse_choice<runtime::DenseReplicas>(replicas, "--dense-replicas");
-    runtime::DlrmModel model(spec, table_rows, 13, *comm, *comm, *backend, pool, local, plan);
+    runtime::DlrmModel model(spec, specs, 13, *comm, *comm, *backend, pool, local, plan);
     constexpr int kBatches = 8;
     std::vector<data::Batch> data;
     for (int g = 0; g < kBatches; ++g) data.push_back(bench::make_batch(global_batch, rank, world, tables, rows, g));

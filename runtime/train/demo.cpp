@@ -87,7 +87,7 @@ seed = 1
 model = { embedding_dim = 16, bottom_mlp = [64, 32, 16], top_mlp = [64, 32, 1] }
 optimizer = { dense = "adagrad", sparse = "rowwise_adagrad", lr = 0.05 }
 data = { train = ["data/train.h5"], eval = ["data/eval.h5"] }
-train = { batch_size = 256, epochs = 1, eval_per_epoch = 4, eval_batches = 40, log_interval_s = 0.25 }
+train = { batch_size = 256, epochs = 1, eval_per_epoch = 4, eval_batches = 40, log_interval_s = 0.25, log_interval = 1000 }
 checkpoint = { interval = 800 }
 
 [[job]]
@@ -97,7 +97,7 @@ seed = 2
 model = { embedding_dim = 32, bottom_mlp = [32, 32], top_mlp = [32, 1] }
 optimizer = { dense = "adagrad", sparse = "adagrad", lr = 0.05 }
 data = { train = ["data/train.h5"], eval = ["data/eval.h5"] }
-train = { batch_size = 256, epochs = 1, eval_per_epoch = 4, eval_batches = 40, log_interval_s = 0.25 }
+train = { batch_size = 256, epochs = 1, eval_per_epoch = 4, eval_batches = 40, log_interval_s = 0.25, log_interval = 1000 }
 
 [[job]]
 name = "small-mlp"
@@ -106,7 +106,7 @@ seed = 3
 model = { embedding_dim = 8, bottom_mlp = [8], top_mlp = [16, 1] }
 optimizer = { dense = "sgd", sparse = "sgd", lr = 0.1 }
 data = { train = ["data/train.h5"], eval = ["data/eval.h5"] }
-train = { batch_size = 128, epochs = 1, eval_per_epoch = 4, eval_batches = 80, log_interval_s = 0.25 }
+train = { batch_size = 128, epochs = 1, eval_per_epoch = 4, eval_batches = 80, log_interval_s = 0.25, log_interval = 2000 }
 
 [[job]]
 name = "late-wide"
@@ -116,7 +116,7 @@ seed = 4
 model = { embedding_dim = 16, bottom_mlp = [128, 64, 16], top_mlp = [128, 64, 1] }
 optimizer = { dense = "adagrad", sparse = "rowwise_adagrad", lr = 0.05 }
 data = { train = ["data/train.h5"], eval = ["data/eval.h5"] }
-train = { batch_size = 512, epochs = 1, eval_per_epoch = 4, eval_batches = 20, log_interval_s = 0.25 }
+train = { batch_size = 512, epochs = 1, eval_per_epoch = 4, eval_batches = 20, log_interval_s = 0.25, log_interval = 500 }
 )";
   return text;
 }

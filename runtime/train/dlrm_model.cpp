@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.hpp"
@@ -60,21 +61,34 @@ bool bf16_dense(const PrecisionSpec& precision, const device::Backend& backend) 
                                 missing));
 }
 
-DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
+namespace {
+
+std::vector<std::int64_t> rows_of(const std::vector<embedding::TableSpec>& tables, int dim) {
+  std::vector<std::int64_t> rows;
+  for (const auto& t : tables) {
+    if (t.dim != dim)
+      throw std::invalid_argument(fmt::format("DlrmModel: a table of dim {} in a model of embedding_dim {}", t.dim, dim));
+    rows.push_back(t.rows);
+  }
+  return rows;
+}
+
+}  // namespace
+
+DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<embedding::TableSpec>& tables, int num_dense,
                      comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend,
                      device::MemoryPool& pool,
                      std::int64_t max_local_batch, const embedding::ShardingPlan& plan,
-                     embedding::TierOptions tiers, std::int64_t bag_rows,
-                     const std::vector<std::int64_t>& init_rows)
+                     embedding::TierOptions tiers, std::int64_t bag_rows)
     : comm_(comm),
       device_comm_(device_comm),
       backend_(backend),
       stream_(backend.create_stream()),
-      table_rows_(table_rows),
+      table_rows_(rows_of(tables, spec.model.embedding_dim)),
       num_dense_(num_dense),
       dim_(spec.model.embedding_dim),
       max_local_batch_(std::max<std::int64_t>(1, max_local_batch)) {
-  const int k = static_cast<int>(table_rows.size());
+  const int k = static_cast<int>(tables.size());
   threads_ = backend.num_threads();
   const bool bf16 = bf16_dense(spec.precision, backend);
   // TF32 is the backend's math for every fp32 GEMM of this job, set before the MLPs are made.
@@ -111,9 +125,6 @@ DlrmModel::DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table
   top_ = std::make_unique<mlp::Mlp>(backend, pool, "top", top_sizes, mlp::Activation::sigmoid,
                                     spec.seed * 4 + 2, max_batch, bf16, init);
 
-  std::vector<embedding::TableSpec> tables;
-  for (std::size_t t = 0; t < table_rows.size(); ++t)
-    tables.push_back({table_rows[t], dim_, t < init_rows.size() ? init_rows[t] : 0});
   embedding::SparseOptimizerConfig sparse;
   sparse.kind = spec.optimizer.sparse;
   sparse.lr = spec.optimizer.sparse_lr > 0 ? spec.optimizer.sparse_lr : spec.optimizer.lr;

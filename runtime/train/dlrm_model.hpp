@@ -37,17 +37,16 @@ bool bf16_dense(const PrecisionSpec& precision, const device::Backend& backend);
 
 class DlrmModel {
  public:
-  // table_rows and num_dense come from the dataset (checked against the spec by the caller), and
+  // tables (rows, each table's initial bound) and num_dense come from the dataset (checked
+  // against the spec by the caller; every table's dim is spec.model.embedding_dim), and
   // bag_rows, its longest bag: the embedding's step buffers are made for it and for a global
-  // batch of spec.train.batch_size at the start (ShardedEmbedding::reserve). init_rows: the
-  // dataset's embedding_init_rows (each table's initial bound; empty: its own rows).
+  // batch of spec.train.batch_size at the start (ShardedEmbedding::reserve).
   // comm carries host buffers (the loss, the embedding's staged exchange), device_comm the
   // dense gradients in device memory (NCCL on CUDA; the same as comm on the CPU backend).
-  DlrmModel(const JobSpec& spec, const std::vector<std::int64_t>& table_rows, int num_dense,
+  DlrmModel(const JobSpec& spec, const std::vector<embedding::TableSpec>& tables, int num_dense,
             comm::Communicator& comm, comm::Communicator& device_comm, device::Backend& backend, device::MemoryPool& device_pool,
             std::int64_t max_local_batch, const embedding::ShardingPlan& plan,
-            embedding::TierOptions tiers = {}, std::int64_t bag_rows = 1,
-            const std::vector<std::int64_t>& init_rows = {});
+            embedding::TierOptions tiers = {}, std::int64_t bag_rows = 1);
 
   // Rows per replica from which "auto" turns the dense replicas on (one rank only: on several
   // ranks, where they also work, "on" asks for them; their speed there is unmeasured, since

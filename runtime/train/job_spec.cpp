@@ -448,6 +448,7 @@ void read_train(Section& top, TrainSpec& t, bool has_eval) {
   }
   train.read("mllog", t.mllog);
   train.read_double("log_interval_s", t.log_interval_s, 0, 86400);
+  train.read_int("log_interval", t.log_interval, 0, INT64_MAX);
   train.reject_unknown();
 }
 

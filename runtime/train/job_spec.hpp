@@ -75,6 +75,7 @@ struct TrainSpec {
   bool mllog = false;              // write <run_dir>/mllog.txt, the MLPerf log (mllog.hpp)
   std::int64_t eval_batches = 0;   // 0: the whole eval set
   double log_interval_s = 2.0;     // seconds between progress lines
+  std::int64_t log_interval = 0;   // steps between progress lines as well; 0: by time only
 };
 
 struct CheckpointSpec {

@@ -148,7 +148,8 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
   device_comm_ = comm::device_communicator(comm_, *backend_, std::move(early_device_comm), spec_.device.shared);
 
   std::vector<embedding::TableSpec> tables;
-  for (auto rows : table_rows_) tables.push_back({rows, spec_.model.embedding_dim});
+  for (std::size_t t = 0; t < table_rows_.size(); ++t)
+    tables.push_back({table_rows_[t], spec_.model.embedding_dim, t < init_rows.size() ? init_rows[t] : 0});
   // The automatic plan balances expected traffic by the dataset's access counts when it has them
   // (not when the shape comes from a checkpoint: evaluation places tables by size alone).
   std::vector<std::vector<std::int64_t>> access_counts;
@@ -172,9 +173,8 @@ Trainer::Trainer(JobSpec spec, comm::Communicator& comm, std::optional<DatasetSh
     if (tier_counts) tiers.table_counts = access_counts;
     tiers.host_pool = host_pool_.get();
   }
-  model_ = std::make_unique<DlrmModel>(spec_, table_rows_, num_dense_, comm_, device_comm_ ? *device_comm_ : comm_,
-                                       *backend_, *device_pool_, max_local, *plan_, std::move(tiers), bag_rows,
-                                       init_rows);
+  model_ = std::make_unique<DlrmModel>(spec_, tables, num_dense_, comm_, device_comm_ ? *device_comm_ : comm_,
+                                       *backend_, *device_pool_, max_local, *plan_, std::move(tiers), bag_rows);
 }
 
 Trainer::~Trainer() = default;
@@ -388,8 +388,9 @@ TrainResult Trainer::train(const TrainOptions& options) {
     after_step_faults(step, options);
     const auto now = Clock::now();
     // Rank 0's clock decides; the other ranks learn it from a host collective that waits on no device.
+    const std::int64_t log_steps = spec_.train.log_interval;
     std::int32_t log_now = rank == 0 && (std::chrono::duration<double>(now - p.last_log).count() >= spec_.train.log_interval_s ||
-                                         step == total_steps);
+                                         step == total_steps || (log_steps > 0 && step % log_steps == 0));
     if (comm_.size() > 1) comm_.all_reduce_sum(&log_now, &log_now, 1, comm::DataType::i32);
     if (log_now) read_loss(p, step);
     if (options.on_step) {

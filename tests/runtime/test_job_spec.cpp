@@ -72,6 +72,7 @@ shuffle = true
 batch_size = 64
 steps = 100
 eval_interval = 10
+log_interval = 25
 [checkpoint]
 dir = "/ck"
 interval = 50
@@ -88,6 +89,7 @@ memory_capacity = "1.5GiB"
   EXPECT_EQ(spec.data.train.size(), 2u);
   EXPECT_TRUE(spec.data.shuffle);
   EXPECT_EQ(spec.train.steps, 100);
+  EXPECT_EQ(spec.train.log_interval, 25);
   EXPECT_EQ(spec.checkpoint.dir, "/ck");
   EXPECT_EQ(spec.device.memory_capacity, static_cast<std::uint64_t>(1.5 * 1024 * 1024 * 1024));
   EXPECT_EQ(spec.device.dense_replicas, DenseReplicas::off);
@@ -131,6 +133,8 @@ TEST(JobSpec, BadValuesAreNamed) {
   EXPECT_NE(msg.find("device.dense_replicas"), std::string::npos) << msg;
   msg = expect_config_error(std::string(kMinimal) + "[device]\ngemm = \"mkl\"\n");
   EXPECT_NE(msg.find("device.gemm"), std::string::npos) << msg;
+  msg = expect_config_error(std::string(kMinimal) + "[train]\nlog_interval = -1\n");
+  EXPECT_NE(msg.find("train.log_interval"), std::string::npos) << msg;
   msg = expect_config_error(std::string(kMinimal) + "[train]\nsteps = \"ten\"\n");
   EXPECT_NE(msg.find("train.steps"), std::string::npos) << msg;
   msg = expect_config_error("name = \"x\"\n");

@@ -34,12 +34,9 @@ struct Fixture {
       "[optimizer]\ndense = \"adagrad\"\nsparse = \"rowwise_adagrad\"\n[data]\ntrain = \"none.h5\"\n",
       "health");
   std::vector<std::int64_t> rows{10, 30};
-  embedding::ShardingPlan plan = [&] {
-    std::vector<embedding::TableSpec> tables;
-    for (auto r : rows) tables.push_back({r, 4});
-    return embedding::ShardingPlan::automatic(tables, comm->size());
-  }();
-  DlrmModel model{spec, rows, 3, *comm, *comm, *backend, pool, 8, plan};
+  std::vector<embedding::TableSpec> tables{{10, 4}, {30, 4}};
+  embedding::ShardingPlan plan = embedding::ShardingPlan::automatic(tables, comm->size());
+  DlrmModel model{spec, tables, 3, *comm, *comm, *backend, pool, 8, plan};
 };
 
 int sum_over_world(int v) {

@@ -218,6 +218,23 @@ TEST(StepL2Window, CoversTheHotRowsAndIsLoggedOrOff) {
       ConfigError);
 }
 
+// [train] log_interval: a train record every N steps and at the last, however long or short the
+// steps take (log_interval_s is a day here, so the clock never adds one).
+TEST(StepLogInterval, RecordsEveryNStepsWhateverTheTime) {
+  auto& comm = *world->comm;
+  JobSpec spec = small_spec(fmt::format("log-steps-{}", comm.size()));
+  spec.train.steps = 11;
+  spec.train.log_interval_s = 86400;
+  spec.train.log_interval = 4;
+  spec.run_dir = run_dir(spec.name);
+  Trainer trainer(spec, comm);
+  trainer.train(quiet());
+  if (comm.rank() != 0) return;
+  std::vector<int> steps;
+  for (const auto& r : train_records(spec.run_dir)) steps.push_back(r["step"].get<int>());
+  EXPECT_EQ(steps, (std::vector<int>{4, 8, 11}));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, StepDeviceWork,
     testing::Values(StepCase{"sgd", "train.h5", "sgd", "sgd", "fp32", "fp32"},
