@@ -72,13 +72,13 @@ StepCost dlrm_step_cost(const JobSpec& spec) {
     c.network_bytes = a2a + all_reduce;
   }
   const double mlp_layers = static_cast<double>(bottom.size() + s.top_mlp.size());
-  c.kernels = static_cast<int>(6 * mlp_layers + 4 * owned + 12);
+  c.cpu_regions = static_cast<int>(6 * mlp_layers + 4 * owned + 12);
   // On a GPU a layer takes five launches (the forward GEMM with its bias and activation, the
   // activation backward, the two gradient GEMMs, the bias step) and the rest of the step fifteen
   // (uploads, pooling, the grouping's sort and the update, interaction, loss): 50 for the Kaggle
   // shape's 7 layers at one rank, as counted on an H200 (bench/RESULTS.md, "The GPU kernels
   // measured, and three kernel fixes").
-  c.device_launches = static_cast<int>(5 * mlp_layers + 15);
+  c.gpu_launches = static_cast<int>(5 * mlp_layers + 15);
   c.host_indices = b * tables * s.pooling;
   return c;
 }
@@ -94,7 +94,7 @@ double gemm_peak_flops(const JobSpec& spec, const MachineModel& machine) {
 
 double host_issue_s(const JobSpec& spec, const StepCost& cost, const MachineModel& machine) {
   if (!machine.is_gpu()) return 0;
-  const double issue = spec.graphs ? machine.host_graph_step_s : cost.device_launches * machine.host_launch_s;
+  const double issue = spec.graphs ? machine.host_graph_step_s : cost.gpu_launches * machine.host_launch_s;
   return issue + cost.host_indices * machine.host_index_s;
 }
 
@@ -102,7 +102,7 @@ JobProfile dlrm_profile(const JobSpec& spec, const MachineModel& machine) {
   const StepCost c = dlrm_step_cost(spec);
   const double t_compute = c.gemm_flops / (gemm_peak_flops(spec, machine) * machine.gemm_efficiency);
   const double t_memory = c.device_bytes / machine.memory_bandwidth;
-  const int launches = machine.is_gpu() ? c.device_launches : c.kernels;
+  const int launches = machine.is_gpu() ? c.gpu_launches : c.cpu_regions;
   const double t_launch = launches * machine.kernel_launch_s;
   const double t_device = t_compute + t_memory + t_launch;
   // A GPU runs a step no faster than its host issues it (bench/RESULTS.md: the GPU idles 40-60%

@@ -15,8 +15,11 @@ struct StepCost {
   double host_device_bytes = 0;
   double host_bytes = 0;       // host memory traffic (batch assembly, cold-row updates)
   double network_bytes = 0;    // all-to-all + all-reduce bytes sent per rank
-  int kernels = 0;             // kernels / parallel regions launched per step (CPU backend: a table's own)
-  int device_launches = 0;     // launches per eager step on a GPU (the tables share each launch)
+  // Work issued per step, counted the way each kind of machine issues it: the CPU backend starts
+  // a parallel region per kernel and per table; a GPU's eager step shares each launch among the
+  // tables. dlrm_profile takes the one its machine uses.
+  int cpu_regions = 0;
+  int gpu_launches = 0;
   double host_indices = 0;     // indices the rank's host reads and checks per step
 };
 

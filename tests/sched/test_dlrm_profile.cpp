@@ -158,7 +158,7 @@ TEST(DlrmProfile, GraphsLowerTheHostIssue) {
   const JobSpec eager = kaggle_sgd(2048, GemmMath::fp32, false);
   const JobSpec graphs = kaggle_sgd(2048, GemmMath::fp32, true);
   const StepCost c = dlrm_step_cost(eager);
-  EXPECT_EQ(c.device_launches, 50);
+  EXPECT_EQ(c.gpu_launches, 50);
   EXPECT_DOUBLE_EQ(c.host_indices, 2048 * 26.0);
   const double indices = 2048 * 26 * h200.host_index_s;
   EXPECT_NEAR(host_issue_s(eager, c, h200), 50 * h200.host_launch_s + indices, 1e-15);
