@@ -5,11 +5,13 @@
 # reads and a job whose memory share is too small each end alone with one error line, the others
 # unaffected. recmix submit adds a job to a running run and rejects bad ones with a reason;
 # recmix status shows them. A bad jobs file is one clear error.
-# Usage: run_end_to_end.sh <recmix binary> <source dir> [all|first|later|co-location]
-# "first" checks the first run (its jobs, failures, bit-for-bit weights and its replay through the
-# simulator), "later" every later run; ctest runs the two as two tests, side by side. With
-# "co-location" only the first run is checked, not its replay: what the ThreadSanitizer stage
-# runs, where everything is 5-15 times slower and the later runs' timing-based checks do not hold.
+# Usage: run_end_to_end.sh <recmix binary> <source dir> [part]
+# part: all (the default), or one group of sections, each its own ctest test so that they run
+# side by side: placement (the first run and its replay, memory, moving apart, preemption),
+# interrupts (SIGTERM and resume, resuming on fewer ranks) and failures (a rank failing in a step
+# or in a checkpoint write, the strict emulator, bad jobs files, submit). With co-location only
+# the first run is checked, not its replay: what the ThreadSanitizer stage runs, where everything
+# is 5-15 times slower and the later runs' timing-based checks do not hold.
 set -euo pipefail
 recmix=$1 src=$2 part=${3:-all}
 source "$(dirname "$0")/../lib.sh"
@@ -100,8 +102,10 @@ run_spec late 'ranks = 2\narrival = 1.0'
 run_spec bad-row 'ranks = 2'
 run_spec starved 'ranks = 2'
 
-case $part in all | first | later | co-location) ;; *) fail "unknown part '$part'" ;; esac
-if [[ $part != later ]]; then
+case $part in all | placement | interrupts | failures | co-location) ;; *) fail "unknown part '$part'" ;; esac
+# in_part <part...>: whether the sections of these parts run.
+in_part() { [[ $part == all || " $* " == *" $part "* ]]; }
+if in_part placement co-location; then
 "${mpirun[@]}" -np 2 "$recmix" run jobs.toml --run-dir run > run.out 2> run.err || {
   cat run.err run.out; fail "recmix run failed"; }
 cat run.out
@@ -166,11 +170,13 @@ fi
 same_as_solo run 2 wide
 same_as_solo run 1 narrow
 same_as_solo run 2 late
-if [[ $part == co-location || $part == first ]]; then
-  echo "$part part passed"
+if [[ $part == co-location ]]; then
+  echo "co-location part passed"
   exit 0
 fi
 fi  # the first run
+
+if in_part placement; then
 
 # Memory: random job shapes, optimizers, batch sizes, embedding tiers, table storage types and bf16
 # GEMMs against random per-rank capacities.
@@ -332,6 +338,9 @@ PY
 "$recmix" sim --replay las > replay.out 2>&1 || { cat replay.out; fail "the las run: live != simulated"; }
 same_as_solo las 2 longer  # preempted and resumed = uninterrupted
 
+fi  # placement
+
+if in_part interrupts; then
 # SIGTERM to mpirun: every running job stops with a checkpoint and the run exits with status 3;
 # --resume continues both jobs, which end with the weights of uninterrupted runs, bit for bit.
 # Both starts give the same command (--resume auto), as a requeued batch job does.
@@ -419,6 +428,9 @@ sys.exit(0 if stopped and 0 < stopped[0] < 30 and worst <= 1e-5 else 1)
 PY
   fail "the job resumed on another rank count is not within 1e-5 of an uninterrupted run"
 
+fi  # interrupts
+
+if in_part failures; then
 # A job that fails on one rank inside a step (a fault injected on rank 1 after step 40's forward
 # exchange, before its backward collectives, which rank 1 can no longer post) ends alone: its
 # rank 0 leaves at its next collective (the guarded communicator's status word), every rank
@@ -539,4 +551,5 @@ grep -q "^extra  *finished" status.out || fail "the submitted job did not finish
 grep -q "^long  *finished" status.out || fail "the first job did not finish"
 grep -q "huge.*can never fit.*estimate" status.out || fail "huge is not rejected for memory"
 grep -q '"event":"rejected".*never fit' live/events.jsonl || fail "no rejected event"
-echo "run end-to-end: all checks passed"
+fi  # failures
+echo "run end-to-end ($part): all checks passed"
