@@ -15,6 +15,9 @@
 set -euo pipefail
 recmix=$1 src=$2 part=${3:-all}
 source "$(dirname "$0")/../lib.sh"
+case $part in all | placement | interrupts | failures | co-location) ;; *) fail "unknown part '$part'" ;; esac
+# in_part <part...>: whether the sections of these parts run.
+in_part() { [[ $part == all || " $* " == *" $part "* ]]; }
 scratch run
 mpirun=("$src/launch/recmix-mpirun")
 py=/usr/bin/python3
@@ -102,9 +105,6 @@ run_spec late 'ranks = 2\narrival = 1.0'
 run_spec bad-row 'ranks = 2'
 run_spec starved 'ranks = 2'
 
-case $part in all | placement | interrupts | failures | co-location) ;; *) fail "unknown part '$part'" ;; esac
-# in_part <part...>: whether the sections of these parts run.
-in_part() { [[ $part == all || " $* " == *" $part "* ]]; }
 if in_part placement co-location; then
 "${mpirun[@]}" -np 2 "$recmix" run jobs.toml --run-dir run > run.out 2> run.err || {
   cat run.err run.out; fail "recmix run failed"; }
