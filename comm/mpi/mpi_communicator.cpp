@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_handle.hpp"
+#include "comm/mpi/mpi_wait.hpp"
 #include "core/error.hpp"
 #include "device/stream.hpp"
 
@@ -93,7 +94,8 @@ void* offset(void* base, std::size_t elements, std::size_t element_size) {
 // that MPI reads until completion (they must outlive the call that started it).
 class MpiRequest : public Request {
  public:
-  MpiRequest(MPI_Comm comm, std::string operation) : comm_(comm), operation_(std::move(operation)) {}
+  MpiRequest(MPI_Comm comm, std::string operation, const MpiOptions& options)
+      : comm_(comm), operation_(std::move(operation)), wait_(options.wait), poll_(options.poll) {}
   ~MpiRequest() override {
     // A non-blocking collective cannot be cancelled or freed (MPI standard), so a request that
     // is dropped unfinished is completed here; errors at this point can only be reported.
@@ -120,7 +122,9 @@ class MpiRequest : public Request {
 
   void wait() override {
     if (done_) return;
-    int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    int rc = wait_ == MpiWait::blocking
+                 ? MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE)
+                 : wait_requests(requests_, poll_);
     done_ = true;
     if (rc != MPI_SUCCESS) throw_mpi_error(rc, operation_.c_str(), comm_);
   }
@@ -131,6 +135,8 @@ class MpiRequest : public Request {
  private:
   MPI_Comm comm_;
   std::string operation_;
+  MpiWait wait_;
+  PollThenSleep poll_;
   bool done_ = false;
 };
 
@@ -156,8 +162,12 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   MPI_Comm handle() const { return comm_; }
+  const MpiOptions& options() const { return options_; }
 
-  void barrier() override { RECMIX_MPI_CHECK(comm_, MPI_Barrier(comm_)); }
+  void barrier() override {
+    // Under poll_then_sleep, the arrival barrier is the whole of it.
+    collective("MPI_Barrier", [&] { return options_.wait == MpiWait::blocking ? MPI_Barrier(comm_) : MPI_SUCCESS; });
+  }
 
   void all_reduce_sum(const void* send, void* recv, std::size_t count, DataType type,
                       device::Stream* stream) override {
@@ -167,7 +177,9 @@ class MpiCommunicator : public Communicator {
     for (std::size_t done = 0; done < count;) {
       const std::size_t n = std::min(count - done, chunk_limit());
       const void* s = send == recv ? MPI_IN_PLACE : offset(send, done, es);
-      RECMIX_MPI_CHECK(comm_, MPI_Allreduce(s, offset(recv, done, es), static_cast<int>(n), t, MPI_SUM, comm_));
+      void* r = offset(recv, done, es);
+      const int c = static_cast<int>(n);
+      collective("MPI_Allreduce", [&] { return MPI_Allreduce(s, r, c, t, MPI_SUM, comm_); });
       done += n;
     }
   }
@@ -177,7 +189,7 @@ class MpiCommunicator : public Communicator {
     require_host_stream(stream, "iall_reduce_sum");
     const MPI_Datatype t = mpi_type(type);
     const std::size_t es = size_of(type);
-    auto request = std::make_unique<MpiRequest>(comm_, "MPI_Iallreduce");
+    auto request = std::make_unique<MpiRequest>(comm_, "MPI_Iallreduce", options_);
     for (std::size_t done = 0; done < count;) {
       const std::size_t n = std::min(count - done, chunk_limit());
       const void* s = send == recv ? MPI_IN_PLACE : offset(send, done, es);
@@ -201,7 +213,9 @@ class MpiCommunicator : public Communicator {
     const std::size_t es = size_of(type);
     for (std::size_t done = 0; done < count;) {
       const std::size_t n = std::min(count - done, chunk_limit());
-      RECMIX_MPI_CHECK(comm_, MPI_Bcast(offset(buffer, done, es), static_cast<int>(n), t, root, comm_));
+      void* b = offset(buffer, done, es);
+      const int c = static_cast<int>(n);
+      collective("MPI_Bcast", [&] { return MPI_Bcast(b, c, t, root, comm_); });
       done += n;
     }
   }
@@ -216,7 +230,7 @@ class MpiCommunicator : public Communicator {
     to_int_count(count * static_cast<std::size_t>(size_), static_cast<std::size_t>(INT_MAX),
                  "total receive size", "all_gather");
     const void* s = send == offset(recv, static_cast<std::size_t>(rank_) * count, es) ? MPI_IN_PLACE : send;
-    RECMIX_MPI_CHECK(comm_, MPI_Allgather(s, n, t, recv, n, t, comm_));
+    collective("MPI_Allgather", [&] { return MPI_Allgather(s, n, t, recv, n, t, comm_); });
   }
 
   void all_to_all_v(const void* send, std::span<const std::size_t> send_counts,
@@ -228,8 +242,9 @@ class MpiCommunicator : public Communicator {
     std::vector<int> a = int_counts(send_counts, send_displs, recv_counts, recv_displs, "all_to_all_v");
     const int p = size_;
     const MPI_Datatype t = mpi_type(type);
-    RECMIX_MPI_CHECK(comm_, MPI_Alltoallv(send, a.data(), a.data() + p, t, recv, a.data() + 2 * p,
-                                          a.data() + 3 * p, t, comm_));
+    const int* c = a.data();
+    collective("MPI_Alltoallv",
+               [&] { return MPI_Alltoallv(send, c, c + p, t, recv, c + 2 * p, c + 3 * p, t, comm_); });
   }
 
   std::unique_ptr<Request> iall_to_all_v(const void* send, std::span<const std::size_t> send_counts,
@@ -238,7 +253,7 @@ class MpiCommunicator : public Communicator {
                                          std::span<const std::size_t> recv_displs, DataType type,
                                          device::Stream* stream) override {
     require_host_stream(stream, "iall_to_all_v");
-    auto request = std::make_unique<MpiRequest>(comm_, "MPI_Ialltoallv");
+    auto request = std::make_unique<MpiRequest>(comm_, "MPI_Ialltoallv", options_);
     request->counts_and_displs_ =
         int_counts(send_counts, send_displs, recv_counts, recv_displs, "iall_to_all_v");
     const int* a = request->counts_and_displs_.data();
@@ -265,6 +280,23 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  // One blocking collective. Under poll_then_sleep the ranks first meet at a non-blocking barrier
+  // that wait_requests finishes, so a rank that is early sleeps until the last one arrives; the
+  // collective itself then runs as MPI's blocking call, with every rank present. (MPI's
+  // non-blocking twins of the collectives are no substitute: they progress only while polled, so
+  // every sleep stalls a large transfer: a 16 MiB all-reduce took 3-9x as long.)
+  template <class Blocking>
+  void collective(const char* name, const Blocking& blocking) {
+    int rc = MPI_SUCCESS;
+    if (options_.wait == MpiWait::poll_then_sleep) {
+      MPI_Request arrival = MPI_REQUEST_NULL;
+      rc = MPI_Ibarrier(comm_, &arrival);
+      if (rc == MPI_SUCCESS) rc = wait_requests(std::span<MPI_Request>(&arrival, 1), options_.poll);
+    }
+    if (rc == MPI_SUCCESS) rc = blocking();
+    if (rc != MPI_SUCCESS) throw_mpi_error(rc, name, comm_);
+  }
+
   std::size_t chunk_limit() const {
     return std::min<std::size_t>(options_.max_elements_per_call, static_cast<std::size_t>(INT_MAX));
   }
@@ -311,6 +343,20 @@ class MpiCommunicator : public Communicator {
 
 }  // namespace
 
+namespace {
+
+// RECMIX_MPI_WAIT = auto | poll | blocking (docs/operations.md); unset is auto. Any other value is
+// an error that names the variable, on every rank alike.
+MpiWait wait_from_environment() {
+  const char* v = std::getenv("RECMIX_MPI_WAIT");
+  if (v == nullptr || std::string(v).empty() || std::string(v) == "auto") return MpiWait::automatic;
+  if (std::string(v) == "poll") return MpiWait::poll_then_sleep;
+  if (std::string(v) == "blocking") return MpiWait::blocking;
+  throw CommError(std::string("RECMIX_MPI_WAIT=") + v + " is not one of auto, poll, blocking");
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> make_mpi_world_communicator() { return make_mpi_world_communicator(MpiOptions{}); }
 
 std::unique_ptr<Communicator> make_mpi_world_communicator(const MpiOptions& options) {
@@ -319,11 +365,15 @@ std::unique_ptr<Communicator> make_mpi_world_communicator(const MpiOptions& opti
   MPI_Finalized(&finalized);
   if (!initialized || finalized)
     throw CommError("make_mpi_world_communicator: MPI is not initialised (or already finalised)");
+  MpiOptions resolved = options;
+  if (resolved.wait == MpiWait::automatic) resolved.wait = wait_from_environment();
   // A private duplicate keeps our messages apart from other MPI users and lets errors return
   // without changing MPI_COMM_WORLD's handler.
   MPI_Comm dup = MPI_COMM_NULL;
   RECMIX_MPI_CHECK(MPI_COMM_WORLD, MPI_Comm_dup(MPI_COMM_WORLD, &dup));
-  return std::make_unique<MpiCommunicator>(dup, options);
+  if (resolved.wait == MpiWait::automatic)
+    resolved.wait = ranks_fit_node_cpus(dup) ? MpiWait::poll_then_sleep : MpiWait::blocking;
+  return std::make_unique<MpiCommunicator>(dup, resolved);
 }
 
 std::unique_ptr<Communicator> make_mpi_group_communicator(const Communicator& parent, std::span<const int> ranks,
@@ -353,7 +403,7 @@ std::unique_ptr<Communicator> make_mpi_group_communicator(const Communicator& pa
   const int created = MPI_Comm_create_group(parent_comm, part, tag, &sub);
   MPI_Group_free(&part);
   RECMIX_MPI_CHECK(parent_comm, created);
-  return std::make_unique<MpiCommunicator>(sub, MpiOptions{});
+  return std::make_unique<MpiCommunicator>(sub, mpi->options());
 }
 
 namespace {
@@ -368,6 +418,12 @@ const MpiCommunicator* unwrap_mpi(const Communicator* comm) {
 }  // namespace
 
 bool is_mpi_communicator(const Communicator& comm) { return unwrap_mpi(&comm) != nullptr; }
+
+MpiWait mpi_wait(const Communicator& comm) {
+  const auto* mpi = unwrap_mpi(&comm);
+  if (mpi == nullptr) throw CommError("mpi_wait: the communicator is not an MPI communicator");
+  return mpi->options().wait;
+}
 
 MPI_Comm mpi_handle(const Communicator& comm) {
   const auto* mpi = unwrap_mpi(&comm);
