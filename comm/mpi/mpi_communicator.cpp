@@ -142,18 +142,28 @@ class MpiRequest : public Request {
 
 class MpiCommunicator : public Communicator {
  public:
-  // Takes ownership of comm (freed in the destructor) and makes its errors return.
+  // Takes ownership of comm (freed in the destructor) and makes its errors return. Collective
+  // over comm: it duplicates comm once more for the code that calls MPI itself (mpi_handle).
   MpiCommunicator(MPI_Comm comm, const MpiOptions& options) : comm_(comm), options_(options) {
     if (options_.max_elements_per_call == 0) throw CommError("MpiOptions.max_elements_per_call must be > 0");
     RECMIX_MPI_CHECK(comm_, MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     RECMIX_MPI_CHECK(comm_, MPI_Comm_rank(comm_, &rank_));
     RECMIX_MPI_CHECK(comm_, MPI_Comm_size(comm_, &size_));
+    // Parallel HDF5's collectives get a communicator of their own. A rank that fails inside a
+    // checkpoint write leaves its peers in HDF5's collectives, and the failing rank's next
+    // collective (the guard's status word) must not be matched against theirs: messages of two
+    // different collectives on one communicator are an MPI error (seen as a truncation that
+    // aborted the job), where apart they simply wait for the stuck-job watchdog.
+    RECMIX_MPI_CHECK(comm_, MPI_Comm_dup(comm_, &io_comm_));
+    RECMIX_MPI_CHECK(comm_, MPI_Comm_set_errhandler(io_comm_, MPI_ERRORS_RETURN));
   }
 
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    if (io_comm_ != MPI_COMM_NULL) MPI_Comm_free(&io_comm_);
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
   MpiCommunicator(const MpiCommunicator&) = delete;
@@ -162,6 +172,7 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   MPI_Comm handle() const { return comm_; }
+  MPI_Comm io_handle() const { return io_comm_; }
   const MpiOptions& options() const { return options_; }
 
   void barrier() override {
@@ -336,6 +347,7 @@ class MpiCommunicator : public Communicator {
   }
 
   MPI_Comm comm_;
+  MPI_Comm io_comm_ = MPI_COMM_NULL;
   MpiOptions options_;
   int rank_ = 0;
   int size_ = 1;
@@ -428,7 +440,7 @@ MpiWait mpi_wait(const Communicator& comm) {
 MPI_Comm mpi_handle(const Communicator& comm) {
   const auto* mpi = unwrap_mpi(&comm);
   if (mpi == nullptr) throw CommError("mpi_handle: the communicator is not an MPI communicator");
-  return mpi->handle();
+  return mpi->io_handle();
 }
 
 }  // namespace recmix::comm

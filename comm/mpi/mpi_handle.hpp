@@ -7,8 +7,9 @@
 
 namespace recmix::comm {
 
-// The communicator's MPI_Comm (owned by comm; do not free it). Throws CommError when comm is not
-// an MPI communicator.
+// An MPI_Comm over comm's ranks, in their order, for MPI calls made outside the communicator
+// (owned by comm; do not free it). It is not the one comm's own collectives use, so the two
+// kinds of traffic never meet. Throws CommError when comm is not an MPI communicator.
 MPI_Comm mpi_handle(const Communicator& comm);
 
 }  // namespace recmix::comm
