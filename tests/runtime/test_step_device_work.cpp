@@ -45,6 +45,14 @@ std::vector<nlohmann::json> train_records(const std::string& run_dir) {
   return out;
 }
 
+// Trains spec quietly in a run directory of its own; returns rank 0's train records (none on the
+// other ranks, which write no metrics).
+std::vector<nlohmann::json> train_and_read_records(JobSpec& spec, comm::Communicator& comm) {
+  spec.run_dir = run_dir(spec.name);
+  Trainer(spec, comm).train(quiet());
+  return comm.rank() == 0 ? train_records(spec.run_dir) : std::vector<nlohmann::json>{};
+}
+
 class StepDeviceWork : public testing::TestWithParam<StepCase> {};
 
 // A record every step (log_interval_s = 0): every record holds device_per_step with launches,
@@ -63,11 +71,8 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
   spec.device.graphs = c.graphs ? AutoSwitch::on : AutoSwitch::off;
   spec.train.steps = 12;
   spec.train.log_interval_s = 0;
-  spec.run_dir = run_dir(spec.name);
-  Trainer trainer(spec, comm);
-  trainer.train(quiet());
+  const auto records = train_and_read_records(spec, comm);
   if (comm.rank() != 0) return;
-  const auto records = train_records(spec.run_dir);
   ASSERT_EQ(records.size(), 12u);
   for (std::size_t i = 0; i < records.size(); ++i) {
     SCOPED_TRACE(fmt::format("record {} (step {})", i, records[i]["step"].get<int>()));
@@ -226,12 +231,10 @@ TEST(StepLogInterval, RecordsEveryNStepsWhateverTheTime) {
   spec.train.steps = 11;
   spec.train.log_interval_s = 86400;
   spec.train.log_interval = 4;
-  spec.run_dir = run_dir(spec.name);
-  Trainer trainer(spec, comm);
-  trainer.train(quiet());
+  const auto records = train_and_read_records(spec, comm);
   if (comm.rank() != 0) return;
   std::vector<int> steps;
-  for (const auto& r : train_records(spec.run_dir)) steps.push_back(r["step"].get<int>());
+  for (const auto& r : records) steps.push_back(r["step"].get<int>());
   EXPECT_EQ(steps, (std::vector<int>{4, 8, 11}));
 }
 
