@@ -48,7 +48,7 @@ class SchedulerService::LiveActions final : public sched::Actions {
     Record& r = *s_.records_.at(static_cast<std::size_t>(job.id));
     // The ranks' cores and the jobs it was moved apart from are the cluster state's to check
     // (sched::ClusterState::fits), as in the simulator, so a replay refuses the same starts.
-    if (!s_.cluster_->place(job, gpus, s_.now())) return false;
+    if (!s_.cluster_->place(job, gpus, s_.clock())) return false;
     s_.start(r, std::vector<int>(gpus.begin(), gpus.end()));
     ++starts;
     return true;
@@ -116,8 +116,11 @@ SchedulerService::~SchedulerService() = default;
 
 double SchedulerService::now() const { return wall_seconds() - start_time_; }
 
+// The scheduling time: the loop's turn, or now outside the loop.
+double SchedulerService::clock() const { return turn_t_ >= 0 ? turn_t_ : now(); }
+
 void SchedulerService::event(nlohmann::json e) {
-  e["t"] = std::round(now() * 1e4) / 1e4;
+  e["t"] = std::round(clock() * 1e4) / 1e4;
   *events_ << e.dump() << '\n' << std::flush;
 }
 
@@ -133,7 +136,7 @@ std::vector<std::string> SchedulerService::partners_of(const Record& r) const {
 }
 
 void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
-  const double t = now();
+  const double t = clock();
   r.ranks = ranks;
   r.launch = next_launch_++;
   r.reports = 0;
@@ -208,7 +211,7 @@ void SchedulerService::release_ranks(Record& r) {
 }
 
 void SchedulerService::end_job(Record& r, const std::string& state) {
-  const double t = now();
+  const double t = clock();
   release_ranks(r);
   by_launch_.erase(r.launch);
   r.state = state;
@@ -307,7 +310,8 @@ void SchedulerService::stop_job(Record& r, nlohmann::json e) {
 }
 
 void SchedulerService::schedule_round() {
-  const double t = now();
+  const double t = clock();
+  const double began = now();
   // What finished jobs measured next to their partners, learnt at most once a second: a refit
   // costs 0.1 s at 10,000 job types (bench_service_rounds), and each finish would ask for one.
   double refit_s = 0;
@@ -315,7 +319,7 @@ void SchedulerService::schedule_round() {
     model_.refit();
     model_stale_ = false;
     next_refit_ = t + std::max(1.0, options_.jobs.scheduler.round_interval_s);
-    refit_s = now() - t;
+    refit_s = now() - began;
     ++refits_;
     refit_seconds_ += refit_s;
   }
@@ -327,7 +331,7 @@ void SchedulerService::schedule_round() {
   LiveActions actions(*this);
   sched::SchedulingContext context{t, *cluster_, std::span<sched::Job* const>(queue), model_};
   policy_->schedule(context, actions);
-  const double took = now() - t;  // the refit, the policy and the start messages it sent
+  const double took = now() - began;  // the refit, the policy and the start messages it sent
   ++rounds_;
   round_seconds_ += took;
   if (took > round_max_s_) longest_round_ = {t, refit_s, took - refit_s, queue.size(), actions.starts};
@@ -373,11 +377,21 @@ nlohmann::json SchedulerService::run() {
   for (auto& job : options_.jobs.jobs) add_job(std::move(job), "jobs file");
   options_.jobs.jobs.clear();
   for (;;) {
+    const double previous_turn = std::max(turn_t_, 0.0);
+    turn_t_ = now();
+    // A round the policy asked for runs before this turn's messages and at the time it asked for
+    // (never before the last turn), as the simulator runs it: what this turn takes up comes after.
+    if (!draining_ && turn_t_ >= wake_at_) {
+      const double t = turn_t_;
+      turn_t_ = std::max(wake_at_, previous_turn);
+      schedule_round();
+      turn_t_ = t;
+    }
     while (auto m = plane_.poll_scheduler()) {
       ++messages_in_;
       handle(*m);
     }
-    const double t = now();
+    const double t = turn_t_;
     if (!draining_ && options_.terminate && options_.terminate->load()) {
       draining_ = true;  // the executors stop their jobs themselves (every rank got the signal)
       event({{"event", "terminating"}});
@@ -434,6 +448,7 @@ nlohmann::json SchedulerService::run() {
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  turn_t_ = -1;
   // With a stuck job its threads never end, so the executors cannot shut down: the caller ends
   // the processes (after this summary) instead.
   if (!stuck_)

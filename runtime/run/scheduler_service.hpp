@@ -75,6 +75,7 @@ class SchedulerService {
   class LiveActions;
 
   double now() const;
+  double clock() const;
   std::string network_origin() const;
   void add_job(RunJob job, const std::string& source);
   void take_spool();
@@ -118,6 +119,10 @@ class SchedulerService {
   int io_holder_ = -1;                             // launch writing now, -1 none
   int next_launch_ = 1;
   double start_time_ = 0;
+  // When this turn of the service's loop took up its messages and arrivals (-1 outside the loop):
+  // the time of the events it handles and of the round that follows them. A replay then meets
+  // those events together, at one time, as the policy did.
+  double turn_t_ = -1;
   double next_round_ = 0, wake_at_ = 1e300, last_progress_ = -1e300;
   bool model_stale_ = false;  // the interference model has observations it has not fitted yet
   double next_refit_ = 0;

@@ -121,8 +121,12 @@ RunReplay read_run_events(const std::string& events_path) {
             it->requeue_s = t;
             break;
           }
+      } else if (kind == "arrival") {  // queued when the live service saw the arrival, not at arrival_s
+        run.queue_times[ids.at(e.at("job").get<std::string>())] = t;
       } else if (kind == "finished" || kind == "failed" || kind == "memory_restart") {
-        end_segment(ids.at(e.at("job").get<std::string>()), t);
+        const JobId id = ids.at(e.at("job").get<std::string>());
+        end_segment(id, t);
+        if (kind != "memory_restart") run.end_times[id] = t;
       }
     } catch (const nlohmann::json::exception& x) {
       throw DataError(fmt::format("{}:{}: '{}' event lacks a field ({})", events_path, event.line, kind, x.what()));
@@ -136,7 +140,10 @@ RunReplay read_run_events(const std::string& events_path) {
   // hold their ranks as long, so that the decisions around them are the same.
   std::vector<JobId> still_running;
   for (const auto& [id, since] : running_since) still_running.push_back(id);
-  for (JobId id : still_running) end_segment(id, last_t);
+  for (JobId id : still_running) {
+    end_segment(id, last_t);
+    run.end_times[id] = last_t;
+  }
   return run;
 }
 
@@ -158,6 +165,8 @@ ReplayResult replay_run(const RunReplay& run) {
   options.restart_overhead_s = 0;
   options.external_stops = run.moves;
   options.profile_updates = run.profiles;
+  options.end_times = run.end_times;
+  options.queue_times = run.queue_times;
   const SimResult sim = simulate(run.cluster, std::move(jobs), *policy, truth, model, options);
   ReplayResult r;
   r.live = run.live;

@@ -1,10 +1,13 @@
 #pragma once
 // Replays a live `recmix run` through the simulator, from the run's events.jsonl: the same cluster
 // of ranks, policy and settings, the same jobs (arrival, ranks, priority, the profile and memory
-// estimate the scheduler service computed) running for the times they measured. The live run's
+// estimate the scheduler service computed) running for the times they measured, queued and ended
+// when the live service saw them arrive and end (not a few milliseconds earlier, as a simulator
+// that decides at once would have it, which reorders events that close together). The live run's
 // decisions are read from the same file, so the two lists can be compared: the policies are one
 // code path, and a replay that decides otherwise points at a difference between the runtime's
 // scheduler service and the simulator.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,11 @@ struct RunReplay {
   std::vector<TimedDecision> live;  // the live scheduler service's starts and preemptions
   std::vector<ExternalStop> moves;  // its move-aparts (stops outside the policy), replayed as such
   std::vector<ProfileUpdate> profiles;  // the utilisation it measured, applied when it did
+  // When each job ended there (finished or failed; the log's end for one still running): the
+  // replay ends it then, and queues each job when the live service saw it arrive, so that the
+  // simulator meets the events in the live run's order.
+  std::map<JobId, double> end_times;
+  std::map<JobId, double> queue_times;  // when it saw each job arrive
   std::vector<std::string> names;   // job name by id ("" for ids that never became jobs)
 };
 

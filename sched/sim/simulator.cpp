@@ -41,7 +41,7 @@ class Simulation final : public Actions {
       : cluster_(spec), jobs_(std::move(jobs)), policy_(policy), truth_(truth), model_(std::move(model)),
         options_(options), state_(jobs_.size()) {
     // Workloads come by arrival already; sorting them again would move every job.
-    const auto by_arrival = [](const Job& a, const Job& b) { return a.arrival_s < b.arrival_s; };
+    const auto by_arrival = [this](const Job& a, const Job& b) { return queued_at(a) < queued_at(b); };
     if (!std::is_sorted(jobs_.begin(), jobs_.end(), by_arrival)) std::stable_sort(jobs_.begin(), jobs_.end(), by_arrival);
     for (std::size_t i = 0; i < jobs_.size(); ++i) {
       index_[jobs_[i].id] = i;
@@ -75,12 +75,12 @@ class Simulation final : public Actions {
     std::size_t next_arrival = 0;
     while (finished_ < jobs_.size()) {
       double t = INFINITY;
-      if (next_arrival < jobs_.size()) t = jobs_[next_arrival].arrival_s;
+      if (next_arrival < jobs_.size()) t = queued_at(jobs_[next_arrival]);
       if (!events_.empty()) t = std::min(t, events_.top().time);
       if (!std::isfinite(t)) break;  // nothing can happen any more
       advance(t);
       bool changed = false;
-      while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival_s <= now_ + kEps) {
+      while (next_arrival < jobs_.size() && queued_at(jobs_[next_arrival]) <= now_ + kEps) {
         enqueue(next_arrival++);
         changed = true;
         ++result_.events;
@@ -232,6 +232,13 @@ class Simulation final : public Actions {
   }
 
  private:
+  // When a job joins the queue: its arrival, or in a replay when the live service saw it arrive.
+  double queued_at(const Job& job) const {
+    if (options_.queue_times.empty()) return job.arrival_s;
+    const auto it = options_.queue_times.find(job.id);
+    return it != options_.queue_times.end() ? it->second : job.arrival_s;
+  }
+
   // Moves simulated time to t, integrating utilisation and writing timeline samples.
   void advance(double t) {
     sample_timeline(t, false);
@@ -404,7 +411,9 @@ class Simulation final : public Actions {
       s.rate = rate;
       ++s.version;
       const double remaining = std::max(0.0, s.needed - s.progress);
-      events_.push({now_ + remaining / rate, 0, i, s.version});
+      const auto end = options_.end_times.find(job.id);
+      events_.push({end != options_.end_times.end() ? std::max(now_, end->second) : now_ + remaining / rate, 0, i,
+                    s.version});
     }
     if (learn_ && new_observations_ >= options_.refit_every) {
       model_.refit();

@@ -49,6 +49,14 @@ struct SimOptions {
   // Replaying a live run: every job runs at rate 1 for its work_s (its measured run time, which
   // already holds whatever its co-runners cost it), whoever shares its GPUs.
   bool measured_runtimes = false;
+  // Replays only: when the live run's jobs ended (finished or failed), by id. Such a job's last run
+  // ends then, not at its start plus its work: the simulator decides at the event, where the live
+  // service took a moment to, so its starts come up to a few milliseconds early, and an end moved
+  // up by them could cross an arrival and change a decision.
+  std::map<JobId, double> end_times;
+  // Replays only: when the live service queued each job (it saw its arrival), by id; arrival_s
+  // still orders the queue, as it did there.
+  std::map<JobId, double> queue_times;
   std::vector<ExternalStop> external_stops;  // replays only
   std::vector<ProfileUpdate> profile_updates;  // replays only
   int observations_per_pair = 3;    // online observations kept per (type, co-runner type)

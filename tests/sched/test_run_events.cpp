@@ -1,6 +1,7 @@
 // The reader of a run's events.jsonl: which lines become events (with their line numbers), what
 // is skipped and why in the tolerant mode, the error that names file and line in the strict one,
 // and the replay reading through it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -192,6 +193,37 @@ TEST(RunEvents, ReplayReadsStrictlyAndStopsAtTheNextRun) {
   std::ofstream(path) << run_start << "\n\n" << submitted << "\n{\"event\":\"start\",\"jo";
   const std::string text = error_text([&] { read_run_events(path); });
   EXPECT_EQ(text.rfind(path + ":4: not JSON (", 0), 0u) << text;
+}
+
+// The live service saw job a arrive 50 ms late and took 10 ms more to start it; a's run of 0.45 s
+// ended at 0.51 s, 5 ms after b arrived, so b went to rank 1. A replay that queued a at its
+// arrival_s and ended it at its start plus its work would have freed rank 0 at 0.45 s and put b
+// there: it meets the events at the times the live run logged them.
+TEST(RunEvents, ReplayMeetsTheEventsWhenTheLiveRunDid) {
+  const test::ScratchDir scratch;
+  const std::string path = (scratch.path / "events.jsonl").string();
+  const auto submitted = [](int id, const char* name, double arrival) {
+    return fmt::format(R"({{"event":"submitted","id":{},"job":"{}","ranks":1,"arrival_s":{},"estimate_bytes":100,)"
+                       R"("profile":{{"type":"dlrm","solo_step_s":0.01,"util":[0.5,0.2,0.1]}},"t":0.001}})",
+                       id, name, arrival);
+  };
+  std::ofstream(path)
+      << R"({"event":"run_start","ranks":2,"memory_capacity_bytes":1024,"colocation_limit":1,"policy":"fifo","t":0})"
+      << "\n" << submitted(0, "a", 0) << "\n" << submitted(1, "b", 0.505) << "\n"
+      << R"({"event":"arrival","job":"a","t":0.05})" "\n"
+      << R"({"event":"start","job":"a","ranks":[0],"t":0.06})" "\n"
+      << R"({"event":"arrival","job":"b","t":0.505})" "\n"
+      << R"({"event":"start","job":"b","ranks":[1],"t":0.5052})" "\n"
+      << R"({"event":"finished","job":"a","ranks":[0],"t":0.51})" "\n"
+      << R"({"event":"finished","job":"b","ranks":[1],"t":0.6})" "\n";
+  const RunReplay run = read_run_events(path);
+  ASSERT_EQ(run.jobs.size(), 2u);
+  EXPECT_NEAR(run.jobs[0].work_s, 0.45, 1e-12);
+  const ReplayResult result = replay_run(run);
+  EXPECT_TRUE(result.same) << describe(run, result);
+  ASSERT_EQ(result.simulated.size(), 2u);
+  EXPECT_EQ(result.simulated[0].time_s, 0.05);
+  EXPECT_EQ(result.simulated[1].decision.gpus, std::vector<int>{1});
 }
 
 }  // namespace
