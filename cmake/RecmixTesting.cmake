@@ -2,7 +2,8 @@
 #   recmix_add_test(NAME name SOURCES a.cpp ... LIBS lib ...)
 #   recmix_add_mpi_test(NAME name SOURCES ... LIBS ... RANKS 1 2 4)
 # MPI tests register as name.1rank, name.2ranks, name.4ranks; the launcher flags this machine
-# needs (root, oversubscription, no single-copy shared memory) live in one cache variable.
+# needs (root, oversubscription, no single-copy shared memory) live in one cache variable, and
+# tests/ahead.sh starts the launcher ahead of other work on the machine where it may.
 include(GoogleTest)
 find_package(GTest REQUIRED)
 
@@ -63,7 +64,7 @@ function(recmix_add_mpi_test)
         list(POP_FRONT filters filter)
       endif()
       add_test(NAME ${test}
-               COMMAND ${MPIEXEC_EXECUTABLE} ${RECMIX_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${n}
+               COMMAND ${PROJECT_SOURCE_DIR}/tests/ahead.sh ${MPIEXEC_EXECUTABLE} ${RECMIX_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${n}
                        $<TARGET_FILE:${T_NAME}> ${filter})
       set_tests_properties(${test} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS ${n}
         LABELS mpi
