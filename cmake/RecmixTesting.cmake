@@ -3,12 +3,16 @@
 #   recmix_add_mpi_test(NAME name SOURCES ... LIBS ... RANKS 1 2 4)
 # MPI tests register as name.1rank, name.2ranks, name.4ranks; the launcher flags this machine
 # needs (root, oversubscription, no single-copy shared memory) live in one cache variable, and
-# tests/ahead.sh starts the launcher ahead of other work on the machine where it may.
+# RECMIX_MPI_TEST_LAUNCH starts mpiexec with them through tests/ahead.sh (ahead of other work on
+# the machine, where it may).
 include(GoogleTest)
 find_package(GTest REQUIRED)
 
 set(RECMIX_MPIEXEC_FLAGS "--allow-run-as-root;--oversubscribe;--mca;btl_vader_single_copy_mechanism;none"
     CACHE STRING "Flags passed to mpiexec before the rank count for MPI tests")
+# Every MPI test's command starts with this, then the rank count.
+set(RECMIX_MPI_TEST_LAUNCH ${PROJECT_SOURCE_DIR}/tests/ahead.sh ${MPIEXEC_EXECUTABLE} ${RECMIX_MPIEXEC_FLAGS}
+    ${MPIEXEC_NUMPROC_FLAG})
 
 function(recmix_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
@@ -64,7 +68,7 @@ function(recmix_add_mpi_test)
         list(POP_FRONT filters filter)
       endif()
       add_test(NAME ${test}
-               COMMAND ${PROJECT_SOURCE_DIR}/tests/ahead.sh ${MPIEXEC_EXECUTABLE} ${RECMIX_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${n}
+               COMMAND ${RECMIX_MPI_TEST_LAUNCH} ${n}
                        $<TARGET_FILE:${T_NAME}> ${filter})
       set_tests_properties(${test} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS ${n}
         LABELS mpi
