@@ -34,6 +34,10 @@ class Request {
   virtual void wait() = 0;
 };
 
+// A Request that is complete when it is made (a captured collective; one that finished in the
+// call).
+std::unique_ptr<Request> completed_request();
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -45,6 +49,13 @@ class Communicator {
   // that stream sees the result without the host waiting for the Request. False: the result is
   // there once the Request completes (MPI, the staged communicator).
   virtual bool orders_on_stream() const { return false; }
+  // True when a call given a stream that this thread is capturing into a graph becomes part of
+  // the graph instead of running (NCCL, since 2.9; the staged communicator emulates it): each
+  // replay of the graph runs it again with the buffers and count of the capture, on what they
+  // hold then. Its Request is complete at once. Whether a collective is captured must be the
+  // same on every rank, and so must the replays of its graph (NCCL's rule). False: a collective
+  // must not be issued on a stream being captured.
+  virtual bool captures_on_stream() const { return false; }
 
   // A communicator that adds behaviour around another one (comm/guarded) returns that one, so
   // code needing the MPI handle underneath (comm/mpi/mpi_handle.hpp) finds it; others nullptr.

@@ -68,6 +68,17 @@ std::unique_ptr<Graph> Backend::end_capture(Stream& stream) {
   return graph;
 }
 
+void Backend::host_task(Stream& stream, std::function<void()> task) {
+  if (!runs_kernels_on_host())
+    throw DeviceError(fmt::format("host_task: {} runs its kernels on a GPU; host work cannot join its streams",
+                                  description()));
+  if (capturing(stream)) {
+    do_record([task = std::move(task)](Stream&) { task(); });
+    return;
+  }
+  task();
+}
+
 void Backend::do_begin_capture(Stream&) { throw DeviceError(fmt::format("{} has no graphs", description())); }
 std::unique_ptr<Graph> Backend::do_end_capture(Stream&) {
   throw DeviceError(fmt::format("{} has no graphs", description()));

@@ -143,6 +143,12 @@ class Backend {
   // captured, adds it to the recording. `work` is copied: it must hold what it needs by value.
   template <class Work>
   void run_host_kernel(Stream& stream, const Work& work);
+  // Host work in `stream`'s order, on the backends whose kernels run on the host (a host node,
+  // as cudaLaunchHostFunc makes one): it runs at once, since their work runs when issued, or,
+  // while this thread captures `stream`, it is recorded and runs at each replay. Unlike a
+  // kernel it runs outside DeviceWork and may call this backend (copies, waits). DeviceError on
+  // a backend whose kernels run on a GPU. `task` must hold what it needs by value.
+  void host_task(Stream& stream, std::function<void()> task);
 
   // An L2 persisting window (CUDA's access policy window): the kernels issued on `stream` from now
   // on, captured ones included, keep [ptr, ptr + bytes) of device memory in the part of the L2

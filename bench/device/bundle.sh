@@ -18,7 +18,8 @@ mkdir -p "$b/bin" "$b/lib" "$b/etc"
 # The binaries: recmix, the GPU benchmarks and the test binaries that hold CUDA, cuBLAS or NCCL
 # tests (some instantiate them only where a GPU is visible, so they are named here, not listed).
 bins=(recmix bench/train/bench_precision bench/train/bench_train_step bench/train/bench_dcn
-  tests/device/test_device tests/comm/test_nccl_communicator tests/mlp/test_mlp tests/embedding/test_embedding
+  tests/device/test_device tests/comm/test_nccl_communicator tests/comm/test_device_capture
+  tests/mlp/test_mlp tests/embedding/test_embedding
   tests/runtime/test_strict_trainer tests/runtime/test_tiered_trainer tests/runtime/test_precision_trainer
   tests/runtime/test_graph_steps)
 for rel in "${bins[@]}"; do

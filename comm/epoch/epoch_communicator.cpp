@@ -34,13 +34,6 @@ DeviceLock& device_lock(int device_index) {
   return registry[device_index];
 }
 
-// A request that completed in the call that made it.
-class DoneRequest final : public Request {
- public:
-  bool test() override { return true; }
-  void wait() override {}
-};
-
 class EpochCommunicator final : public Communicator {
  public:
   EpochCommunicator(std::unique_ptr<Communicator> device, Communicator& host, int device_index,
@@ -109,7 +102,7 @@ class EpochCommunicator final : public Communicator {
   // A collective that finished on the host before its epoch ends (MPI, the staged communicator).
   static std::unique_ptr<Request> done(std::unique_ptr<Request> request) {
     request->wait();
-    return std::make_unique<DoneRequest>();
+    return completed_request();
   }
 
   // One device collective's epoch: every rank of the job holds its device's lock from the

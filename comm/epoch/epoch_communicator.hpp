@@ -15,7 +15,10 @@
 // whatever order the jobs arrive. A collective that is not ordered on a stream (MPI, the staged
 // communicator of the strict emulator) finishes before its lock is released instead.
 // The cost: one host all-reduce of one integer per device collective (more under contention), and
-// no overlap of two jobs' collectives on one device. The host never waits for the device.
+// no overlap of two jobs' collectives on one device. The host never waits for the device. The
+// order is decided on the host when a collective is issued, which a graph's replay could not take
+// part in: an epoch communicator captures no collective (captures_on_stream is false), and its
+// jobs keep their collectives out of their graphs.
 #include <memory>
 
 #include "comm/communicator.hpp"

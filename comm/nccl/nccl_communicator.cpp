@@ -115,6 +115,9 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool orders_on_stream() const override { return true; }
+  // NCCL 2.9 and later capture collectives into the stream's graph (docs: "Using NCCL with CUDA
+  // Graphs"); CUDA may not record or query an event of a capturing stream for the Request.
+  bool captures_on_stream() const override { return true; }
 
   void barrier() override {
     // A one-element all-reduce on the internal stream, waited for by the host.
@@ -133,7 +136,7 @@ class NcclCommunicator : public Communicator {
                                            device::Stream* stream) override {
     cudaStream_t s = pick(stream, "iall_reduce_sum");
     RECMIX_NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(type), ncclSum, comm_, s));
-    return std::make_unique<NcclRequest>(s, comm_);
+    return request(s);
   }
 
   void broadcast(void* buffer, std::size_t count, DataType type, int root, device::Stream* stream) override {
@@ -167,7 +170,7 @@ class NcclCommunicator : public Communicator {
                                          device::Stream* stream) override {
     cudaStream_t s = pick(stream, "iall_to_all_v");
     enqueue_all_to_all_v(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, s);
-    return std::make_unique<NcclRequest>(s, comm_);
+    return request(s);
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -196,6 +199,14 @@ class NcclCommunicator : public Communicator {
       throw CommError(std::string(operation) +
                       ": the NCCL communicator needs a CUDA stream and device buffers; got a CPU stream");
     return static_cast<cudaStream_t>(native);
+  }
+  // The completion of what was just enqueued on s: complete at once when s is being captured,
+  // where the collective is part of the graph and ordered there.
+  std::unique_ptr<Request> request(cudaStream_t s) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    RECMIX_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+    if (status != cudaStreamCaptureStatusNone) return completed_request();
+    return std::make_unique<NcclRequest>(s, comm_);
   }
   // Calls without a stream return only when their work is done.
   void finish(device::Stream* stream, cudaStream_t s) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <functional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -61,38 +62,46 @@ class StagedCommunicator final : public Communicator {
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
   void barrier() override { host_.barrier(); }
+  // As NCCL's are captured: recorded as a host task of the capture (Backend::host_task), which
+  // each replay runs as the blocking call, on what the buffers hold then.
+  bool captures_on_stream() const override { return true; }
 
-  void all_reduce_sum(const void* send, void* recv, std::size_t count, DataType type, device::Stream*) override {
+  void all_reduce_sum(const void* send, void* recv, std::size_t count, DataType type,
+                      device::Stream* stream) override {
     const std::size_t bytes = count * size_of(type);
     check(send, bytes, "all_reduce_sum send buffer");
     check(recv, bytes, "all_reduce_sum receive buffer");
+    if (recorded(stream, [=, this] { all_reduce_sum(send, recv, count, type, nullptr); })) return;
     auto host = to_host(send, bytes);
     host_.all_reduce_sum(host.data(), host.data(), count, type);
     to_device(recv, host);
   }
   std::unique_ptr<Request> iall_reduce_sum(const void* send, void* recv, std::size_t count, DataType type,
-                                           device::Stream*) override {
+                                           device::Stream* stream) override {
     const std::size_t bytes = count * size_of(type);
     check(send, bytes, "iall_reduce_sum send buffer");
     check(recv, bytes, "iall_reduce_sum receive buffer");
+    if (recorded(stream, [=, this] { all_reduce_sum(send, recv, count, type, nullptr); })) return completed_request();
     std::vector<char> staged = to_host(send, bytes);
     std::vector<char> result(bytes);
     auto inner = host_.iall_reduce_sum(staged.data(), result.data(), count, type);
     return std::make_unique<StagedRequest>(std::move(inner), std::move(staged), std::move(result), recv, backend_);
   }
 
-  void broadcast(void* buffer, std::size_t count, DataType type, int root, device::Stream*) override {
+  void broadcast(void* buffer, std::size_t count, DataType type, int root, device::Stream* stream) override {
     const std::size_t bytes = count * size_of(type);
     check(buffer, bytes, "broadcast buffer");
+    if (recorded(stream, [=, this] { broadcast(buffer, count, type, root, nullptr); })) return;
     auto host = rank() == root ? to_host(buffer, bytes) : std::vector<char>(bytes);
     host_.broadcast(host.data(), count, type, root);
     to_device(buffer, host);
   }
 
-  void all_gather(const void* send, void* recv, std::size_t count, DataType type, device::Stream*) override {
+  void all_gather(const void* send, void* recv, std::size_t count, DataType type, device::Stream* stream) override {
     const std::size_t bytes = count * size_of(type);
     check(send, bytes, "all_gather send buffer");
     check(recv, bytes * size(), "all_gather receive buffer");
+    if (recorded(stream, [=, this] { all_gather(send, recv, count, type, nullptr); })) return;
     auto host = to_host(send, bytes);
     std::vector<char> result(bytes * size());
     host_.all_gather(host.data(), result.data(), count, type);
@@ -101,11 +110,12 @@ class StagedCommunicator final : public Communicator {
 
   void all_to_all_v(const void* send, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* recv,
                     std::span<const std::size_t> rc, std::span<const std::size_t> rd, DataType type,
-                    device::Stream*) override {
+                    device::Stream* stream) override {
     const std::size_t elem = size_of(type);
     const std::size_t send_bytes = extent(sc, sd) * elem, recv_bytes = extent(rc, rd) * elem;
     check(send, send_bytes, "all_to_all_v send buffer");
     check(recv, recv_bytes, "all_to_all_v receive buffer");
+    if (recorded(stream, all_to_all_task(send, sc, sd, recv, rc, rd, type))) return;
     auto host = to_host(send, send_bytes);
     std::vector<char> result(recv_bytes);
     host_.all_to_all_v(host.data(), sc, sd, result.data(), rc, rd, type);
@@ -113,11 +123,13 @@ class StagedCommunicator final : public Communicator {
   }
   std::unique_ptr<Request> iall_to_all_v(const void* send, std::span<const std::size_t> sc,
                                          std::span<const std::size_t> sd, void* recv, std::span<const std::size_t> rc,
-                                         std::span<const std::size_t> rd, DataType type, device::Stream*) override {
+                                         std::span<const std::size_t> rd, DataType type,
+                                         device::Stream* stream) override {
     const std::size_t elem = size_of(type);
     const std::size_t send_bytes = extent(sc, sd) * elem, recv_bytes = extent(rc, rd) * elem;
     check(send, send_bytes, "iall_to_all_v send buffer");
     check(recv, recv_bytes, "iall_to_all_v receive buffer");
+    if (recorded(stream, all_to_all_task(send, sc, sd, recv, rc, rd, type))) return completed_request();
     std::vector<char> staged = to_host(send, send_bytes);
     std::vector<char> result(recv_bytes);
     auto inner = host_.iall_to_all_v(staged.data(), sc, sd, result.data(), rc, rd, type);
@@ -137,6 +149,23 @@ class StagedCommunicator final : public Communicator {
   }
 
  private:
+  // Records `call` (the blocking collective, with its arguments held by value) when this thread
+  // captures `stream`; false, doing nothing, otherwise.
+  bool recorded(device::Stream* stream, std::function<void()> call) {
+    if (stream == nullptr || !backend_.capturing(*stream)) return false;
+    backend_.host_task(*stream, std::move(call));
+    return true;
+  }
+  // all_to_all_v as a task: the counts and displacements copied, as a capture freezes them.
+  std::function<void()> all_to_all_task(const void* send, std::span<const std::size_t> sc,
+                                        std::span<const std::size_t> sd, void* recv, std::span<const std::size_t> rc,
+                                        std::span<const std::size_t> rd, DataType type) {
+    using Sizes = std::vector<std::size_t>;
+    return [=, this, send_counts = Sizes(sc.begin(), sc.end()), send_displs = Sizes(sd.begin(), sd.end()),
+            recv_counts = Sizes(rc.begin(), rc.end()), recv_displs = Sizes(rd.begin(), rd.end())] {
+      all_to_all_v(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, nullptr);
+    };
+  }
   void check(const void* p, std::size_t bytes, const char* what) const {
     if (bytes == 0) return;
     try {

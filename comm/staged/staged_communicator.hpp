@@ -8,7 +8,9 @@
 // stream a call is ordered on it, without one it returns when done; a non-blocking call's
 // Request completes (and writes its receive buffer) in test() or wait(). Stream order holds
 // because the strict emulator runs work when it is issued: the staging copies, on a stream of
-// their own, see everything issued before the call.
+// their own, see everything issued before the call. A call on a stream that the calling thread
+// captures is recorded in the graph, as NCCL's is captured (Communicator::captures_on_stream),
+// and each replay runs it; host buffers are refused there too (NCCL takes device buffers only).
 #include <memory>
 
 #include "comm/communicator.hpp"

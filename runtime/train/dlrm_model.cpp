@@ -477,38 +477,40 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   mark(bottom_forward);
   embedding_->forward_finish(*stream_);
   mark(embedding_forward_finish);
-  const float* grad_z = dense_middle(bottom_out, b, global_batch);
-  loss_samples_ += global_batch;
   std::vector<std::unique_ptr<comm::Request>> pending;
   const bool reduce = comm_.size() > 1;
-  // The device communicator orders the all-reduce after the gradients on the stream (NCCL), or
-  // the work has run by now (the CPU backends): no synchronisation here.
-  if (reduce) {
-    pending.push_back(device_comm_.iall_reduce_sum(top_->all_grads(), top_->all_grads(), top_->parameter_count(),
-                                            comm::DataType::f32, stream_.get()));
-  }
+  // The device communicator orders each all-reduce after the gradients on the stream (NCCL), or
+  // the work has run by now (the CPU backends): no synchronisation here. Where it captures
+  // collectives (NCCL; the staged one under the emulator), each all-reduce is issued inside the
+  // piece that made its gradients, so that replays run it in the piece's graph.
+  const bool in_graphs = graphs_->on() && device_comm_.captures_on_stream();
+  auto all_reduce = [&](auto& layer) {
+    pending.push_back(device_comm_.iall_reduce_sum(layer.all_grads(), layer.all_grads(), layer.parameter_count(),
+                                                   comm::DataType::f32, stream_.get()));
+  };
+  const std::function<void()> reduce_top = [&] { all_reduce(*top_); };
+  const float* grad_z = dense_middle(bottom_out, b, global_batch, reduce && in_graphs ? reduce_top : nullptr);
+  loss_samples_ += global_batch;
+  if (reduce && !in_graphs) reduce_top();
   mark(top_backward);
+  const bool reduce_interaction = reduce && interaction_->parameter_count() > 0;
   graphs_->run(kInteractionBackward, b, global_batch, [&] {
     interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
+    if (reduce_interaction && in_graphs) all_reduce(*interaction_);
     return nullptr;
   });
-  if (reduce && interaction_->parameter_count() > 0) {
-    pending.push_back(device_comm_.iall_reduce_sum(interaction_->all_grads(), interaction_->all_grads(),
-                                                   interaction_->parameter_count(), comm::DataType::f32,
-                                                   stream_.get()));
-  }
+  if (reduce_interaction && !in_graphs) all_reduce(*interaction_);
   mark(interaction_backward);
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
   start_embedding_backward(b, global_batch);
   mark(embedding_backward_start);
   graphs_->run(kBottomBackward, b, global_batch, [&] {
-    return fold_sgd_ ? bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_)
-                     : bottom_->backward(*stream_, grad_bottom_.data(), false);
+    const float* out = fold_sgd_ ? bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_)
+                                 : bottom_->backward(*stream_, grad_bottom_.data(), false);
+    if (reduce && in_graphs) all_reduce(*bottom_);
+    return out;
   });
-  if (reduce) {
-    pending.push_back(device_comm_.iall_reduce_sum(bottom_->all_grads(), bottom_->all_grads(), bottom_->parameter_count(),
-                                            comm::DataType::f32, stream_.get()));
-  }
+  if (reduce && !in_graphs) all_reduce(*bottom_);
   mark(bottom_backward);
   embedding_->backward_finish(*stream_);
   mark(embedding_backward_finish);
@@ -535,7 +537,8 @@ void DlrmModel::start_embedding_backward(int b, std::int64_t global_batch) {
   if (!issued) embedding_->backward_start_replayed();
 }
 
-const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_t global_batch) {
+const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_t global_batch,
+                                     const std::function<void()>& then) {
   // Phases are timed (a host wait each) only on eager steps: a replay is one piece of work.
   auto phase = [&](Phase p) {
     if (!graphs_->on()) mark(p);
@@ -552,8 +555,10 @@ const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_
     mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
                            grad_prob_.data());
     phase(loss);
-    return fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
-                     : top_->backward(*stream_, grad_prob_.data(), true);
+    const float* grad_z = fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
+                                    : top_->backward(*stream_, grad_prob_.data(), true);
+    if (then) then();
+    return grad_z;
   });
 }
 

@@ -137,8 +137,10 @@ class DlrmModel {
   void mark(Phase phase);  // ends `phase` when phase timing is on
   // The dense middle of a step: interaction and top MLP forward, the loss and its gradient, the
   // top MLP's backward (with its folded SGD step), through graphs_; returns the gradient of the
-  // interaction's output.
-  const float* dense_middle(const float* bottom_out, int b, std::int64_t global_batch);
+  // interaction's output. `then`, if any, is issued last in the same piece (the top MLP's
+  // gradient all-reduce, where the device communicator captures collectives).
+  const float* dense_middle(const float* bottom_out, int b, std::int64_t global_batch,
+                            const std::function<void()>& then = nullptr);
   // The dense optimizer's step (unless folded into the backward), the end of a training step.
   void finish_dense_step();
   // The embedding's backward_start, through graphs_ where the embedding says it can be captured.
