@@ -41,6 +41,14 @@ collect() {  # collect <file>...: copy the Debian libraries these files need int
   done
 }
 collect "$b"/bin/*
+# The CUPTI timeline (gpu_suite.sh step 3) and the CUPTI it was built against: its records are
+# read with that version's layouts.
+timeline=$build/bench/device/libgpu_timeline.so
+if [[ -f $timeline ]]; then
+  cp "$timeline" "$b/lib/"
+  cupti=$(ldd "$timeline" | awk '/libcupti\.so/ { print $3 }')
+  [[ -n $cupti ]] && cp -L "$cupti" "$b/lib/"
+fi
 mkdir -p "$b/openmpi3" "$b/pmix"
 cp -L "$ompi"/*.so "$b/openmpi3/"
 cp -L "$pmix"/*.so "$b/pmix/"

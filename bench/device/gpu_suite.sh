@@ -11,8 +11,10 @@
 #   2. training throughput, Kaggle shape: fp32 (graphs on, device.graphs = auto) against the CPU backend (bench_gpu_train.sh),
 #      then the step at batch 2048 and 16384 in fp32, tf32 and bf16 (bench_precision), and with CUDA graphs
 #      where the build has them;
-#   3. where a step's GPU time goes: nsys's summary of 100 steps where nsys works, else ncu's
-#      per-kernel times over about 7 steps;
+#   3. where a step's GPU time goes: the GPU-idle share of 1500 steps with graphs and without,
+#      from CUPTI's records (libgpu_timeline.so, bench/device/timeline), its idle time split into
+#      gaps inside graph launches and gaps between launches; then nsys's summary of 100 steps
+#      where nsys works, else ncu's per-kernel times over about 7 steps;
 #   4. the hot/cold tiers on the GPU: untiered against 10% hot rows;
 #   5. the GPU kernels' A/B (bench_precision --kernels-ab): lanes, prefetch, GEMM epilogues, the
 #      exchange stream and the L2 window each off in turn from the TF32 step with graphs, against
@@ -62,12 +64,14 @@ if [[ -f $arg ]]; then
   recmix=$bin/recmix
   precision=$bin/bench_precision
   dcn=$bin/bench_dcn
+  timeline_lib=$work/gpu-bundle/lib/libgpu_timeline.so
   tests=("$bin"/test_*)
 else
   build=$(realpath "$arg")
   recmix=$build/recmix
   precision=$build/bench/train/bench_precision
   dcn=$build/bench/train/bench_dcn
+  timeline_lib=$build/bench/device/libgpu_timeline.so
   mapfile -t tests < <(find "$build/tests" -maxdepth 2 -type f -executable -name 'test_*' | sort)
 fi
 
@@ -135,8 +139,24 @@ section "3. where a step's GPU time goes"
 # Steps 3, 4 and 6 read step 2's dataset and config (a rerun may skip step 2 once it has run here).
 if ! cd "$work/train" 2>/dev/null; then
   say "steps 3, 4 and 6 need step 2's dataset in $work/train: run it first (skipped)"
-  RECMIX_SUITE_SKIP="${RECMIX_SUITE_SKIP:-} profile tiers l2"
+  RECMIX_SUITE_SKIP="${RECMIX_SUITE_SKIP:-} timeline profile tiers l2"
 fi
+# The idle share from CUPTI's records, graphs on and off, over the records from 20% to 90% of the
+# run (the data's loading, the first steps and the closing checkpoint left out).
+timeline() {
+  local graphs
+  [[ -f ${timeline_lib:-} ]] || { echo "no libgpu_timeline.so in this build (it needs CUPTI)"; return 0; }
+  for graphs in true false; do
+    rm -rf "$work/timeline-run" "$work/timeline-$graphs.txt"
+    CUDA_INJECTION64_PATH=$timeline_lib RECMIX_TIMELINE_OUT=$work/timeline-$graphs.txt \
+      "$recmix" train k2048.toml --device cuda --steps 1500 --graphs "$graphs" --run-dir "$work/timeline-run" \
+      > "$work/timeline-train.txt" 2>&1 || tail -5 "$work/timeline-train.txt"
+    echo "--- graphs $graphs: $(grep -o 'samples/s[^,]*' "$work/timeline-train.txt" | tail -1)"
+    cat "$work/timeline-$graphs.txt" 2>/dev/null || echo "no timeline written"
+    grep -E '"device_per_step"' "$work/timeline-run/metrics.jsonl" 2>/dev/null | tail -1 | grep -o '"device_per_step":{[^}]*}'
+  done
+}
+step 60 timeline timeline
 profile() {
   rm -rf "$work/nsys-run" "$work/ncu-run"  # a run directory holding a run is refused (recmix train --force)
   if command -v nsys >/dev/null && nsys profile -o "$work/p" --force-overwrite true --stats=true \
