@@ -62,6 +62,9 @@ class StagedCommunicator final : public Communicator {
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
   void barrier() override { host_.barrier(); }
+  // As NCCL's are ordered on their stream: a call given a stream runs when issued, as the
+  // emulator runs all work, and is complete when it returns.
+  bool orders_on_stream() const override { return true; }
   // As NCCL's are captured: recorded as a host task of the capture (Backend::host_task), which
   // each replay runs as the blocking call, on what the buffers hold then.
   bool captures_on_stream() const override { return true; }
@@ -82,6 +85,10 @@ class StagedCommunicator final : public Communicator {
     check(send, bytes, "iall_reduce_sum send buffer");
     check(recv, bytes, "iall_reduce_sum receive buffer");
     if (recorded(stream, [=, this] { all_reduce_sum(send, recv, count, type, nullptr); })) return completed_request();
+    if (stream != nullptr) {  // ordered on the stream: done now
+      all_reduce_sum(send, recv, count, type, nullptr);
+      return completed_request();
+    }
     std::vector<char> staged = to_host(send, bytes);
     std::vector<char> result(bytes);
     auto inner = host_.iall_reduce_sum(staged.data(), result.data(), count, type);
@@ -130,6 +137,10 @@ class StagedCommunicator final : public Communicator {
     check(send, send_bytes, "iall_to_all_v send buffer");
     check(recv, recv_bytes, "iall_to_all_v receive buffer");
     if (recorded(stream, all_to_all_task(send, sc, sd, recv, rc, rd, type))) return completed_request();
+    if (stream != nullptr) {  // ordered on the stream: done now
+      all_to_all_v(send, sc, sd, recv, rc, rd, type, nullptr);
+      return completed_request();
+    }
     std::vector<char> staged = to_host(send, send_bytes);
     std::vector<char> result(recv_bytes);
     auto inner = host_.iall_to_all_v(staged.data(), sc, sd, result.data(), rc, rd, type);

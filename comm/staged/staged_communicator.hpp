@@ -5,10 +5,12 @@
 // copy the result back. A host pointer where a device buffer belongs is a DeviceError naming the
 // call, as it is a crash or silent garbage with NCCL; so the runtime's choice of communicator is
 // exercised under cpu-strict. Counts and semantics are those of make_nccl_communicator: with a
-// stream a call is ordered on it, without one it returns when done; a non-blocking call's
-// Request completes (and writes its receive buffer) in test() or wait(). Stream order holds
-// because the strict emulator runs work when it is issued: the staging copies, on a stream of
-// their own, see everything issued before the call. A call on a stream that the calling thread
+// stream a call is ordered on it (orders_on_stream), and since the strict emulator runs work when
+// it is issued, it runs then, and its Request is complete when it returns; so the code above
+// takes NCCL's paths, in which the host never waits for a device collective. Without a stream a
+// call returns when done, and a non-blocking call's Request completes (and writes its receive
+// buffer) in test() or wait(). The staging copies, on a stream of their own, see everything
+// issued before the call. A call on a stream that the calling thread
 // captures is recorded in the graph, as NCCL's is captured (Communicator::captures_on_stream),
 // and each replay runs it; host buffers are refused there too (NCCL takes device buffers only).
 #include <memory>

@@ -514,8 +514,19 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   mark(bottom_backward);
   embedding_->backward_finish(*stream_);
   mark(embedding_backward_finish);
-  for (auto& r : pending) r->wait();
+  settle(pending);
   finish_dense_step();
+}
+
+void DlrmModel::settle(std::vector<std::unique_ptr<comm::Request>>& reduces) {
+  if (!device_comm_.orders_on_stream()) {
+    for (auto& r : reduces) r->wait();
+    return;
+  }
+  // NCCL orders the all-reduces on the stream, before the optimizer's step: the host does not
+  // wait. A request lives until it has completed (one destroyed before would wait for it).
+  for (auto& r : reduces) reduces_in_flight_.push_back(std::move(r));
+  std::erase_if(reduces_in_flight_, [](const std::unique_ptr<comm::Request>& r) { return r->test(); });
 }
 
 // One rank with whole untiered fp32 tables on a device and one-hot batches: the sparse update

@@ -143,6 +143,10 @@ class DlrmModel {
                             const std::function<void()>& then = nullptr);
   // The dense optimizer's step (unless folded into the backward), the end of a training step.
   void finish_dense_step();
+  // Makes a step's gradient all-reduces complete before what follows on the stream: waited for
+  // on the host, or, where the device communicator orders them on the stream (NCCL), kept in
+  // reduces_in_flight_ until they are done, without a wait.
+  void settle(std::vector<std::unique_ptr<comm::Request>>& reduces);
   // The embedding's backward_start, through graphs_ where the embedding says it can be captured.
   void start_embedding_backward(int b, std::int64_t global_batch);
 
@@ -185,6 +189,7 @@ class DlrmModel {
   int threads_ = 1;
   // device.graphs: the step's pieces of dense work, replayed from graphs (step_graphs.hpp).
   std::unique_ptr<StepGraphs> graphs_;
+  std::vector<std::unique_ptr<comm::Request>> reduces_in_flight_;  // see settle()
   std::uint64_t embedding_buffers_ = 0;  // the embedding's device_buffers_generation() at the last capture check
   std::size_t l2_window_bytes_ = 0;
   std::function<void(Phase)> phase_hook_;
