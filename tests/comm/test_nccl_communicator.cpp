@@ -11,21 +11,15 @@
 #include "comm/mpi/mpi_communicator.hpp"
 #include "comm/nccl/nccl_communicator.hpp"
 #include "core/error.hpp"
-#include "core/random.hpp"
 #include "device/backend.hpp"
+#include "tests/comm/device_buffers.hpp"
 
 namespace recmix::comm {
 namespace {
 
-float value(std::uint64_t seed, int rank, std::uint64_t index) {
-  return static_cast<float>(static_cast<int>(random::hash(seed, static_cast<std::uint64_t>(rank), index) % 61) - 30);
-}
-
-long global_errors(long local) {
-  long total = 0;
-  MPI_Allreduce(&local, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return total;
-}
+using test::DeviceFloats;
+using test::global_errors;
+using test::value;
 
 TEST(NcclCommunicator, WithoutGpuEveryRankGetsOneClearError) {
   if (device::cuda_device_available()) GTEST_SKIP() << "a GPU is present; the collectives test covers it";
@@ -42,27 +36,6 @@ TEST(NcclCommunicator, WithoutGpuEveryRankGetsOneClearError) {
   }
   bootstrap->barrier();  // no rank was left inside the set-up
 }
-
-// Device buffers through the CUDA backend; host copies for checking.
-struct DeviceFloats {
-  device::Backend& backend;
-  float* ptr;
-  std::size_t n;
-  DeviceFloats(device::Backend& b, std::size_t count)
-      : backend(b), ptr(static_cast<float*>(b.allocate(std::max<std::size_t>(count, 1) * 4, device::Tier::device))),
-        n(count) {}
-  ~DeviceFloats() { backend.deallocate(ptr, device::Tier::device); }
-  void upload(const std::vector<float>& h, device::Stream& s) {
-    backend.copy(ptr, h.data(), n * 4, s);
-    s.synchronize();
-  }
-  std::vector<float> download(device::Stream& s) {
-    std::vector<float> h(n);
-    backend.copy(h.data(), ptr, n * 4, s);
-    s.synchronize();
-    return h;
-  }
-};
 
 TEST(NcclCommunicator, CollectivesOnDeviceBuffers) {
   if (!device::cuda_device_available() || !nccl_compiled()) GTEST_SKIP() << "needs a GPU and NCCL";
