@@ -127,7 +127,7 @@ void SchedulerService::restart_with_more_memory(Record& r) {
   by_launch_.erase(r.launch);
   r.sjob.profile.peak_memory_bytes = std::max(r.estimate, r.share);
   r.state = "queued";
-  r.queued_since = now();
+  r.queued_since = clock();
   r.resume = fs::exists(r.job.spec.checkpoint.dir) && !fs::is_empty(r.job.spec.checkpoint.dir);
   event({{"event", "memory_restart"}, {"job", r.job.spec.name}, {"error", r.error}, {"old_share_bytes", old_share},
          {"new_share_bytes", r.share}, {"resume", r.resume}});
@@ -242,7 +242,7 @@ void SchedulerService::handle(const Message& m) {
       by_launch_.erase(r.launch);
       r.state = "queued";
       r.resume = true;
-      r.queued_since = now();
+      r.queued_since = clock();
       event({{"event", "stopped"}, {"job", r.job.spec.name}, {"step", r.step}});
       changed_ = true;
     }

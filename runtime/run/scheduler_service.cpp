@@ -200,7 +200,7 @@ void SchedulerService::start(Record& r, const std::vector<int>& ranks) {
 void SchedulerService::release_ranks(Record& r) {
   if (!cluster_->running(r.sjob.id)) return;
   cluster_->remove(r.sjob.id);
-  const double t = now();
+  const double t = clock();
   for (int g : r.ranks) {
     threads_used_[g] -= r.job.spec.device.threads;
     if (threads_used_[g] == 0 && busy_since_[g] >= 0) {
@@ -286,7 +286,7 @@ void SchedulerService::check_stuck() {
       release_ranks(*other);
       other->state = "queued";
       other->resume = true;
-      other->queued_since = now();
+      other->queued_since = clock();
       event({{"event", "stop"}, {"job", other->job.spec.name}, {"ranks", other->ranks}, {"launch", other->launch},
              {"reason", "a job stuck in a checkpoint write ends the run: resumes from its last checkpoint"}});
     }
@@ -300,7 +300,7 @@ void SchedulerService::stop_job(Record& r, nlohmann::json e) {
   release_ranks(r);
   r.state = "stopping";
   ++r.preemptions;
-  r.sjob.attained_gpu_s += static_cast<double>(r.ranks.size()) * (now() - r.last_start);
+  r.sjob.attained_gpu_s += static_cast<double>(r.ranks.size()) * (clock() - r.last_start);
   ++r.sjob.preemptions;
   e["job"] = r.job.spec.name;
   e["ranks"] = r.ranks;

@@ -74,7 +74,11 @@ class SchedulerService {
   struct Record;
   class LiveActions;
 
+  // Seconds since the run began, for durations and log lines.
   double now() const;
+  // The scheduling time: the loop turn's time during a turn (now() outside the loop). Every time
+  // that enters a decision or an event (starts, ends, preemptions, attained service, queueing,
+  // busy time) is this one, so that `recmix sim --replay` sees the times the service used.
   double clock() const;
   std::string network_origin() const;
   void add_job(RunJob job, const std::string& source);

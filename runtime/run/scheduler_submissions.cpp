@@ -124,7 +124,7 @@ void SchedulerService::add_job(RunJob job, const std::string& source) {
   r.sjob.id = static_cast<sched::JobId>(records_.size());
   r.sjob.name = r.job.spec.name;
   r.sjob.gpus = r.job.ranks;
-  r.sjob.arrival_s = std::max(r.job.arrival_s, source == "spool" ? now() : 0.0);
+  r.sjob.arrival_s = std::max(r.job.arrival_s, source == "spool" ? clock() : 0.0);
   r.sjob.priority = r.job.priority;
   by_name_.try_emplace(rec->job.spec.name, rec.get());
   records_.push_back(std::move(rec));
