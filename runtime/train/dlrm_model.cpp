@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <exception>
 #include <cstring>
 #include <fstream>
@@ -14,20 +13,6 @@
 #include "device/cpu/host_workers.hpp"
 
 namespace recmix::runtime {
-namespace {
-
-// The pieces of a step that device.graphs replays (StepGraphs).
-enum StepPiece : int {
-  kBottomForward,
-  kDenseMiddle,
-  kInteractionBackward,
-  kBottomBackward,
-  kOptimizerStep,
-  kEmbeddingUpdate
-};
-
-}  // namespace
-
 embedding::TableStorage table_storage(const PrecisionSpec& precision) {
   return {precision.embedding, precision.rounding != Rounding::nearest};
 }
@@ -219,47 +204,6 @@ void DlrmModel::allocate_step_buffers(device::MemoryPool& pool, int k) {
     }
 }
 
-namespace {
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
-std::string_view DlrmModel::phase_name(int phase) {
-  static constexpr std::array<std::string_view, num_phases> names = {
-      "embedding forward (send, pool)", "bottom MLP forward", "embedding forward (receive)",
-      "interaction forward", "top MLP forward", "loss", "top MLP backward", "interaction backward",
-      "embedding backward (send)", "bottom MLP backward", "embedding backward (update)",
-      "dense update / all-reduce wait", "dense half, replicas on threads", "replica gradient sum"};
-  return phase >= 0 && phase < num_phases ? names[phase] : "?";
-}
-
-void DlrmModel::set_phase_timing(bool on) {
-  time_phases_ = on;
-  phase_seconds_.fill(0.0);
-  timed_steps_ = 0;
-}
-
-void DlrmModel::mark(Phase phase) {
-  if (phase_hook_) phase_hook_(phase);
-  if (!time_phases_) return;
-  stream_->synchronize();
-  const double t = now_seconds();
-  phase_seconds_[phase] += t - phase_start_;
-  phase_start_ = t;
-}
-
-void DlrmModel::finish_dense_step() {
-  if (!fold_sgd_)  // else the step was taken already: counted only
-    graphs_->run(kOptimizerStep, 0, 0, [&] {
-      dense_optimizer_->issue_step(*stream_);
-      return nullptr;
-    });
-  dense_optimizer_->count_step();
-  mark(dense_update);
-  if (time_phases_) ++timed_steps_;
-}
-
 std::vector<mlp::Param> DlrmModel::dense_parameters() {
   std::vector<mlp::Param> all = bottom_params_;
   all.insert(all.end(), interaction_params_.begin(), interaction_params_.end());
@@ -393,7 +337,7 @@ const float* DlrmModel::replica_forward(int r, std::int64_t b0, int rows) {
 void DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
   const int b = static_cast<int>(batch.size), n = static_cast<int>(replicas_.size());
   const int k = num_tables();
-  if (time_phases_) phase_start_ = now_seconds();
+  begin_phases();
   start_batch(batch, true);
   if (next) prefetch_next(*next);
   embedding_->forward_finish(*stream_);
@@ -459,118 +403,6 @@ void DlrmModel::train_step_replicas(const data::Batch& batch, std::int64_t globa
   loss_samples_ += global_batch;
   for (auto& r : pending) r->wait();
   finish_dense_step();
-}
-
-void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_batch, const data::Batch* next) {
-  // The steps taken so far (restored with a checkpoint) key the tables' stochastic rounding.
-  embedding_->set_step(dense_optimizer_->step_count());
-  if (schedule_.active())  // the host's rate for the sparse updates (the dense one is computed on the device)
-    embedding_->set_learning_rate(sparse_lr_ * schedule_.scale(dense_optimizer_->step_count() + 1));
-  if (!replicas_.empty()) return train_step_replicas(batch, global_batch, next);
-  const int b = static_cast<int>(batch.size);
-  if (time_phases_) phase_start_ = now_seconds();
-  start_batch(batch, true);  // the bottom MLP runs while the embedding lookups travel
-  if (next) prefetch_next(*next);  // and the next batch's cold rows are gathered
-  mark(embedding_forward_start);
-  const float* bottom_out =
-      graphs_->run(kBottomForward, b, global_batch, [&] { return bottom_->forward(*stream_, dense_in_.data(), b); });
-  mark(bottom_forward);
-  embedding_->forward_finish(*stream_);
-  mark(embedding_forward_finish);
-  std::vector<std::unique_ptr<comm::Request>> pending;
-  const bool reduce = comm_.size() > 1;
-  // The device communicator orders each all-reduce after the gradients on the stream (NCCL), or
-  // the work has run by now (the CPU backends): no synchronisation here. Where it captures
-  // collectives (NCCL; the staged one under the emulator), each all-reduce is issued inside the
-  // piece that made its gradients, so that replays run it in the piece's graph.
-  const bool in_graphs = graphs_->on() && device_comm_.captures_on_stream();
-  auto all_reduce = [&](auto& layer) {
-    pending.push_back(device_comm_.iall_reduce_sum(layer.all_grads(), layer.all_grads(), layer.parameter_count(),
-                                                   comm::DataType::f32, stream_.get()));
-  };
-  const std::function<void()> reduce_top = [&] { all_reduce(*top_); };
-  const float* grad_z = dense_middle(bottom_out, b, global_batch, reduce && in_graphs ? reduce_top : nullptr);
-  loss_samples_ += global_batch;
-  if (reduce && !in_graphs) reduce_top();
-  mark(top_backward);
-  const bool reduce_interaction = reduce && interaction_->parameter_count() > 0;
-  graphs_->run(kInteractionBackward, b, global_batch, [&] {
-    interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
-    if (reduce_interaction && in_graphs) all_reduce(*interaction_);
-    return nullptr;
-  });
-  if (reduce_interaction && !in_graphs) all_reduce(*interaction_);
-  mark(interaction_backward);
-  // The embedding gradients travel to their owners while the bottom MLP's backward runs.
-  start_embedding_backward(b, global_batch);
-  mark(embedding_backward_start);
-  graphs_->run(kBottomBackward, b, global_batch, [&] {
-    const float* out = fold_sgd_ ? bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_)
-                                 : bottom_->backward(*stream_, grad_bottom_.data(), false);
-    if (reduce && in_graphs) all_reduce(*bottom_);
-    return out;
-  });
-  if (reduce && !in_graphs) all_reduce(*bottom_);
-  mark(bottom_backward);
-  embedding_->backward_finish(*stream_);
-  mark(embedding_backward_finish);
-  settle(pending);
-  finish_dense_step();
-}
-
-void DlrmModel::settle(std::vector<std::unique_ptr<comm::Request>>& reduces) {
-  if (!device_comm_.orders_on_stream()) {
-    for (auto& r : reduces) r->wait();
-    return;
-  }
-  // NCCL orders the all-reduces on the stream, before the optimizer's step: the host does not
-  // wait. A request lives until it has completed (one destroyed before would wait for it).
-  for (auto& r : reduces) reduces_in_flight_.push_back(std::move(r));
-  std::erase_if(reduces_in_flight_, [](const std::unique_ptr<comm::Request>& r) { return r->test(); });
-}
-
-// One rank with whole untiered fp32 tables on a device and one-hot batches: the sparse update
-// (the grouping's sort and the row updates) is device work alone, captured and replayed as a
-// piece. Its graphs are dropped when the embedding makes a buffer they read anew.
-void DlrmModel::start_embedding_backward(int b, std::int64_t global_batch) {
-  if (!graphs_->on() || !embedding_->backward_capturable())
-    return embedding_->backward_start(*stream_, grad_pooled_.data());
-  if (const std::uint64_t made = embedding_->device_buffers_generation(); made != embedding_buffers_) {
-    graphs_->forget(kEmbeddingUpdate);
-    embedding_buffers_ = made;
-  }
-  bool issued = false;
-  graphs_->run(kEmbeddingUpdate, b, global_batch, [&]() -> const float* {
-    embedding_->backward_start(*stream_, grad_pooled_.data());
-    issued = true;
-    return nullptr;
-  });
-  if (!issued) embedding_->backward_start_replayed();
-}
-
-const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_t global_batch,
-                                     const std::function<void()>& then) {
-  // Phases are timed (a host wait each) only on eager steps: a replay is one piece of work.
-  auto phase = [&](Phase p) {
-    if (!graphs_->on()) mark(p);
-  };
-  return graphs_->run(kDenseMiddle, b, global_batch, [&] {
-    const float* z = interaction_->forward(*stream_, bottom_out, pooled_.data(), b);
-    phase(interaction_forward);
-    const float* prob = top_->forward(*stream_, z, b);
-    phase(top_forward);
-    mlp::bce_loss_accumulate(backend_, *stream_, prob, labels_.data(), b, loss_terms_.data(), loss_blocks_.data(),
-                             loss_total_.data());
-    // Each rank scales by the global batch, so summing gradients over ranks gives the gradient of
-    // the global mean loss, exactly as one rank holding the whole batch computes it.
-    mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
-                           grad_prob_.data());
-    phase(loss);
-    const float* grad_z = fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
-                                    : top_->backward(*stream_, grad_prob_.data(), true);
-    if (then) then();
-    return grad_z;
-  });
 }
 
 void DlrmModel::predict(const data::Batch& batch, float* probs) {

@@ -135,6 +135,7 @@ class DlrmModel {
   // Replica r's forward over its share of the staged inputs and pooled embeddings.
   const float* replica_forward(int r, std::int64_t first, int rows);
   void mark(Phase phase);  // ends `phase` when phase timing is on
+  void begin_phases();     // a step's first phase starts now, when phase timing is on
   // The dense middle of a step: interaction and top MLP forward, the loss and its gradient, the
   // top MLP's backward (with its folded SGD step), through graphs_; returns the gradient of the
   // interaction's output. `then`, if any, is issued last in the same piece (the top MLP's

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,7 +79,10 @@ class Watch final : public comm::Communicator {
     return inner_->iall_to_all_v(s, sc, sd, r, rc, rd, t, st);
   }
   std::unique_ptr<comm::Communicator> split(int color, int key) override { return inner_->split(color, key); }
-  [[noreturn]] void abort(int code, const std::string& why) override { inner_->abort(code, why); }
+  [[noreturn]] void abort(int code, const std::string& why) override {
+    inner_->abort(code, why);
+    std::abort();  // not reached: the inner abort does not return
+  }
 
  private:
   std::unique_ptr<comm::Communicator> inner_;
