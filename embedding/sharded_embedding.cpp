@@ -23,6 +23,7 @@ void ShardedEmbedding::Impl::begin_forward(float* out) {
   bytes_sent = 0;
   pending_out = out;
   device_one_hot_step = false;
+  device_one_hot_kernels.reset();
   std::vector<float>().swap(view_weights);  // local_shards()' copies of 16-bit tables
   std::vector<float>().swap(view_state);
 }
@@ -250,6 +251,7 @@ void ShardedEmbedding::forward_finish(device::Stream& stream) {
   RECMIX_REQUIRE(m.phase == Impl::Phase::forward_started, Error,
                  "embedding: forward_finish() without forward_start()");
   m.phase = Impl::Phase::idle;
+  m.finish_device_one_hot(stream);
   if (!m.local_only) m.combine_pooled(stream);
   // No synchronisation on device backends: the host arrays the copies read may be reused at once
   // (a copy from pageable host memory has read its source when it returns, on CUDA and here).

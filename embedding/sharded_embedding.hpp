@@ -94,7 +94,15 @@ class ShardedEmbedding {
   // The host side of backward_start() for a step that replays a graph captured from an earlier
   // backward_start() of the same shape instead of issuing one: only where backward_capturable().
   void backward_start_replayed();
-  // Changes whenever a device buffer that a captured backward reads is made anew (a larger
+  // Whether the coming forward_finish() is device work alone, with the same pointers and sizes
+  // for every batch of its shape (one rank, whole untiered tables in device memory, a one-hot
+  // batch: the owner CSR and the pooling, whose indices forward_start() uploaded), so that a step
+  // may capture it in a piece and replay it.
+  bool forward_finish_capturable() const;
+  // The host side of forward_finish() for a step that replays a graph captured from an earlier
+  // forward_finish() of the same shape: only where forward_finish_capturable().
+  void forward_finish_replayed();
+  // Changes whenever a device buffer that a captured forward or backward reads is made anew (a larger
   // batch than before): graphs captured before then read freed memory and must be dropped.
   std::uint64_t device_buffers_generation() const;
 

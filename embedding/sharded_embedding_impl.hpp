@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -317,8 +318,17 @@ struct ShardedEmbedding::Impl {
   // Its device twin (one rank, whole tables, untiered, device memory): the packed indices go up as
   // they are, and OneHotCsr builds the owner CSR there (sharded_embedding_one_hot.cpp).
   bool device_one_hot_path(int local_batch) const { return local_only && !on_host && !tiers && local_batch > 0; }
+  // Its host half (the check and the upload) in forward_start(); its device half (the owner CSR
+  // and the pooling, device_one_hot_kernels) in forward_finish(), which is then device work alone.
   void forward_device_one_hot(device::Stream& stream, std::span<const std::int32_t> packed, int local_batch,
                               float* out);
+  void finish_device_one_hot(device::Stream& stream);
+  struct OneHotKernels {
+    kernels::OneHotCsr csr;
+    kernels::PoolBags pool;
+    std::int64_t bags;
+  };
+  std::optional<OneHotKernels> device_one_hot_kernels;  // set by forward_start, launched by forward_finish
   // The error of index `index` of table t in bag b of the local batch.
   DataError index_error(int t, std::int64_t index, std::int64_t b) const;
   device::Buffer<std::int32_t> dev_one_hot_indices;

@@ -114,10 +114,31 @@ void ShardedEmbedding::Impl::forward_device_one_hot(device::Stream& stream, std:
   grow(dev_own_rows, std::max<std::size_t>(std::size_t(n), 1), "embedding scratch");
   const kernels::OneHotCsr csr{stage(packed.subspan(0, std::size_t(n)), dev_one_hot_indices, stream),
                                dev_one_hot_base.data(), T, n, dev_own_offsets.data(), dev_own_rows.data()};
-  launch(backend, stream, n + 1, csr);
   const kernels::PoolBags f{weights.data(), dim, dev_own_offsets.data(), dev_own_rows.data(), nullptr, out,
                             pooling == Pooling::mean};
-  pool_bags(stream, n, f);
+  device_one_hot_kernels = OneHotKernels{csr, f, n};
+}
+
+void ShardedEmbedding::Impl::finish_device_one_hot(device::Stream& stream) {
+  if (!device_one_hot_kernels) return;
+  const OneHotKernels k = *device_one_hot_kernels;
+  device_one_hot_kernels.reset();
+  launch(backend, stream, k.bags + 1, k.csr);
+  pool_bags(stream, k.bags, k.pool);
+}
+
+// On the device one-hot path forward_finish() is device work alone (the owner CSR and the pooling).
+bool ShardedEmbedding::forward_finish_capturable() const {
+  const Impl& m = *impl_;
+  return m.phase == Impl::Phase::forward_started && m.device_one_hot_kernels.has_value();
+}
+
+void ShardedEmbedding::forward_finish_replayed() {
+  Impl& m = *impl_;
+  RECMIX_REQUIRE(forward_finish_capturable(), Error,
+                 "embedding: forward_finish_replayed() where the forward's finish cannot be captured");
+  m.device_one_hot_kernels.reset();
+  m.phase = Impl::Phase::forward_done;
 }
 
 // The device one-hot path's backward is device work alone: a step may capture and replay it.

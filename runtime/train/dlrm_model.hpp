@@ -142,12 +142,16 @@ class DlrmModel {
   // gradient all-reduce, where the device communicator captures collectives).
   const float* dense_middle(const float* bottom_out, int b, std::int64_t global_batch,
                             const std::function<void()>& then = nullptr);
-  // The dense optimizer's step (unless folded into the backward), the end of a training step.
-  void finish_dense_step();
+  // The dense optimizer's step (unless folded into the backward, or `issued` in the bottom MLP's
+  // backward piece already), the end of a training step.
+  void finish_dense_step(bool issued = false);
   // Makes a step's gradient all-reduces complete before what follows on the stream: waited for
   // on the host, or, where the device communicator orders them on the stream (NCCL), kept in
   // reduces_in_flight_ until they are done, without a wait.
   void settle(std::vector<std::unique_ptr<comm::Request>>& reduces);
+  // Drops the graphs of the pieces holding embedding work (the pooling, the sparse update) when
+  // the embedding has made one of the device buffers they read anew since their capture.
+  void forget_stale_embedding_pieces();
   // The embedding's backward_start, through graphs_ where the embedding says it can be captured.
   void start_embedding_backward(int b, std::int64_t global_batch);
 

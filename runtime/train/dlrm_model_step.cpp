@@ -14,6 +14,7 @@ namespace {
 // The pieces of a step that device.graphs replays (StepGraphs).
 enum StepPiece : int {
   kBottomForward,
+  kBottomForwardPooling,  // with the embedding's forward_finish (ShardedEmbedding::forward_finish_capturable)
   kDenseMiddle,
   kInteractionBackward,
   kBottomBackward,
@@ -51,8 +52,8 @@ void DlrmModel::mark(Phase phase) {
   phase_start_ = t;
 }
 
-void DlrmModel::finish_dense_step() {
-  if (!fold_sgd_)  // else the step was taken already: counted only
+void DlrmModel::finish_dense_step(bool issued) {
+  if (!fold_sgd_ && !issued)  // else the step was taken already: counted only
     graphs_->run(kOptimizerStep, 0, 0, [&] {
       dense_optimizer_->issue_step(*stream_);
       return nullptr;
@@ -77,10 +78,24 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   start_batch(batch, true);  // the bottom MLP runs while the embedding lookups travel
   if (next) prefetch_next(*next);  // and the next batch's cold rows are gathered
   mark(embedding_forward_start);
-  const float* bottom_out =
-      graphs_->run(kBottomForward, b, global_batch, [&] { return bottom_->forward(*stream_, dense_in_.data(), b); });
+  // Where the embedding's forward_finish is device work alone (one rank, one-hot batches, whole
+  // tables: the owner CSR and the pooling), it joins the bottom MLP's forward piece.
+  const bool pool_in_piece = graphs_->on() && embedding_->forward_finish_capturable();
+  if (pool_in_piece) forget_stale_embedding_pieces();
+  bool pooled = false;
+  const float* bottom_out = graphs_->run(pool_in_piece ? kBottomForwardPooling : kBottomForward, b, global_batch, [&] {
+    const float* out = bottom_->forward(*stream_, dense_in_.data(), b);
+    if (pool_in_piece) {
+      embedding_->forward_finish(*stream_);
+      pooled = true;
+    }
+    return out;
+  });
   mark(bottom_forward);
-  embedding_->forward_finish(*stream_);
+  if (!pool_in_piece)
+    embedding_->forward_finish(*stream_);
+  else if (!pooled)
+    embedding_->forward_finish_replayed();
   mark(embedding_forward_finish);
   std::vector<std::unique_ptr<comm::Request>> pending;
   const bool reduce = comm_.size() > 1;
@@ -109,10 +124,15 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   // The embedding gradients travel to their owners while the bottom MLP's backward runs.
   start_embedding_backward(b, global_batch);
   mark(embedding_backward_start);
+  // The dense optimizer's step joins the bottom MLP's backward piece where the host has nothing to
+  // do between them: graphs on, the step not folded into the backward, and every all-reduce
+  // before it on the stream, inside the pieces. One graph launch a step fewer.
+  const bool step_in_piece = graphs_->on() && !fold_sgd_ && (!reduce || in_graphs);
   graphs_->run(kBottomBackward, b, global_batch, [&] {
     const float* out = fold_sgd_ ? bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_)
                                  : bottom_->backward(*stream_, grad_bottom_.data(), false);
     if (reduce && in_graphs) all_reduce(*bottom_);
+    if (step_in_piece) dense_optimizer_->issue_step(*stream_);
     return out;
   });
   if (reduce && !in_graphs) all_reduce(*bottom_);
@@ -120,7 +140,7 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   embedding_->backward_finish(*stream_);
   mark(embedding_backward_finish);
   settle(pending);
-  finish_dense_step();
+  finish_dense_step(step_in_piece);
 }
 
 void DlrmModel::settle(std::vector<std::unique_ptr<comm::Request>>& reduces) {
@@ -134,16 +154,21 @@ void DlrmModel::settle(std::vector<std::unique_ptr<comm::Request>>& reduces) {
   std::erase_if(reduces_in_flight_, [](const std::unique_ptr<comm::Request>& r) { return r->test(); });
 }
 
+void DlrmModel::forget_stale_embedding_pieces() {
+  if (const std::uint64_t made = embedding_->device_buffers_generation(); made != embedding_buffers_) {
+    graphs_->forget(kBottomForwardPooling);
+    graphs_->forget(kEmbeddingUpdate);
+    embedding_buffers_ = made;
+  }
+}
+
 // One rank with whole untiered fp32 tables on a device and one-hot batches: the sparse update
 // (the grouping's sort and the row updates) is device work alone, captured and replayed as a
 // piece. Its graphs are dropped when the embedding makes a buffer they read anew.
 void DlrmModel::start_embedding_backward(int b, std::int64_t global_batch) {
   if (!graphs_->on() || !embedding_->backward_capturable())
     return embedding_->backward_start(*stream_, grad_pooled_.data());
-  if (const std::uint64_t made = embedding_->device_buffers_generation(); made != embedding_buffers_) {
-    graphs_->forget(kEmbeddingUpdate);
-    embedding_buffers_ = made;
-  }
+  forget_stale_embedding_pieces();
   bool issued = false;
   graphs_->run(kEmbeddingUpdate, b, global_batch, [&]() -> const float* {
     embedding_->backward_start(*stream_, grad_pooled_.data());

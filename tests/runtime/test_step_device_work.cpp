@@ -81,7 +81,7 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
     for (const char* key : {"launches", "graph_launches", "allocations", "host_syncs", "buffer_waits", "comm_syncs",
                             "pageable_copies"})
       EXPECT_TRUE(d.contains(key)) << key;
-    EXPECT_GT(d["launches"].get<double>(), 10.0);
+    EXPECT_GT(d["launches"].get<double>(), 0.0);
     if (i == 0 || i + 1 == records.size()) continue;  // start-up; the closing checkpoint
     // Every buffer of the step is made at its largest before the first step (the data's longest
     // bag bounds the multi-hot ones), whatever share of the batch a rank's shards get.
@@ -91,16 +91,23 @@ TEST_P(StepDeviceWork, NothingIsAllocatedInASteadyStep) {
     EXPECT_LE(d["host_syncs"].get<double>(), c.hot_fraction > 0 ? 3.0 : 2.0) << d.dump();
     EXPECT_EQ(d["pageable_copies"].get<double>(), 0.0) << d.dump();
     // With graphs the first step runs eagerly, the second is captured and replayed, and every
-    // later one replays the same graphs: the bottom MLP's forward and backward, the dense middle,
-    // the interaction's backward and the dense optimizer's step (none at one rank with SGD: it
-    // is folded into the backward); and at one rank with one-hot batches and untiered fp32
+    // later one replays the same four graphs: the bottom MLP's forward, the dense middle, the
+    // interaction's backward, and the bottom MLP's backward with the dense optimizer's step (at
+    // one rank with SGD the step is folded into the backwards; at several ranks the all-reduces
+    // are in the pieces, before it); and at one rank with one-hot batches and untiered fp32
     // tables, the embedding's sparse update (ShardedEmbedding::backward_capturable) from the second
     // step on too: its buffers are made before the first step (ShardedEmbedding::reserve).
-    const bool folded = comm.size() == 1 && std::string(c.dense) == "sgd";
     const bool update = comm.size() == 1 && std::string(c.data) == "train.h5" && std::string(c.tables) == "fp32" &&
                         c.hot_fraction == 0;
-    EXPECT_EQ(d["graph_launches"].get<double>(), c.graphs ? (folded ? 4.0 : 5.0) + (update ? 1.0 : 0.0) : 0.0)
-        << d.dump();
+    EXPECT_EQ(d["graph_launches"].get<double>(), c.graphs ? 4.0 + (update ? 1.0 : 0.0) : 0.0) << d.dump();
+    // There, the owner CSR and the pooling are in the bottom MLP's forward piece too, so all the
+    // host launches is the record's read-back: the loss total's reset, the divergence flag's
+    // reset, and one check per dense tensor (a weight and a bias per layer of the two MLPs); from
+    // the third step on (the second's captures count their launches).
+    if (c.graphs && update && i >= 2) {
+      const double tensors = 2.0 * static_cast<double>(spec.model.bottom_mlp.size() + spec.model.top_mlp.size());
+      EXPECT_EQ(d["launches"].get<double>(), 2.0 + tensors) << d.dump();
+    }
   }
   std::cout << c.name << " at " << comm.size() << " rank(s), step 6: " << records[5]["device_per_step"].dump() << "\n";
 }
