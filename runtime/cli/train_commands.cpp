@@ -233,9 +233,9 @@ void add_train_commands(CLI::App& app) {
                   "CPU, device memory out of host code's reach; for tests)")
       ->check(CLI::IsMember({"cpu", "cuda", "cpu-strict"}));
   train->add_option("--graphs", targs->graphs,
-                    "Override device.graphs: replay the step's dense pieces (and at one rank the sparse update) from "
-                    "captured graphs (true, false, or auto: on for cuda, off elsewhere; cpu-strict emulates them, the "
-                    "cpu backend has none)")
+                    "Override device.graphs: replay the step's dense pieces with their gradient all-reduces (and at "
+                    "one rank the pooling and the sparse update) from captured graphs (true, false, or auto: on for "
+                    "cuda, off elsewhere; cpu-strict emulates them, the cpu backend has none)")
       ->check(CLI::IsMember({"true", "false", "auto"}));
   train->add_option("--l2-window", targs->l2_window,
                     "Override device.l2_window: keep the embedding's hot rows in the GPU's persisting L2 (true, false, "
