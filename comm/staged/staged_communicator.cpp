@@ -84,9 +84,8 @@ class StagedCommunicator final : public Communicator {
     const std::size_t bytes = count * size_of(type);
     check(send, bytes, "iall_reduce_sum send buffer");
     check(recv, bytes, "iall_reduce_sum receive buffer");
-    if (recorded(stream, [=, this] { all_reduce_sum(send, recv, count, type, nullptr); })) return completed_request();
-    if (stream != nullptr) {  // ordered on the stream: done now
-      all_reduce_sum(send, recv, count, type, nullptr);
+    if (stream != nullptr) {  // ordered on the stream: done now, or recorded into its capture
+      all_reduce_sum(send, recv, count, type, stream);
       return completed_request();
     }
     std::vector<char> staged = to_host(send, bytes);
@@ -136,9 +135,8 @@ class StagedCommunicator final : public Communicator {
     const std::size_t send_bytes = extent(sc, sd) * elem, recv_bytes = extent(rc, rd) * elem;
     check(send, send_bytes, "iall_to_all_v send buffer");
     check(recv, recv_bytes, "iall_to_all_v receive buffer");
-    if (recorded(stream, all_to_all_task(send, sc, sd, recv, rc, rd, type))) return completed_request();
-    if (stream != nullptr) {  // ordered on the stream: done now
-      all_to_all_v(send, sc, sd, recv, rc, rd, type, nullptr);
+    if (stream != nullptr) {  // ordered on the stream: done now, or recorded into its capture
+      all_to_all_v(send, sc, sd, recv, rc, rd, type, stream);
       return completed_request();
     }
     std::vector<char> staged = to_host(send, send_bytes);

@@ -10,9 +10,9 @@
 // takes NCCL's paths, in which the host never waits for a device collective. Without a stream a
 // call returns when done, and a non-blocking call's Request completes (and writes its receive
 // buffer) in test() or wait(). The staging copies, on a stream of their own, see everything
-// issued before the call. A call on a stream that the calling thread
-// captures is recorded in the graph, as NCCL's is captured (Communicator::captures_on_stream),
-// and each replay runs it; host buffers are refused there too (NCCL takes device buffers only).
+// issued before the call. A call on a stream that the calling thread captures is recorded in
+// the graph, as NCCL's is captured (Communicator::captures_on_stream), and each replay runs it;
+// host buffers are refused there too (NCCL takes device buffers only).
 #include <memory>
 
 #include "comm/communicator.hpp"

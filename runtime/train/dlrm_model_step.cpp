@@ -82,19 +82,15 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   // tables: the owner CSR and the pooling), it joins the bottom MLP's forward piece.
   const bool pool_in_piece = graphs_->on() && embedding_->forward_finish_capturable();
   if (pool_in_piece) forget_stale_embedding_pieces();
-  bool pooled = false;
   const float* bottom_out = graphs_->run(pool_in_piece ? kBottomForwardPooling : kBottomForward, b, global_batch, [&] {
     const float* out = bottom_->forward(*stream_, dense_in_.data(), b);
-    if (pool_in_piece) {
-      embedding_->forward_finish(*stream_);
-      pooled = true;
-    }
+    if (pool_in_piece) embedding_->forward_finish(*stream_);
     return out;
   });
   mark(bottom_forward);
   if (!pool_in_piece)
     embedding_->forward_finish(*stream_);
-  else if (!pooled)
+  else if (!graphs_->issued())
     embedding_->forward_finish_replayed();
   mark(embedding_forward_finish);
   std::vector<std::unique_ptr<comm::Request>> pending;
@@ -169,13 +165,11 @@ void DlrmModel::start_embedding_backward(int b, std::int64_t global_batch) {
   if (!graphs_->on() || !embedding_->backward_capturable())
     return embedding_->backward_start(*stream_, grad_pooled_.data());
   forget_stale_embedding_pieces();
-  bool issued = false;
   graphs_->run(kEmbeddingUpdate, b, global_batch, [&]() -> const float* {
     embedding_->backward_start(*stream_, grad_pooled_.data());
-    issued = true;
     return nullptr;
   });
-  if (!issued) embedding_->backward_start_replayed();
+  if (!graphs_->issued()) embedding_->backward_start_replayed();
 }
 
 const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_t global_batch,

@@ -26,8 +26,10 @@ class StepGraphs {
   // Returns what issue() returned when it last ran (a replay leaves its result in the same place).
   template <class Issue>
   const float* run(int piece, int batch, std::int64_t global_batch, const Issue& issue) {
+    issued_ = true;
     if (!on_) return issue();
     Piece& p = pieces_[{piece, batch, global_batch}];
+    issued_ = !p.graph;
     if (!p.graph && !p.warmed_up) {
       p.warmed_up = true;
       return p.result = issue();
@@ -49,6 +51,11 @@ class StepGraphs {
     return p.result;
   }
 
+  // Whether the last run() issued its work (eagerly, or into a capture and launched) rather than
+  // replaying a graph: after a replay, the host side of what the graph holds is the caller's to
+  // advance (ShardedEmbedding::forward_finish_replayed, backward_start_replayed).
+  bool issued() const { return issued_; }
+
   // Drops every shape's graph of `piece` (and its warm-up): what it captured reads buffers that
   // have since been made anew. Its next run of each shape starts over, eagerly.
   void forget(int piece) {
@@ -64,6 +71,7 @@ class StepGraphs {
   device::Backend& backend_;
   device::Stream& stream_;
   bool on_;
+  bool issued_ = false;
   std::map<std::tuple<int, int, std::int64_t>, Piece> pieces_;
 };
 
