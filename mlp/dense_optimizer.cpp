@@ -1,5 +1,5 @@
-// SGD, Adagrad and Adam over a list of dense parameters. On the CPU all parameters are updated
-// in one loop over fixed-size blocks (at most one thread wake-up per step, not one per tensor).
+// SGD, Adagrad and Adam over a list of dense parameters, all of them in one launch a step
+// (ParamStepTable).
 #include "mlp/dense_optimizer.hpp"
 
 #include <cmath>
@@ -8,40 +8,14 @@
 #include "core/error.hpp"
 #include "device/buffer.hpp"
 #include "mlp/launch.hpp"
+#include "mlp/param_step_table.hpp"
 
 namespace recmix::mlp {
 namespace {
 
+using detail::ParamStepTable;
+using detail::write_device;
 using kernels::Index;
-
-// Runs make(p) (a block functor for parameter p) over every block of every parameter.
-template <class MakeKernel>
-void for_all_blocks(device::Backend& backend, device::Stream& s, const std::vector<Param>& params,
-                    const MakeKernel& make) {
-  if (device::device_memory_is_host(backend)) {
-    struct Block {
-      std::size_t param;
-      Index item;
-    };
-    std::vector<Block> blocks;
-    std::int64_t total = 0;
-    for (std::size_t p = 0; p < params.size(); ++p) {
-      for (Index b = 0; b < detail::flat_blocks(static_cast<Index>(params[p].count)); ++b)
-        blocks.push_back({p, b});
-      total += static_cast<std::int64_t>(params[p].count);
-    }
-    // By reference: the host's memory is the device's here, and that backend has no graphs, so the
-    // work runs now (device/graph.hpp).
-    detail::launch_host(backend, s, detail::cpu_threads_for(backend, total), static_cast<Index>(blocks.size()),
-                        [&blocks, &make](std::int64_t i) { make(blocks[i].param)(blocks[i].item); });
-    return;
-  }
-  for (std::size_t p = 0; p < params.size(); ++p) {
-    auto f = make(p);
-    detail::launch(backend, s, detail::flat_blocks(static_cast<Index>(params[p].count)), f,
-                   static_cast<std::int64_t>(params[p].count));
-  }
-}
 
 class OptimizerBase : public DenseOptimizer {
  public:
@@ -74,13 +48,10 @@ class OptimizerBase : public DenseOptimizer {
     detail::launch(backend_, s, 1, kernels::ScheduleScale{device_steps_.data(), scale_.data(), schedule_, count}, 1);
     return scale_.data();
   }
+  // Where the schedule's factor lives, or null without a schedule.
+  float* scale() { return schedule_.active() ? scale_.data() : nullptr; }
   void write_device_steps(std::int64_t steps) {
-    auto stream = backend_.create_stream();
-    auto* host = static_cast<std::int64_t*>(backend_.allocate(sizeof(std::int64_t), device::Tier::host));
-    *host = steps;
-    backend_.copy(device_steps_.data(), host, sizeof(std::int64_t), *stream);
-    stream->synchronize();
-    backend_.deallocate(host, device::Tier::host);
+    write_device(backend_, device_steps_.data(), &steps, sizeof steps);
   }
 
   // One state buffer per parameter, named "<prefix>.<param name>", filled with `init`.
@@ -108,51 +79,62 @@ class OptimizerBase : public DenseOptimizer {
 class Sgd final : public OptimizerBase {
  public:
   Sgd(device::Backend& b, device::MemoryPool& pool, std::vector<Param> params, const DenseOptimizerConfig& c)
-      : OptimizerBase(b, pool, std::move(params), c.schedule, false), lr_(c.lr) {}
+      : OptimizerBase(b, pool, std::move(params), c.schedule, false) {
+    std::vector<kernels::SgdStep> steps;
+    for (const Param& q : params_) steps.push_back({q.value, q.grad, static_cast<Index>(q.count), c.lr, scale()});
+    steps_ = ParamStepTable<kernels::SgdStep>(b, pool, std::move(steps));
+  }
   void issue_step(device::Stream& s) override {
-    const float* scale = issue_schedule(s, true);
-    for_all_blocks(backend_, s, params_, [&](std::size_t p) {
-      const Param& q = params_[p];
-      return kernels::SgdStep{q.value, q.grad, static_cast<Index>(q.count), lr_, scale};
-    });
+    issue_schedule(s, true);
+    steps_.issue(backend_, s);
   }
   std::vector<Param> state() override { return {}; }
 
  private:
-  float lr_;
+  ParamStepTable<kernels::SgdStep> steps_;
 };
 
 class Adagrad final : public OptimizerBase {
  public:
   Adagrad(device::Backend& b, device::MemoryPool& pool, std::vector<Param> params,
           const DenseOptimizerConfig& c)
-      : OptimizerBase(b, pool, std::move(params), c.schedule, false), lr_(c.lr), eps_(c.eps < 0 ? 1e-10f : c.eps) {
+      : OptimizerBase(b, pool, std::move(params), c.schedule, false) {
     add_state(pool, "adagrad.sum", c.initial_accumulator, sums_);
+    const float eps = c.eps < 0 ? 1e-10f : c.eps;
+    std::vector<kernels::AdagradStep> steps;
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      const Param& q = params_[p];
+      steps.push_back({q.value, q.grad, sums_[p].data(), static_cast<Index>(q.count), c.lr, eps, scale()});
+    }
+    steps_ = ParamStepTable<kernels::AdagradStep>(b, pool, std::move(steps));
   }
   void issue_step(device::Stream& s) override {
-    const float* scale = issue_schedule(s, true);
-    for_all_blocks(backend_, s, params_, [&](std::size_t p) {
-      const Param& q = params_[p];
-      return kernels::AdagradStep{q.value, q.grad, sums_[p].data(), static_cast<Index>(q.count),
-                                  lr_, eps_, scale};
-    });
+    issue_schedule(s, true);
+    steps_.issue(backend_, s);
   }
   std::vector<Param> state() override { return state_; }
 
  private:
-  float lr_, eps_;
   std::vector<device::Buffer<float>> sums_;
+  ParamStepTable<kernels::AdagradStep> steps_;
 };
 
 class Adam final : public OptimizerBase {
  public:
   Adam(device::Backend& b, device::MemoryPool& pool, std::vector<Param> params,
        const DenseOptimizerConfig& c)
-      : OptimizerBase(b, pool, std::move(params), c.schedule, true), lr_(c.lr), eps_(c.eps < 0 ? 1e-8f : c.eps),
-        beta1_(c.beta1), beta2_(c.beta2) {
+      : OptimizerBase(b, pool, std::move(params), c.schedule, true), lr_(c.lr), beta1_(c.beta1), beta2_(c.beta2) {
     add_state(pool, "adam.m", 0.f, m_);
     add_state(pool, "adam.v", 0.f, v_);
     corrections_ = device::Buffer<float>(pool, 2, "adam.bias_corrections");
+    const float eps = c.eps < 0 ? 1e-8f : c.eps;
+    std::vector<kernels::AdamStep> steps;
+    for (std::size_t p = 0; p < params_.size(); ++p) {
+      const Param& q = params_[p];
+      steps.push_back({q.value, q.grad, m_[p].data(), v_[p].data(), static_cast<Index>(q.count), beta1_, beta2_, eps,
+                       corrections_.data()});
+    }
+    steps_ = ParamStepTable<kernels::AdamStep>(b, pool, std::move(steps));
   }
   // As torch: step_size = lr / (1 - beta1^t), denominators divided by sqrt(1 - beta2^t), with t
   // counted on the device (kernels::AdamCorrections).
@@ -160,18 +142,15 @@ class Adam final : public OptimizerBase {
     const float* scale = issue_schedule(s, false);
     const kernels::AdamCorrections c{device_steps_.data(), corrections_.data(), lr_, beta1_, beta2_, scale};
     detail::launch(backend_, s, 1, c, 1);
-    for_all_blocks(backend_, s, params_, [&](std::size_t p) {
-      const Param& q = params_[p];
-      return kernels::AdamStep{q.value,  q.grad, m_[p].data(), v_[p].data(), static_cast<Index>(q.count),
-                               beta1_,   beta2_, eps_,         corrections_.data()};
-    });
+    steps_.issue(backend_, s);
   }
   std::vector<Param> state() override { return state_; }
 
  private:
-  float lr_, eps_, beta1_, beta2_;
+  float lr_, beta1_, beta2_;
   std::vector<device::Buffer<float>> m_, v_;
   device::Buffer<float> corrections_;          // this step's [step_size, bias2_sqrt]
+  ParamStepTable<kernels::AdamStep> steps_;
 };
 
 }  // namespace

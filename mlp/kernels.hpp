@@ -517,6 +517,35 @@ struct AdamStep {
   }
 };
 
+// Every parameter's optimizer step in one launch (a multi-tensor step): steps[p] is parameter
+// p's functor (SgdStep, AdagradStep or AdamStep) and its elements are [starts[p], starts[p + 1])
+// of the launch's flat index, starts[params] being the total. A model has tens of parameters, many
+// of them biases of a few values, so one launch in place of one a parameter saves the GPU a
+// kernel's start and drain for each. Each element gets the operations its own functor gives it.
+template <class Step>
+struct ParamSteps {
+  const Step* steps;    // device memory, `params` of them
+  const Index* starts;  // device memory, params + 1
+  int params;
+  RECMIX_HOST_DEVICE void operator()(Index item) const {
+    Index i1 = min_index((item + 1) * kFlatBlock, starts[params]);
+    for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
+  }
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return starts[params]; }
+  RECMIX_HOST_DEVICE void fine(Index i) const {
+    int lo = 0, hi = params;  // starts[lo] <= i < starts[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (starts[mid] <= i) lo = mid;
+      else hi = mid;
+    }
+    steps[lo].fine(i - starts[lo]);
+  }
+};
+using SgdSteps = ParamSteps<SgdStep>;
+using AdagradSteps = ParamSteps<AdagradStep>;
+using AdamSteps = ParamSteps<AdamStep>;
+
 struct Fill {
   float* value;
   Index count;

@@ -17,6 +17,7 @@
   X(InitRandom) X(BiasActivationForward) X(ActivationBackward) X(ColumnSum)                     \
   X(DotInteractionForward) X(DotInteractionBackward) X(CatInteractionForward)                   \
   X(CatInteractionBackward) X(BceTerms) X(BceBackward) X(SgdStep) X(AdagradStep) X(AdamStep)    \
+  X(SgdSteps) X(AdagradSteps) X(AdamSteps)                                                     \
   X(AdamCorrections) X(ScheduleScale)                                                       \
   X(Fill) X(RoundToBf16) X(BlockSums) X(AddBlockSums) X(FlagNonFinite) X(CrossCombine)         \
   X(CrossGradient)

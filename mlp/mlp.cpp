@@ -22,6 +22,7 @@
 #include "mlp/cpu/linear.hpp"
 #include "mlp/init.hpp"
 #include "mlp/launch.hpp"
+#include "mlp/param_step_table.hpp"
 
 namespace recmix::mlp {
 
@@ -249,13 +250,28 @@ const float* Mlp::backward_impl(device::Stream& s, const float* grad_output, boo
       // dx first: it needs the weights before this step. Then W += -lr dz^T x, b -= lr db.
       if (dx) input_gradient(dx);
       weight_gradient(-*sgd_lr, 1.f, l.weight);
-      kernels::SgdStep step{l.bias, l.bias_grad, l.out, *sgd_lr};
-      detail::launch(backend_, s, detail::flat_blocks(l.out), step, l.out);
     }
-    if (!dx) return nullptr;
+    if (!dx) break;
     dy = dx;
   }
-  return input_grad_.data();
+  if (sgd_lr) step_biases(s, *sgd_lr);
+  return need_input_grad ? input_grad_.data() : nullptr;
+}
+
+struct Mlp::BiasSteps {
+  float lr;
+  detail::ParamStepTable<kernels::SgdStep> table;
+};
+
+Mlp::~Mlp() = default;
+
+void Mlp::step_biases(device::Stream& s, float lr) {
+  if (!bias_steps_ || bias_steps_->lr != lr) {
+    std::vector<kernels::SgdStep> steps;
+    for (const Layer& l : layers_) steps.push_back({l.bias, l.bias_grad, l.out, lr});
+    bias_steps_ = std::make_unique<BiasSteps>(BiasSteps{lr, {backend_, pool_, std::move(steps)}});
+  }
+  bias_steps_->table.issue(backend_, s);
 }
 
 Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)

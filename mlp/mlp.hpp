@@ -3,6 +3,7 @@
 // reference DLRM. Hidden layers use ReLU, the last layer a chosen activation (ReLU for the bottom
 // MLP, sigmoid for the top one). Weights, gradients and activations come from one MemoryPool.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ class Mlp {
   // to max_batch samples. all_values() is null; parameters() name primary's values. ConfigError
   // when primary has bf16 GEMMs (replicas run the fused fp32 kernels).
   Mlp(const Mlp& primary, device::Backend& backend, int max_batch);
+  ~Mlp();
 
   int in_features() const { return sizes_.front(); }
   int out_features() const { return sizes_.back(); }
@@ -51,7 +53,8 @@ class Mlp {
   // need_input_grad is false (that GEMM is skipped).
   const float* backward(device::Stream& s, const float* grad_output, bool need_input_grad);
   // backward() with a plain SGD step (p -= lr * grad) folded in: each weight-gradient GEMM adds
-  // -lr * dW straight onto the weights (beta = 1) and each bias steps from its column sums, so
+  // -lr * dW straight onto the weights (beta = 1) and the biases step from their column sums
+  // after the last layer's GEMMs, all in one launch (no GEMM of the backward reads a bias), so
   // no weight gradient is stored and no update pass runs (at batch 128 the two passes over the
   // 474k Kaggle parameters are about 10% of a step). The input-gradient GEMMs run before their
   // layer's update and so see the old weights, as in backward(). Only valid where nothing else
@@ -72,6 +75,8 @@ class Mlp {
   const float* backward_impl(device::Stream& s, const float* grad_output, bool need_input_grad,
                              const float* sgd_lr);
   void use_fused_kernels();
+  // backward_sgd's bias steps: b -= lr db for every layer, one launch.
+  void step_biases(device::Stream& s, float lr);
   // A GEMM operand: its fp32 values and, with bf16 GEMMs, the same values rounded to bf16.
   struct Operand {
     const float* fp32;
@@ -128,6 +133,10 @@ class Mlp {
   const float* input_ = nullptr;
   int batch_ = 0;
   bool forward_done_ = false;
+  // backward_sgd's bias steps as one launch (param_step_table.hpp), made at its first call and
+  // again when lr changes.
+  struct BiasSteps;
+  std::unique_ptr<BiasSteps> bias_steps_;
 };
 
 }  // namespace recmix::mlp

@@ -1,5 +1,6 @@
 // The dense half on a device backend against the CPU backend: an MLP's forward and backward, the
-// dot, concatenation and cross-network interactions and the BCE loss give the same values (to fp32 rounding).
+// dot, concatenation and cross-network interactions, the BCE loss and the dense optimizers' steps
+// give the same values (to fp32 rounding).
 // Under the strict device emulator (cpu-strict) always; on CUDA when a GPU is present, else
 // skipped. Every input reaches the device and every result the host through backend copies.
 #include <gtest/gtest.h>
@@ -11,7 +12,9 @@
 #include "device/backend.hpp"
 #include "device/buffer.hpp"
 #include "device/memory_pool.hpp"
+#include "mlp/dense_optimizer.hpp"
 #include "mlp/interaction.hpp"
+#include "mlp/kernels.hpp"
 #include "mlp/loss.hpp"
 #include "mlp/mlp.hpp"
 #include "test_device.hpp"
@@ -102,6 +105,119 @@ TEST_P(DenseDevice, MatchesTheCpuBackend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DenseDevice,
+                         testing::Values(device::BackendKind::cpu_strict, device::BackendKind::cuda),
+                         [](const auto& info) { return info.param == device::BackendKind::cuda ? "cuda" : "cpu_strict"; });
+
+// Parameter sizes of every shape the one-launch step must tell apart: a lone bias, a short one,
+// one across three flat blocks, and one behind it.
+const std::vector<std::size_t> kParamSizes = {1, 37, 2 * kernels::kFlatBlock + 5, 16};
+
+struct OptimizerRun {
+  std::vector<std::vector<float>> values, state;
+  device::DeviceCounts per_step;  // what the last step asked of the backend
+};
+
+// Three steps of `c` over kParamSizes on `kind`, each with gradients of its own.
+OptimizerRun run_optimizer(device::BackendKind kind, const DenseOptimizerConfig& c) {
+  std::mt19937 rng(7);
+  Device d(kind);
+  std::vector<Param> params;
+  std::vector<float*> grads;
+  for (std::size_t i = 0; i < kParamSizes.size(); ++i) {
+    float* value = d.upload(random_vector(kParamSizes[i], rng));
+    grads.push_back(d.upload(std::vector<float>(kParamSizes[i])));
+    params.push_back({"p" + std::to_string(i), value, grads.back(), kParamSizes[i]});
+  }
+  auto opt = make_dense_optimizer(c, *d.backend, d.pool, params);
+  OptimizerRun r;
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const auto g = random_vector(kParamSizes[i], rng, -2.f, 2.f);
+      d.backend->copy(grads[i], g.data(), g.size() * sizeof(float), *d.stream);
+    }
+    d.stream->synchronize();
+    const auto before = d.backend->counters().snapshot();
+    opt->issue_step(*d.stream);
+    r.per_step = d.backend->counters().snapshot() - before;
+    opt->count_step();
+  }
+  for (const Param& p : params) r.values.push_back(d.download(p.value, p.count));
+  for (const Param& p : opt->state()) r.state.push_back(d.download(p.value, p.count));
+  return r;
+}
+
+class DenseOptimizerDevice : public testing::TestWithParam<device::BackendKind> {};
+
+// Every parameter's step is one launch on a device (kernels::ParamSteps), beside the one-item
+// launches of the schedule's factor and Adam's corrections, and it computes what the CPU
+// backend's per-parameter blocks compute.
+TEST_P(DenseOptimizerDevice, OneLaunchStepsEveryParameterAsTheCpuBackendDoes) {
+  const device::BackendKind kind = GetParam();
+  if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  for (const DenseOptimizerKind k : {DenseOptimizerKind::sgd, DenseOptimizerKind::adagrad, DenseOptimizerKind::adam})
+    for (const bool scheduled : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(k) << (scheduled ? ", scheduled" : ""));
+      DenseOptimizerConfig c;
+      c.kind = k;
+      c.lr = 0.05f;
+      c.initial_accumulator = 0.1f;
+      if (scheduled) c.schedule.warmup_steps = 4;
+      const auto want = run_optimizer(device::BackendKind::cpu, c);
+      const auto got = run_optimizer(kind, c);
+      ASSERT_EQ(got.values.size(), want.values.size());
+      for (std::size_t i = 0; i < want.values.size(); ++i) expect_close(got.values[i], want.values[i], "parameter");
+      ASSERT_EQ(got.state.size(), want.state.size());
+      for (std::size_t i = 0; i < want.state.size(); ++i) expect_close(got.state[i], want.state[i], "state");
+      const std::uint64_t one_item_launches = (scheduled ? 1 : 0) + (k == DenseOptimizerKind::adam ? 1 : 0);
+      EXPECT_EQ(got.per_step.launches, 1 + one_item_launches);
+      EXPECT_EQ(got.per_step.allocations, 0u);
+      EXPECT_EQ(got.per_step.host_syncs, 0u);
+    }
+}
+
+// backward_sgd() on a device: the weights step inside their GEMMs and every bias in one launch
+// after the last layer, so it issues exactly one launch more than backward(); the biases equal
+// those of backward() followed by the SGD optimizer bit for bit (the same column sums, the same
+// b -= lr db), the weights to rounding. A second rate rebuilds the launch's table.
+TEST_P(DenseOptimizerDevice, FoldedSgdStepsEveryBiasInOneLaunch) {
+  const device::BackendKind kind = GetParam();
+  if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  std::mt19937 rng(11);
+  Device d(kind);
+  const std::vector<int> sizes = {7, 33, 16, 9, 3};
+  constexpr int kRows = 29;
+  // One name: it seeds the initial weights.
+  Mlp plain(*d.backend, d.pool, "plain", sizes, Activation::sigmoid, 42, kRows);
+  Mlp folded(*d.backend, d.pool, "plain", sizes, Activation::sigmoid, 42, kRows);
+  auto& s = *d.stream;
+  for (const float lr : {0.05f, 0.05f, 0.02f}) {
+    DenseOptimizerConfig c;
+    c.lr = lr;
+    auto sgd = make_dense_optimizer(c, *d.backend, d.pool, plain.parameters());
+    float* x = d.upload(random_vector(std::size_t(kRows) * sizes.front(), rng));
+    float* dy = d.upload(random_vector(std::size_t(kRows) * sizes.back(), rng));
+    plain.forward(s, x, kRows);
+    folded.forward(s, x, kRows);
+    auto before = d.backend->counters().snapshot();
+    plain.backward(s, dy, false);
+    const auto plain_launches = (d.backend->counters().snapshot() - before).launches;
+    sgd->step(s);
+    before = d.backend->counters().snapshot();
+    EXPECT_EQ(folded.backward_sgd(s, dy, false, lr), nullptr);
+    EXPECT_EQ((d.backend->counters().snapshot() - before).launches, plain_launches + 1);
+    const auto pa = plain.parameters(), pb = folded.parameters();
+    for (std::size_t p = 0; p < pa.size(); ++p) {
+      SCOPED_TRACE(testing::Message() << pa[p].name << ", lr " << lr);
+      const auto a = d.download(pa[p].value, pa[p].count), b = d.download(pb[p].value, pb[p].count);
+      if (pa[p].name.ends_with(".bias"))
+        EXPECT_EQ(a, b);
+      else
+        expect_close(b, a, "weight");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DenseOptimizerDevice,
                          testing::Values(device::BackendKind::cpu_strict, device::BackendKind::cuda),
                          [](const auto& info) { return info.param == device::BackendKind::cuda ? "cuda" : "cpu_strict"; });
 
