@@ -358,11 +358,24 @@ RECMIX_HOST_DEVICE inline double bce_term(float p, float y) {
   return -(static_cast<double>(y) * log_p + (1.0 - static_cast<double>(y)) * log_1mp);
 }
 
+// torch's binary_cross_entropy_backward: grad * (p - y) / max((1 - p) p, 1e-12).
+RECMIX_HOST_DEVICE inline float bce_gradient(float p, float y, float grad) {
+  float denom = (1.f - p) * p;
+  if (denom < 1e-12f) denom = 1e-12f;
+  return grad * (p - y) / denom;
+}
+
+// The per-sample terms and, with `grad` set, in the same pass the gradient BceBackward writes.
 struct BceTerms {
   const float* prob;
   const float* labels;
   double* terms;
-  RECMIX_HOST_DEVICE void operator()(Index i) const { terms[i] = bce_term(prob[i], labels[i]); }
+  float* grad = nullptr;
+  float scale = 1.f;
+  RECMIX_HOST_DEVICE void operator()(Index i) const {
+    terms[i] = bce_term(prob[i], labels[i]);
+    if (grad) grad[i] = bce_gradient(prob[i], labels[i], scale);
+  }
 };
 
 // The loss's sum on the device, in a fixed order on every backend: per-sample terms summed a block
@@ -402,18 +415,12 @@ struct FlagNonFinite {
   }
 };
 
-// torch's binary_cross_entropy_backward: grad * (p - y) / max((1 - p) p, 1e-12).
 struct BceBackward {
   const float* prob;
   const float* labels;
   float* grad;
   float scale;
-  RECMIX_HOST_DEVICE void operator()(Index i) const {
-    float p = prob[i];
-    float denom = (1.f - p) * p;
-    if (denom < 1e-12f) denom = 1e-12f;
-    grad[i] = scale * (p - labels[i]) / denom;
-  }
+  RECMIX_HOST_DEVICE void operator()(Index i) const { grad[i] = bce_gradient(prob[i], labels[i], scale); }
 };
 
 // The learning-rate schedule's factor for the coming step (core/lr_schedule.hpp), from the step

@@ -45,11 +45,12 @@ double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, 
 std::int64_t bce_block_count(std::int64_t batch) { return (batch + kernels::kLossBlock - 1) / kernels::kLossBlock; }
 
 void bce_loss_accumulate(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
-                         int batch, double* terms, double* block_sums, double* device_total) {
+                         int batch, double* terms, double* block_sums, double* device_total, float* grad_prob,
+                         float scale) {
   check_batch(batch);
   if (batch == 0) return;
   const std::int64_t blocks = bce_block_count(batch);
-  detail::launch(backend, s, batch, kernels::BceTerms{prob, labels, terms}, batch);
+  detail::launch(backend, s, batch, kernels::BceTerms{prob, labels, terms, grad_prob, scale}, batch);
   detail::launch(backend, s, blocks, kernels::BlockSums{terms, batch, block_sums}, batch);
   detail::launch(backend, s, 1, kernels::AddBlockSums{block_sums, blocks, device_total}, 1);
 }

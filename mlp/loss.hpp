@@ -14,8 +14,11 @@ double bce_loss(device::Backend& backend, device::Stream& s, const float* prob, 
 // Adds the batch's summed loss terms to *device_total (one double in device memory) without a host
 // wait, summed in the same fixed order on every backend (kernels::BlockSums, AddBlockSums).
 // terms (batch doubles) and block_sums (bce_block_count(batch) doubles) are the caller's scratch.
+// With grad_prob set, the pass over the terms also writes bce_loss_backward(scale, grad_prob)'s
+// gradient, the same values in one launch fewer.
 void bce_loss_accumulate(device::Backend& backend, device::Stream& s, const float* prob, const float* labels,
-                         int batch, double* terms, double* block_sums, double* device_total);
+                         int batch, double* terms, double* block_sums, double* device_total,
+                         float* grad_prob = nullptr, float scale = 1.f);
 std::int64_t bce_block_count(std::int64_t batch);
 
 // *flag = 1 (device memory) when one of v[0, n) is NaN or infinite; left as it is otherwise.

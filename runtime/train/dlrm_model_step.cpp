@@ -183,12 +183,11 @@ const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_
     phase(interaction_forward);
     const float* prob = top_->forward(*stream_, z, b);
     phase(top_forward);
+    // The loss's terms and its gradient in one pass. Each rank scales by the global batch, so
+    // summing gradients over ranks gives the gradient of the global mean loss, exactly as one
+    // rank holding the whole batch computes it.
     mlp::bce_loss_accumulate(backend_, *stream_, prob, labels_.data(), b, loss_terms_.data(), loss_blocks_.data(),
-                             loss_total_.data());
-    // Each rank scales by the global batch, so summing gradients over ranks gives the gradient of
-    // the global mean loss, exactly as one rank holding the whole batch computes it.
-    mlp::bce_loss_backward(backend_, *stream_, prob, labels_.data(), b, 1.0f / static_cast<float>(global_batch),
-                           grad_prob_.data());
+                             loss_total_.data(), grad_prob_.data(), 1.0f / static_cast<float>(global_batch));
     phase(loss);
     const float* grad_z = fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
                                     : top_->backward(*stream_, grad_prob_.data(), true);

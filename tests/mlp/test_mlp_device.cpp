@@ -1,6 +1,6 @@
 // The dense half on a device backend against the CPU backend: an MLP's forward and backward, the
 // dot, concatenation and cross-network interactions, the BCE loss and the dense optimizers' steps
-// give the same values (to fp32 rounding).
+// give the same values (to fp32 rounding), and the loss with its gradient is one launch.
 // Under the strict device emulator (cpu-strict) always; on CUDA when a GPU is present, else
 // skipped. Every input reaches the device and every result the host through backend copies.
 #include <gtest/gtest.h>
@@ -220,5 +220,51 @@ TEST_P(DenseOptimizerDevice, FoldedSgdStepsEveryBiasInOneLaunch) {
 INSTANTIATE_TEST_SUITE_P(Backends, DenseOptimizerDevice,
                          testing::Values(device::BackendKind::cpu_strict, device::BackendKind::cuda),
                          [](const auto& info) { return info.param == device::BackendKind::cuda ? "cuda" : "cpu_strict"; });
+
+class LossDevice : public testing::TestWithParam<device::BackendKind> {};
+
+// bce_loss_accumulate with a gradient is one launch fewer than it and bce_loss_backward, and
+// gives the same total and the same gradient bit for bit, clamped ends included.
+TEST_P(LossDevice, AccumulateWithTheGradientIsOneLaunchFewer) {
+  const device::BackendKind kind = GetParam();
+  if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  std::mt19937 rng(5);
+  constexpr int kRows = 150;  // three loss blocks, the last one short
+  auto prob = random_vector(kRows, rng, 0.f, 1.f);
+  prob[3] = 0.f;
+  prob[7] = 1.f;
+  const auto labels = random_vector(kRows, rng, 0.f, 1.f);
+  Device d(kind);
+  const float* p = d.upload(prob);
+  const float* y = d.upload(labels);
+  const std::size_t blocks = static_cast<std::size_t>(bce_block_count(kRows));
+  device::Buffer<double> terms(d.pool, kRows), sums(d.pool, blocks), totals(d.pool, 2);
+  device::Buffer<float> grads(d.pool, 2 * kRows);
+  d.backend->fill_zero(totals.data(), totals.bytes(), *d.stream);
+  auto& s = *d.stream;
+  auto before = d.backend->counters().snapshot();
+  bce_loss_accumulate(*d.backend, s, p, y, kRows, terms.data(), sums.data(), totals.data());
+  bce_loss_backward(*d.backend, s, p, y, kRows, 0.25f, grads.data());
+  const auto apart = (d.backend->counters().snapshot() - before).launches;
+  before = d.backend->counters().snapshot();
+  bce_loss_accumulate(*d.backend, s, p, y, kRows, terms.data(), sums.data(), totals.data() + 1, grads.data() + kRows,
+                      0.25f);
+  EXPECT_EQ((d.backend->counters().snapshot() - before).launches, apart - 1);
+  std::vector<double> total(2);
+  d.backend->copy(total.data(), totals.data(), totals.bytes(), s);
+  const auto g = d.download(grads.data(), grads.size());
+  EXPECT_EQ(total[0], total[1]);
+  EXPECT_GT(total[0], 0.0);
+  EXPECT_EQ(std::vector<float>(g.begin(), g.begin() + kRows), std::vector<float>(g.begin() + kRows, g.end()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LossDevice,
+                         testing::Values(device::BackendKind::cpu, device::BackendKind::cpu_strict,
+                                         device::BackendKind::cuda),
+                         [](const auto& info) {
+                           return info.param == device::BackendKind::cuda ? "cuda"
+                                  : info.param == device::BackendKind::cpu ? "cpu"
+                                                                           : "cpu_strict";
+                         });
 
 }  // namespace
