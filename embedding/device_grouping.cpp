@@ -108,8 +108,8 @@ void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, 
   if (!cub) launch(backend_, stream, 1, kernels::ExclusiveSum{head, group, n});
   launch(backend_, stream, n,
          kernels::GroupScatter{sorted_keys, sorted_vals, bag_of, bag_scale, head, group, unique, entry_offsets,
-                               entry_grad, entry_scale});
-  launch(backend_, stream, 1, kernels::GroupTotal{head, group, n, groups, entry_offsets});
+                               entry_grad, entry_scale, n, groups});
+  if (n == 0) launch(backend_, stream, 1, kernels::GroupTotal{head, group, n, groups, entry_offsets});
 }
 
 void DeviceGrouping::fill(kernels::UpdateRows& f) const {

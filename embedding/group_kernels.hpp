@@ -109,7 +109,8 @@ struct RadixScatter {
 // group (differ from the key before them); an exclusive prefix sum of the marks (ExclusiveSum, or
 // on CUDA CUB's) gives each its group; GroupScatter writes the update's inputs (UpdateRows): the
 // unique rows, each group's first entry, and per entry the gradient vector it takes (its bag) and,
-// when bag_scale is set, that bag's scale; GroupTotal the number of groups and the end offset.
+// when bag_scale is set, that bag's scale, and at the last entry the number of groups and the end
+// offset (GroupTotal, launched by itself only for no entries).
 struct GroupHeads {
   const std::int64_t* keys;
   std::int64_t* head;
@@ -130,28 +131,6 @@ struct ExclusiveSum {
   }
 };
 
-struct GroupScatter {
-  const std::int64_t* keys;
-  const std::int64_t* vals;
-  const std::int64_t* bag_of;
-  const float* bag_scale;
-  const std::int64_t* head;
-  const std::int64_t* group;  // exclusive prefix sum of head
-  std::int64_t* unique_rows;
-  std::int64_t* entry_offsets;
-  std::int64_t* entry_grad;
-  float* entry_scale;
-  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const {
-    if (head[i]) {
-      unique_rows[group[i]] = keys[i];
-      entry_offsets[group[i]] = i;
-    }
-    const std::int64_t j = bag_of[vals[i]];
-    entry_grad[i] = j;
-    if (bag_scale) entry_scale[i] = bag_scale[j];
-  }
-};
-
 // One thread: groups[0] the number of groups, and the group offsets end at n.
 struct GroupTotal {
   const std::int64_t* head;
@@ -163,6 +142,34 @@ struct GroupTotal {
     const std::int64_t total = n > 0 ? group[n - 1] + head[n - 1] : 0;
     groups[0] = total;
     entry_offsets[total] = n;
+  }
+};
+
+// Entry i's group, and a group's row and first entry at its head. The last of the n entries also
+// does GroupTotal's work (nothing else writes entry_offsets[total] or groups), so a grouping of
+// n > 0 entries needs no launch of its own for it.
+struct GroupScatter {
+  const std::int64_t* keys;
+  const std::int64_t* vals;
+  const std::int64_t* bag_of;
+  const float* bag_scale;
+  const std::int64_t* head;
+  const std::int64_t* group;  // exclusive prefix sum of head
+  std::int64_t* unique_rows;
+  std::int64_t* entry_offsets;
+  std::int64_t* entry_grad;
+  float* entry_scale;
+  std::int64_t n;
+  std::int64_t* groups;
+  RECMIX_HOST_DEVICE void operator()(std::int64_t i) const {
+    if (head[i]) {
+      unique_rows[group[i]] = keys[i];
+      entry_offsets[group[i]] = i;
+    }
+    const std::int64_t j = bag_of[vals[i]];
+    entry_grad[i] = j;
+    if (bag_scale) entry_scale[i] = bag_scale[j];
+    if (i == n - 1) GroupTotal{head, group, n, groups, entry_offsets}(0);
   }
 };
 
