@@ -68,7 +68,10 @@ void DeviceGrouping::group(device::Stream& stream, const std::int64_t* offsets, 
   std::int64_t* groups = grow(groups_, 1, "embedding unique row count");
   float* entry_scale = scaled_ ? grow(entry_scale_, n, "embedding entry scales") : nullptr;
 
-  if (n_bags > 0) launch(backend_, stream, n_bags, kernels::BagOfEntry{offsets, bag_of});
+  if (offsets == nullptr)
+    bag_of = nullptr;  // GroupScatter takes entry j's bag to be j
+  else if (n_bags > 0)
+    launch(backend_, stream, n_bags, kernels::BagOfEntry{offsets, bag_of});
   launch(backend_, stream, n, kernels::InitSort{rows, keys[0], vals[0]});
   const int bits = std::max(key_bits, 1);
   int from = 0;

@@ -21,7 +21,9 @@ class DeviceGrouping {
   DeviceGrouping(device::Backend& backend, device::MemoryPool& pool) : backend_(backend), pool_(pool) {}
 
   // offsets [n_bags + 1] and rows [entries] (device memory, rows below 2^key_bits); bag_scale
-  // [n_bags] or null (per-entry scales then stay unset). Enqueued on stream.
+  // [n_bags] or null (per-entry scales then stay unset). Null offsets say that bag j is entry j
+  // alone (one-hot batches; entries == n_bags), which spares the launch that maps entries to bags.
+  // Enqueued on stream.
   void group(device::Stream& stream, const std::int64_t* offsets, const std::int64_t* rows, std::int64_t n_bags,
              std::int64_t entries, int key_bits, const float* bag_scale);
   // Makes every buffer of group() at its size for up to `entries` entries now (rows below

@@ -81,7 +81,7 @@ void ShardedEmbedding::Impl::update_on_device(device::Stream& stream, const floa
   const std::int64_t n_bags = device_one_hot_step ? std::int64_t(num_tables) * batch
                                                   : static_cast<std::int64_t>(own_offsets.size()) - 1;
   const std::int64_t entries = device_one_hot_step ? n_bags : own_offsets[n_bags];
-  grouping->group(stream, dev_own_offsets.data(), dev_own_rows.data(), n_bags, entries,
+  grouping->group(stream, device_one_hot_step ? nullptr : dev_own_offsets.data(), dev_own_rows.data(), n_bags, entries,
                   detail::bits_below(device_rows()), scaled ? dev_own_scale.data() : nullptr);
   kernels::UpdateRows f{weights.data(), state.data(), dim, kind, opt.lr, opt.eps, nullptr, nullptr, nullptr, nullptr,
                         dev_grad};

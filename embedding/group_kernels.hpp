@@ -151,7 +151,7 @@ struct GroupTotal {
 struct GroupScatter {
   const std::int64_t* keys;
   const std::int64_t* vals;
-  const std::int64_t* bag_of;
+  const std::int64_t* bag_of;  // null: entry j is bag j
   const float* bag_scale;
   const std::int64_t* head;
   const std::int64_t* group;  // exclusive prefix sum of head
@@ -166,7 +166,7 @@ struct GroupScatter {
       unique_rows[group[i]] = keys[i];
       entry_offsets[group[i]] = i;
     }
-    const std::int64_t j = bag_of[vals[i]];
+    const std::int64_t j = bag_of ? bag_of[vals[i]] : vals[i];
     entry_grad[i] = j;
     if (bag_scale) entry_scale[i] = bag_scale[j];
     if (i == n - 1) GroupTotal{head, group, n, groups, entry_offsets}(0);

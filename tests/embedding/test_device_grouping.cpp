@@ -1,7 +1,7 @@
 // The device grouping of the sparse update (DeviceGrouping, group_kernels.hpp) under the strict
 // device emulator, and on CUDA (CUB's sort and scan) where a GPU is present, against a reference: one group per distinct row in row order, each group's
 // entries in CSR order, each entry's gradient vector its bag, the bag's scale carried along; for
-// several block counts and radix passes.
+// several block counts and radix passes, and one-hot batches given as null offsets.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,6 +40,7 @@ device::Buffer<T> upload(device::Backend& b, device::MemoryPool& pool, const std
 
 struct Case {
   std::int64_t bags, max_bag, rows;
+  bool one_hot = false;  // a row a bag, passed as null offsets
 };
 
 class DeviceGroupingTest : public testing::TestWithParam<Case> {};
@@ -53,7 +54,7 @@ TEST_P(DeviceGroupingTest, MatchesAStableSortByRow) {
   std::vector<std::int64_t> offsets{0}, rows;
   std::vector<float> scale;
   for (std::int64_t j = 0; j < c.bags; ++j) {
-    const std::int64_t len = std::uniform_int_distribution<std::int64_t>(0, c.max_bag)(rng);
+    const std::int64_t len = c.one_hot ? 1 : std::uniform_int_distribution<std::int64_t>(0, c.max_bag)(rng);
     // Skewed rows: many duplicates, as in real batches.
     for (std::int64_t k = 0; k < len; ++k)
       rows.push_back(std::min<std::int64_t>(c.rows - 1, std::int64_t(std::exponential_distribution<>(8.0 / c.rows)(rng))));
@@ -76,7 +77,8 @@ void check_grouping(device::BackendKind kind, const Case& c, const std::vector<s
   auto d_scale = upload(*backend, pool, scale);
   DeviceGrouping grouping(*backend, pool);
   auto stream = backend->create_stream();
-  grouping.group(*stream, d_offsets.data(), d_rows.data(), c.bags, n, detail::bits_below(c.rows), d_scale.data());
+  grouping.group(*stream, c.one_hot ? nullptr : d_offsets.data(), d_rows.data(), c.bags, n, detail::bits_below(c.rows),
+                 d_scale.data());
   kernels::UpdateRows f{};
   grouping.fill(f);
   EXPECT_EQ(grouping.launch_size(), n);
@@ -109,7 +111,10 @@ void check_grouping(device::BackendKind kind, const Case& c, const std::vector<s
 INSTANTIATE_TEST_SUITE_P(Shapes, DeviceGroupingTest,
                          testing::Values(Case{1, 1, 1}, Case{5, 0, 10}, Case{40, 3, 50},
                                          Case{3000, 4, 300000},      // several blocks, 3 passes
-                                         Case{20000, 20, 70000000}),  // the most blocks, 4 passes
-                         [](const auto& info) { return "bags" + std::to_string(info.param.bags); });
+                                         Case{20000, 20, 70000000},   // the most blocks, 4 passes
+                                         Case{1, 1, 1, true}, Case{3000, 1, 300000, true}),
+                         [](const auto& info) {
+                           return (info.param.one_hot ? "one_hot_bags" : "bags") + std::to_string(info.param.bags);
+                         });
 
 }  // namespace
