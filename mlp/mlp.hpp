@@ -52,6 +52,10 @@ class Mlp {
   // gradients. Returns the gradient w.r.t. the input [batch x in], or nullptr when
   // need_input_grad is false (that GEMM is skipped).
   const float* backward(device::Stream& s, const float* grad_output, bool need_input_grad);
+  // Where backward() keeps the gradient w.r.t. the output, [max_batch x out]: a grad_output
+  // written here is taken as it is, without the copy that backward() makes of one elsewhere.
+  // backward() turns it into the last layer's pre-activation gradient in place.
+  float* output_gradient() { return layers_.back().grad.data(); }
   // backward() with a plain SGD step (p -= lr * grad) folded in: each weight-gradient GEMM adds
   // -lr * dW straight onto the weights (beta = 1) and the biases step from their column sums
   // after the last layer's GEMMs, all in one launch (no GEMM of the backward reads a bias), so

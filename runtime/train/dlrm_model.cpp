@@ -186,8 +186,10 @@ void DlrmModel::allocate_step_buffers(device::MemoryPool& pool, int k) {
   labels_ = device::Buffer<float>(pool, max_local_batch_, "labels");
   pooled_ = device::Buffer<float>(pool, max_local_batch_ * k * dim_, "pooled embeddings");
   grad_pooled_ = device::Buffer<float>(pool, max_local_batch_ * k * dim_, "pooled embedding gradients");
-  grad_bottom_ = device::Buffer<float>(pool, max_local_batch_ * dim_, "bottom MLP output gradient");
-  grad_prob_ = device::Buffer<float>(pool, max_local_batch_, "loss gradient");
+  if (!replicas_.empty()) {  // the primary MLPs take theirs in place (Mlp::output_gradient)
+    grad_bottom_ = device::Buffer<float>(pool, max_local_batch_ * dim_, "bottom MLP output gradient");
+    grad_prob_ = device::Buffer<float>(pool, max_local_batch_, "loss gradient");
+  }
   loss_terms_ = device::Buffer<double>(pool, max_local_batch_, "per-sample loss terms");
   loss_blocks_ = device::Buffer<double>(pool, mlp::bce_block_count(max_local_batch_), "loss block sums");
   loss_total_ = device::Buffer<double>(pool, 1, "loss total");

@@ -203,7 +203,8 @@ class DlrmModel {
   std::array<double, num_phases> phase_seconds_{};
   std::int64_t timed_steps_ = 0;
   std::vector<mlp::Param> bottom_params_, interaction_params_, top_params_;
-  device::Buffer<float> dense_in_, labels_, pooled_, grad_pooled_, grad_bottom_, grad_prob_;
+  device::Buffer<float> dense_in_, labels_, pooled_, grad_pooled_;
+  device::Buffer<float> grad_bottom_, grad_prob_;  // the dense replicas' only (the primary MLPs take theirs in place)
   // The loss on the device: per-sample terms, their block sums and the running total since the
   // last take_loss (mlp::bce_loss_accumulate); the total's pinned read-back; the replicas' host sum.
   device::Buffer<double> loss_terms_, loss_blocks_, loss_total_;

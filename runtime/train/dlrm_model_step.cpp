@@ -111,7 +111,7 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   mark(top_backward);
   const bool reduce_interaction = reduce && interaction_->parameter_count() > 0;
   graphs_->run(kInteractionBackward, b, global_batch, [&] {
-    interaction_->backward(*stream_, grad_z, grad_bottom_.data(), grad_pooled_.data());
+    interaction_->backward(*stream_, grad_z, bottom_->output_gradient(), grad_pooled_.data());
     if (reduce_interaction && in_graphs) all_reduce(*interaction_);
     return nullptr;
   });
@@ -125,8 +125,9 @@ void DlrmModel::train_step_async(const data::Batch& batch, std::int64_t global_b
   // before it on the stream, inside the pieces. One graph launch a step fewer.
   const bool step_in_piece = graphs_->on() && !fold_sgd_ && (!reduce || in_graphs);
   graphs_->run(kBottomBackward, b, global_batch, [&] {
-    const float* out = fold_sgd_ ? bottom_->backward_sgd(*stream_, grad_bottom_.data(), false, sgd_lr_)
-                                 : bottom_->backward(*stream_, grad_bottom_.data(), false);
+    float* grad_out = bottom_->output_gradient();
+    const float* out = fold_sgd_ ? bottom_->backward_sgd(*stream_, grad_out, false, sgd_lr_)
+                                 : bottom_->backward(*stream_, grad_out, false);
     if (reduce && in_graphs) all_reduce(*bottom_);
     if (step_in_piece) dense_optimizer_->issue_step(*stream_);
     return out;
@@ -183,14 +184,16 @@ const float* DlrmModel::dense_middle(const float* bottom_out, int b, std::int64_
     phase(interaction_forward);
     const float* prob = top_->forward(*stream_, z, b);
     phase(top_forward);
-    // The loss's terms and its gradient in one pass. Each rank scales by the global batch, so
-    // summing gradients over ranks gives the gradient of the global mean loss, exactly as one
-    // rank holding the whole batch computes it.
+    // The loss's terms and its gradient in one pass, the gradient where the top MLP's backward
+    // takes it (no copy). Each rank scales by the global batch, so summing gradients over ranks
+    // gives the gradient of the global mean loss, exactly as one rank holding the whole batch
+    // computes it.
+    float* grad_prob = top_->output_gradient();
     mlp::bce_loss_accumulate(backend_, *stream_, prob, labels_.data(), b, loss_terms_.data(), loss_blocks_.data(),
-                             loss_total_.data(), grad_prob_.data(), 1.0f / static_cast<float>(global_batch));
+                             loss_total_.data(), grad_prob, 1.0f / static_cast<float>(global_batch));
     phase(loss);
-    const float* grad_z = fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob_.data(), true, sgd_lr_)
-                                    : top_->backward(*stream_, grad_prob_.data(), true);
+    const float* grad_z = fold_sgd_ ? top_->backward_sgd(*stream_, grad_prob, true, sgd_lr_)
+                                    : top_->backward(*stream_, grad_prob, true);
     if (then) then();
     return grad_z;
   });

@@ -267,4 +267,40 @@ INSTANTIATE_TEST_SUITE_P(Backends, LossDevice,
                                                                            : "cpu_strict";
                          });
 
+class MlpGradientInPlace : public testing::TestWithParam<device::BackendKind> {};
+
+// A gradient written into Mlp::output_gradient() (as the loss and the interaction write theirs in
+// a training step) is taken in place, and backward() gives what it gives from a gradient kept
+// elsewhere: the same input gradient and parameter gradients, bit for bit.
+TEST_P(MlpGradientInPlace, EqualsAGradientPassedFromElsewhere) {
+  const device::BackendKind kind = GetParam();
+  if (kind == device::BackendKind::cuda && !device::cuda_device_available()) GTEST_SKIP() << "no CUDA device present";
+  std::mt19937 rng(3);
+  Device d(kind);
+  const std::vector<int> sizes = {9, 24, 6};
+  constexpr int kRows = 21;
+  Mlp mlp(*d.backend, d.pool, "mlp", sizes, Activation::relu, 42, kRows);
+  auto& s = *d.stream;
+  const float* x = d.upload(random_vector(std::size_t(kRows) * sizes.front(), rng));
+  const auto dy = random_vector(std::size_t(kRows) * sizes.back(), rng);
+  const float* elsewhere = d.upload(dy);
+  mlp.forward(s, x, kRows);
+  const auto dx_want = d.download(mlp.backward(s, elsewhere, true), std::size_t(kRows) * sizes.front());
+  const auto grads_want = d.download(mlp.all_grads(), mlp.parameter_count());
+  mlp.forward(s, x, kRows);
+  d.backend->copy(mlp.output_gradient(), dy.data(), dy.size() * sizeof(float), s);
+  const auto dx_got = d.download(mlp.backward(s, mlp.output_gradient(), true), dx_want.size());
+  EXPECT_EQ(dx_got, dx_want);
+  EXPECT_EQ(d.download(mlp.all_grads(), mlp.parameter_count()), grads_want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, MlpGradientInPlace,
+                         testing::Values(device::BackendKind::cpu, device::BackendKind::cpu_strict,
+                                         device::BackendKind::cuda),
+                         [](const auto& info) {
+                           return info.param == device::BackendKind::cuda ? "cuda"
+                                  : info.param == device::BackendKind::cpu ? "cpu"
+                                                                           : "cpu_strict";
+                         });
+
 }  // namespace
