@@ -221,6 +221,13 @@ INSTANTIATE_TEST_SUITE_P(Backends, DenseOptimizerDevice,
                          testing::Values(device::BackendKind::cpu_strict, device::BackendKind::cuda),
                          [](const auto& info) { return info.param == device::BackendKind::cuda ? "cuda" : "cpu_strict"; });
 
+// The CPU backend, the emulator and CUDA (skipped where no GPU is present), named for the tests.
+const auto kEveryBackend =
+    testing::Values(device::BackendKind::cpu, device::BackendKind::cpu_strict, device::BackendKind::cuda);
+std::string backend_name(const testing::TestParamInfo<device::BackendKind>& info) {
+  return info.param == device::BackendKind::cuda ? "cuda" : info.param == device::BackendKind::cpu ? "cpu" : "cpu_strict";
+}
+
 class LossDevice : public testing::TestWithParam<device::BackendKind> {};
 
 // bce_loss_accumulate with a gradient is one launch fewer than it and bce_loss_backward, and
@@ -258,14 +265,7 @@ TEST_P(LossDevice, AccumulateWithTheGradientIsOneLaunchFewer) {
   EXPECT_EQ(std::vector<float>(g.begin(), g.begin() + kRows), std::vector<float>(g.begin() + kRows, g.end()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LossDevice,
-                         testing::Values(device::BackendKind::cpu, device::BackendKind::cpu_strict,
-                                         device::BackendKind::cuda),
-                         [](const auto& info) {
-                           return info.param == device::BackendKind::cuda ? "cuda"
-                                  : info.param == device::BackendKind::cpu ? "cpu"
-                                                                           : "cpu_strict";
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, LossDevice, kEveryBackend, backend_name);
 
 class MlpGradientInPlace : public testing::TestWithParam<device::BackendKind> {};
 
@@ -294,13 +294,6 @@ TEST_P(MlpGradientInPlace, EqualsAGradientPassedFromElsewhere) {
   EXPECT_EQ(d.download(mlp.all_grads(), mlp.parameter_count()), grads_want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MlpGradientInPlace,
-                         testing::Values(device::BackendKind::cpu, device::BackendKind::cpu_strict,
-                                         device::BackendKind::cuda),
-                         [](const auto& info) {
-                           return info.param == device::BackendKind::cuda ? "cuda"
-                                  : info.param == device::BackendKind::cpu ? "cpu"
-                                                                           : "cpu_strict";
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, MlpGradientInPlace, kEveryBackend, backend_name);
 
 }  // namespace
