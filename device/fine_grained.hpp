@@ -7,6 +7,9 @@
 //   Index fine_items(Index items) const;  // fine work items of a launch of `items` block items
 //   void fine(Index i) const;             // one of them
 //
+// fine_items() runs on the host when the launch is issued (it sizes the grid), so it reads the
+// functor's own fields, never device memory; the strict emulator calls it there too.
+//
 // and both decompositions must compute the same bits (each output the same operations in the
 // same order). The CUDA launcher runs fine(), the strict device emulator runs fine() too, so the
 // CPU tests that compare the emulator with the CPU backend check that promise.

@@ -42,10 +42,12 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
   if (device::runs_kernels_on_host(backend)) {
     const int threads = backend.num_threads();
     if constexpr (device::LaneGrained<F>) {
-      // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
+      // The strict emulator runs what the GPU runs (device/fine_grained.hpp). The item counts are
+      // taken on the host, when the kernel is issued, as the CUDA launcher takes its grid.
       if (takes_lanes(backend)) {
-        backend.run_host_kernel(stream, [threads, n, f, grain] {
-          device::cpu::parallel_for(threads, f.lane_items(n), device::LaneItems<F>{f}, grain);
+        const std::int64_t items = f.lane_items(n);
+        backend.run_host_kernel(stream, [threads, items, f, grain] {
+          device::cpu::parallel_for(threads, items, device::LaneItems<F>{f}, grain);
         });
         return;
       }
@@ -53,8 +55,9 @@ void run(device::Backend& backend, device::Stream& stream, std::int64_t n, const
     if constexpr (device::FineGrained<F>) {
       // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
       if (device::runs_fine_items(backend)) {
-        backend.run_host_kernel(stream, [threads, n, f, grain] {
-          device::cpu::parallel_for(threads, f.fine_items(n), device::FineItems<F>{f}, grain);
+        const std::int64_t items = f.fine_items(n);
+        backend.run_host_kernel(stream, [threads, items, f, grain] {
+          device::cpu::parallel_for(threads, items, device::FineItems<F>{f}, grain);
         });
         return;
       }

@@ -86,7 +86,7 @@ class Sgd final : public OptimizerBase {
   }
   void issue_step(device::Stream& s) override {
     issue_schedule(s, true);
-    steps_.issue(backend_, s);
+    steps_.issue(s);
   }
   std::vector<Param> state() override { return {}; }
 
@@ -110,7 +110,7 @@ class Adagrad final : public OptimizerBase {
   }
   void issue_step(device::Stream& s) override {
     issue_schedule(s, true);
-    steps_.issue(backend_, s);
+    steps_.issue(s);
   }
   std::vector<Param> state() override { return state_; }
 
@@ -142,7 +142,7 @@ class Adam final : public OptimizerBase {
     const float* scale = issue_schedule(s, false);
     const kernels::AdamCorrections c{device_steps_.data(), corrections_.data(), lr_, beta1_, beta2_, scale};
     detail::launch(backend_, s, 1, c, 1);
-    steps_.issue(backend_, s);
+    steps_.issue(s);
   }
   std::vector<Param> state() override { return state_; }
 

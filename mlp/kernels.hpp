@@ -534,11 +534,12 @@ struct ParamSteps {
   const Step* steps;    // device memory, `params` of them
   const Index* starts;  // device memory, params + 1
   int params;
+  Index total;          // starts[params], by value: fine_items() runs on the host
   RECMIX_HOST_DEVICE void operator()(Index item) const {
-    Index i1 = min_index((item + 1) * kFlatBlock, starts[params]);
+    Index i1 = min_index((item + 1) * kFlatBlock, total);
     for (Index i = item * kFlatBlock; i < i1; ++i) fine(i);
   }
-  RECMIX_HOST_DEVICE Index fine_items(Index) const { return starts[params]; }
+  RECMIX_HOST_DEVICE Index fine_items(Index) const { return total; }
   RECMIX_HOST_DEVICE void fine(Index i) const {
     int lo = 0, hi = params;  // starts[lo] <= i < starts[hi]
     while (hi - lo > 1) {

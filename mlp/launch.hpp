@@ -43,10 +43,12 @@ void launch(device::Backend& backend, device::Stream& stream, kernels::Index n, 
   if (device::runs_kernels_on_host(backend)) {
     const int threads = cpu_threads_for(backend, elements);
     if constexpr (device::FineGrained<F>) {
-      // The strict emulator runs what the GPU runs (device/fine_grained.hpp).
+      // The strict emulator runs what the GPU runs (device/fine_grained.hpp). The item count is
+      // taken on the host, when the kernel is issued, as the CUDA launcher takes its grid.
       if (device::runs_fine_items(backend)) {
-        backend.run_host_kernel(stream, [threads, n, f] {
-          device::cpu::parallel_blocks(threads, f.fine_items(n), device::FineItems<F>{f});
+        const kernels::Index items = f.fine_items(n);
+        backend.run_host_kernel(stream, [threads, items, f] {
+          device::cpu::parallel_blocks(threads, items, device::FineItems<F>{f});
         });
         return;
       }

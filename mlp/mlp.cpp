@@ -271,7 +271,7 @@ void Mlp::step_biases(device::Stream& s, float lr) {
     for (const Layer& l : layers_) steps.push_back({l.bias, l.bias_grad, l.out, lr});
     bias_steps_ = std::make_unique<BiasSteps>(BiasSteps{lr, {backend_, pool_, std::move(steps)}});
   }
-  bias_steps_->table.issue(backend_, s);
+  bias_steps_->table.issue(s);
 }
 
 Mlp::Mlp(const Mlp& primary, device::Backend& backend, int max_batch)

@@ -31,7 +31,7 @@ class ParamStepTable {
  public:
   ParamStepTable() = default;
   ParamStepTable(device::Backend& backend, device::MemoryPool& pool, std::vector<Step> steps)
-      : steps_(std::move(steps)) {
+      : backend_(&backend), steps_(std::move(steps)) {
     std::vector<kernels::Index> starts{0};
     for (const Step& f : steps_) starts.push_back(starts.back() + f.count);
     total_ = starts.back();
@@ -49,20 +49,22 @@ class ParamStepTable {
 
   // Issues every parameter's step: one launch on a device, the parameters' blocks in one loop on
   // the CPU (at most one thread wake-up per step, not one per tensor).
-  void issue(device::Backend& backend, device::Stream& s) const {
+  void issue(device::Stream& s) const {
     if (total_ == 0) return;
-    if (!device::device_memory_is_host(backend)) {
-      const kernels::ParamSteps<Step> f{device_steps_.data(), starts_.data(), static_cast<int>(steps_.size())};
-      detail::launch(backend, s, detail::flat_blocks(total_), f, total_);
+    if (!device::device_memory_is_host(*backend_)) {
+      const kernels::ParamSteps<Step> f{device_steps_.data(), starts_.data(), static_cast<int>(steps_.size()), total_};
+      detail::launch(*backend_, s, detail::flat_blocks(total_), f, total_);
       return;
     }
     // By reference: the host's memory is the device's here, and that backend has no graphs, so the
     // work runs now (device/graph.hpp).
-    detail::launch_host(backend, s, detail::cpu_threads_for(backend, total_), static_cast<kernels::Index>(blocks_.size()),
+    detail::launch_host(*backend_, s, detail::cpu_threads_for(*backend_, total_),
+                        static_cast<kernels::Index>(blocks_.size()),
                         [this](std::int64_t i) { steps_[blocks_[i].param](blocks_[i].item); });
   }
 
  private:
+  device::Backend* backend_ = nullptr;
   struct Block {  // a CPU work item: block `item` of parameter `param`
     std::size_t param;
     kernels::Index item;
